@@ -1,0 +1,44 @@
+"""furca's error hierarchy. Every error furca raises on purpose is a FurcaError.
+
+This module imports nothing, so every part of furca (leaves included) may use it.
+"""
+
+
+class FurcaError(Exception):
+    """Root of every error furca raises on purpose."""
+
+
+class ConfigError(FurcaError, ValueError):
+    """A configuration value (engine, server, environment) is invalid."""
+
+
+class ModelLoadError(FurcaError):
+    """A model could not be found, read or is of an unsupported kind."""
+
+
+class UnsupportedModelError(ModelLoadError):
+    """The model's architecture (or a feature of it) is not implemented."""
+
+
+class InvalidRequestError(FurcaError, ValueError):
+    """A request is malformed: bad prompt, bad sampling values, too long for the context."""
+
+
+class ContextLengthError(InvalidRequestError):
+    """Prompt (plus requested new tokens) does not fit the model's context."""
+
+
+class SamplingParamsError(InvalidRequestError):
+    """A sampling parameter is out of range or contradicts another."""
+
+
+class CompileError(FurcaError, ValueError):
+    """A constraint (regex, JSON schema, grammar, choices) cannot be compiled."""
+
+
+class EngineClosedError(FurcaError, RuntimeError):
+    """The engine was shut down (or its scheduler died) and takes no more requests."""
+
+
+class RequestAbortedError(FurcaError):
+    """The request was aborted before it finished."""
