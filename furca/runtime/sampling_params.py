@@ -1,0 +1,243 @@
+"""Per-request sampling parameters, with SGLang's keys and defaults.
+
+``SamplingParams`` is a frozen (hashable) dataclass validated in ``__post_init__``;
+every bad value raises ``SamplingParamsError`` naming the field, the value and the
+allowed range. Lists are normalised to tuples and dict-valued constraints
+(``json_schema``, ``structural_tag``) to JSON strings (key order kept), so two equal
+requests compare and hash equal (the constraint compiler keys its cache on that).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from furca.errors import SamplingParamsError
+
+# Temperatures below this are treated as greedy (SGLang does the same), which also
+# keeps ``logits / temperature`` finite.
+GREEDY_TEMPERATURE_EPS = 1e-5
+
+CONSTRAINT_FIELDS = ("regex", "json_schema", "ebnf", "choices", "json_object", "structural_tag")
+
+# Keys that other SGLang/OpenAI-style clients send under a different name.
+_ALIASES = {"sampling_seed": "seed"}
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int = 128
+    min_new_tokens: int = 0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1  # -1 or 0: off
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0  # HF semantics, over prompt + output tokens
+    frequency_penalty: float = 0.0  # OpenAI semantics, over output tokens
+    presence_penalty: float = 0.0  # OpenAI semantics, over output tokens
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    no_stop_trim: bool = False
+    n: int = 1
+    seed: int | None = None
+    return_logprob: bool = False
+    logprob_start_len: int = -1
+    top_logprobs_num: int = 0
+    return_text_in_logprobs: bool = False
+    # Constraints: at most one of these is set.
+    regex: str | None = None
+    json_schema: str | None = None  # a dict is accepted and stored as JSON text
+    ebnf: str | None = None
+    choices: tuple[str, ...] | None = None
+    json_object: bool = False
+    structural_tag: str | None = None  # a dict is accepted and stored as JSON text
+
+    def __post_init__(self) -> None:
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
+        set_("stop", _str_tuple("stop", self.stop))
+        set_("stop_token_ids", _int_tuple("stop_token_ids", self.stop_token_ids))
+        if self.choices is not None:
+            set_("choices", _str_tuple("choices", self.choices))
+        set_("json_schema", _json_text("json_schema", self.json_schema))
+        set_("structural_tag", _json_text("structural_tag", self.structural_tag))
+        for name in ("temperature", "top_p", "min_p", "repetition_penalty",
+                     "frequency_penalty", "presence_penalty"):
+            set_(name, _number(name, getattr(self, name)))
+        for name in ("max_new_tokens", "min_new_tokens", "top_k", "n",
+                     "logprob_start_len", "top_logprobs_num"):
+            _integer(name, getattr(self, name))
+        for name in ("ignore_eos", "skip_special_tokens", "spaces_between_special_tokens",
+                     "no_stop_trim", "return_logprob", "return_text_in_logprobs", "json_object"):
+            if not isinstance(getattr(self, name), bool):
+                _fail(name, getattr(self, name), "true or false")
+        self._check_ranges()
+        self._check_constraint()
+
+    def _check_ranges(self) -> None:
+        checks = (
+            ("temperature", self.temperature >= 0, ">= 0 (0 means greedy)"),
+            ("top_p", 0 < self.top_p <= 1, "in (0, 1]"),
+            ("top_k", self.top_k == -1 or self.top_k >= 0, "-1 or 0 (off), or >= 1"),
+            ("min_p", 0 <= self.min_p <= 1, "in [0, 1]"),
+            ("repetition_penalty", self.repetition_penalty > 0, "> 0 (1 means off)"),
+            ("frequency_penalty", -2 <= self.frequency_penalty <= 2, "in [-2, 2]"),
+            ("presence_penalty", -2 <= self.presence_penalty <= 2, "in [-2, 2]"),
+            ("max_new_tokens", self.max_new_tokens >= 0, ">= 0"),
+            ("min_new_tokens", 0 <= self.min_new_tokens <= self.max_new_tokens,
+             f"in [0, max_new_tokens={self.max_new_tokens}]"),
+            ("n", self.n >= 1, ">= 1"),
+            ("logprob_start_len", self.logprob_start_len >= -1, "-1 (no prompt logprobs) or >= 0"),
+            ("top_logprobs_num", self.top_logprobs_num >= 0, ">= 0"),
+        )
+        for name, ok, allowed in checks:
+            if not ok:
+                _fail(name, getattr(self, name), allowed)
+        if self.seed is not None:
+            _integer("seed", self.seed)
+            if not 0 <= self.seed < 2**63:
+                _fail("seed", self.seed, "None or an int in [0, 2**63)")
+        if any(s == "" for s in self.stop):
+            _fail("stop", self.stop, "non-empty strings")
+        if any(t < 0 for t in self.stop_token_ids):
+            _fail("stop_token_ids", self.stop_token_ids, "token ids >= 0")
+
+    def _check_constraint(self) -> None:
+        for name in ("regex", "ebnf"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                _fail(name, value, "a string or None")
+        if self.choices is not None and (not self.choices or any(c == "" for c in self.choices)):
+            _fail("choices", self.choices, "a non-empty list of non-empty strings")
+        set_ = [name for name in CONSTRAINT_FIELDS if _is_set(getattr(self, name))]
+        if len(set_) > 1:
+            raise SamplingParamsError(
+                f"at most one constraint may be set, got {', '.join(set_)}; "
+                f"choose one of {', '.join(CONSTRAINT_FIELDS)}"
+            )
+
+    # -- construction and export -------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> SamplingParams:
+        """Build from a dict with SGLang's keys. ``None`` values mean "the default".
+
+        An unknown key raises ``SamplingParamsError`` naming it and the accepted keys.
+        """
+        if d is None:
+            return cls()
+        if isinstance(d, SamplingParams):
+            return d
+        if not isinstance(d, dict):
+            raise SamplingParamsError(
+                f"sampling_params must be a dict or SamplingParams, got {type(d).__name__}"
+            )
+        known = {f.name for f in fields(cls)}
+        kwargs = {}
+        for key, value in d.items():
+            name = _ALIASES.get(key, key)
+            if name not in known:
+                raise SamplingParamsError(
+                    f"unknown sampling parameter {key!r}; accepted: {', '.join(sorted(known))}"
+                )
+            if value is not None:
+                kwargs[name] = value
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields as a JSON-ready dict (tuples become lists); ``from_dict`` inverts it."""
+        d = asdict(self)
+        for key, value in d.items():
+            if isinstance(value, tuple):
+                d[key] = list(value)
+        return d
+
+    def replace(self, **changes: Any) -> SamplingParams:
+        """A copy with ``changes`` applied (and validated)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d.update(changes)
+        return SamplingParams(**d)
+
+    # -- derived -----------------------------------------------------------------------
+
+    @property
+    def is_greedy(self) -> bool:
+        """Argmax decoding: temperature 0 (below 1e-5) or top_k == 1."""
+        return self.temperature < GREEDY_TEMPERATURE_EPS or self.top_k == 1
+
+    @property
+    def has_constraint(self) -> bool:
+        return self.constraint is not None
+
+    @property
+    def constraint(self) -> tuple[str, Any] | None:
+        """``(field_name, value)`` of the constraint, or None. Hashable: a cache key."""
+        for name in CONSTRAINT_FIELDS:
+            value = getattr(self, name)
+            if _is_set(value):
+                return (name, value)
+        return None
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _fail(name: str, value: Any, allowed: str):
+    raise SamplingParamsError(f"sampling parameter {name}={value!r} is invalid: must be {allowed}")
+
+
+def _is_set(value: Any) -> bool:
+    return value is not None and value is not False
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        _fail(name, value, "a number")
+    if not math.isfinite(value):
+        _fail(name, value, "a finite number")
+    return float(value)
+
+
+def _integer(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        _fail(name, value, "an integer")
+
+
+def _str_tuple(name: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    _fail(name, value, "a string or a list of strings")
+
+
+def _int_tuple(name: str, value: Any) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value,)
+    if isinstance(value, (list, tuple, set, frozenset)) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        return tuple(value)
+    _fail(name, value, "an int or a list of ints")
+
+
+def _json_text(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return json.dumps(value)  # keep key order: property order matters for generation
+    if not isinstance(value, str):
+        _fail(name, value, "a JSON string, a dict, or None")
+    try:
+        json.loads(value)
+    except json.JSONDecodeError as e:
+        _fail(name, value, f"valid JSON ({e.msg} at position {e.pos})")
+    return value

@@ -1,0 +1,232 @@
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from furca.runtime.detokenizer import IncrementalDetokenizer, OutputTextState, StopChecker
+from furca.runtime.output import finish_abort, finish_length
+from furca.runtime.sampling_params import SamplingParams as SP
+
+CORPUS = [
+    "héllo wörld 日本語 🙂 stop here",
+    "the quick brown fox jumps over the lazy dog",
+    "naïve café Größe 東京 😀🙂 hello world, hello there",
+] * 20
+TEXTS = [
+    "héllo wörld 日本語 🙂 東京",
+    "the quick brown fox. STOP now 😀 Größe",
+    "🙂🙂🙂 naïve 日本 café",
+    "plain ascii text only",
+]
+EOS, PAD = 0, 1
+
+
+@pytest.fixture(scope="module")
+def tok():
+    """A small byte-level BPE: multi-byte characters really are split across tokens."""
+    t = Tokenizer(models.BPE())
+    t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    t.decoder = decoders.ByteLevel()
+    t.train_from_iterator(
+        CORPUS,
+        trainers.BpeTrainer(vocab_size=300, special_tokens=["<eos>", "<pad>"],
+                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()),
+    )
+    ids = t.encode(TEXTS[0]).ids
+    assert any("\ufffd" in t.decode([i]) for i in ids), "corpus too easy: no split characters"
+    return t
+
+
+class CountingTokenizer:
+    """Wraps a tokenizer; records how many ids each decode call saw."""
+
+    def __init__(self, tok):
+        self.tok, self.sizes = tok, []
+
+    def decode(self, ids, skip_special_tokens=True):
+        self.sizes.append(len(ids))
+        return self.tok.decode(ids, skip_special_tokens=skip_special_tokens)
+
+
+def stream(det, ids):
+    deltas = [det.add(i) for i in ids]
+    return deltas, det.flush()
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_deltas_concatenate_to_full_decode_and_never_split_chars(tok, text):
+    ids = tok.encode(text).ids
+    deltas, rest = stream(IncrementalDetokenizer(tok), ids)
+    assert not any("\ufffd" in d for d in deltas)
+    assert "".join(deltas) + rest == tok.decode(ids) == text
+    assert rest == ""
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 299), max_size=40), st.booleans())
+def test_random_ids_concatenation_matches_decode(tok, ids, skip):
+    det = IncrementalDetokenizer(tok, skip_special_tokens=skip)
+    deltas, rest = stream(det, ids)
+    assert not any(d.endswith("\ufffd") for d in deltas)
+    assert "".join(deltas) + rest == tok.decode(ids, skip_special_tokens=skip)
+
+
+def test_prompt_context_gives_continuation(tok):
+    prompt = tok.encode("héllo wörld 日本語").ids
+    out = tok.encode(" 🙂 東京 café").ids
+    deltas, rest = stream(IncrementalDetokenizer(tok, prompt), out)
+    full = tok.decode(prompt + out)
+    assert "".join(deltas) + rest == full[len(tok.decode(prompt)):] == " 🙂 東京 café"
+
+
+def test_work_per_token_is_bounded(tok):
+    counting = CountingTokenizer(tok)
+    ids = tok.encode(" ".join(TEXTS) * 5).ids
+    deltas, rest = stream(IncrementalDetokenizer(counting, tok.encode("héllo").ids), ids)
+    assert "".join(deltas) + rest == tok.decode(ids)
+    assert max(counting.sizes) <= 12  # a window, not the whole output
+
+
+def test_skip_special_tokens_and_hf_wrapper(tok):
+    from transformers import PreTrainedTokenizerFast
+
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>")
+    ids = tok.encode("日本 ").ids + [EOS] + tok.encode("café").ids
+    for skip in (True, False):
+        deltas, rest = stream(IncrementalDetokenizer(hf, skip_special_tokens=skip,
+                                                     spaces_between_special_tokens=False), ids)
+        assert "".join(deltas) + rest == hf.decode(ids, skip_special_tokens=skip)
+    assert "<eos>" not in hf.decode(ids, skip_special_tokens=True)
+
+
+def test_flush_returns_trailing_partial_character(tok):
+    ids = tok.encode("日").ids
+    assert len(ids) > 1
+    det = IncrementalDetokenizer(tok)
+    assert [det.add(i) for i in ids[:-1]] == [""] * (len(ids) - 1)
+    assert det.flush() == tok.decode(ids[:-1]) and det.flush() == ""
+
+
+# -- stop checking -------------------------------------------------------------------------
+
+
+def run_state(tok, text, params, extra_ids=(), eos_ids=(EOS,)):
+    state = OutputTextState(tok, params, eos_ids=eos_ids)
+    deltas, finished = [], None
+    for i in tok.encode(text).ids + list(extra_ids):
+        delta, finished = state.append(i)
+        deltas.append(delta)
+        if finished:
+            break
+    return state, deltas, finished
+
+
+def test_stop_string_across_tokens_is_trimmed_and_never_streamed(tok):
+    text = "the quick brown fox. STOP now 😀"
+    stop = "own fox."
+    state, deltas, finished = run_state(tok, text, SP(stop=["zzz", stop]))
+    assert finished == {"type": "stop", "matched": stop}
+    assert state.text == "the quick br" == "".join(deltas)
+    streamed = ""
+    for d in deltas:  # at no point did the client see a piece of the stop string
+        streamed += d
+        assert not any(streamed.endswith(stop[:k]) for k in range(1, len(stop)))
+
+
+def test_hold_back_released_when_not_a_stop(tok):
+    state = OutputTextState(tok, SP(stop=["hello thx"]), eos_ids=[EOS])
+    streamed = "".join(state.append(i)[0] for i in tok.encode("hello world, hello th").ids)
+    assert streamed == "hello world, "  # "hello th" may still become "hello thx": held back
+    for i in tok.encode("ere").ids:
+        delta, finished = state.append(i)
+        streamed += delta
+    assert finished is None and streamed == "hello world, hello there"  # released
+    assert state.finish(finish_length(6)) == ""
+    assert state.finish_reason == {"type": "length", "length": 6} and state.text == streamed
+
+
+def test_finish_releases_held_text(tok):
+    state, deltas, finished = run_state(tok, "hello world, hello", SP(stop=["hello thx"]))
+    assert finished is None and "".join(deltas) == "hello world, "
+    assert state.finish(finish_length(5)) == "hello"
+
+
+def test_stop_string_with_multibyte_chars_and_no_stop_trim(tok):
+    text = "héllo wörld 日本語 🙂"
+    state, deltas, finished = run_state(tok, text, SP(stop="本語"))
+    assert finished["matched"] == "本語" and state.text == "".join(deltas) == "héllo wörld 日"
+    state, deltas, finished = run_state(tok, text, SP(stop="本語", no_stop_trim=True))
+    assert state.text == "".join(deltas) == "héllo wörld 日本語"
+
+
+def test_earliest_stop_string_wins(tok):
+    state, _, finished = run_state(tok, "the quick brown fox jumps", SP(stop=["fox", "quick"]))
+    assert finished["matched"] == "quick" and state.text == "the "
+
+
+def test_stop_token_and_eos(tok):
+    body = tok.encode("café").ids
+    state, deltas, finished = run_state(tok, "café", SP(skip_special_tokens=False), extra_ids=[EOS] + body)
+    assert finished == {"type": "stop", "matched": EOS}
+    assert state.text == "café" == "".join(deltas) and state.num_tokens == len(body) + 1
+    state, _, finished = run_state(tok, "café", SP(skip_special_tokens=False, no_stop_trim=True), [EOS])
+    assert state.text == "café<eos>"
+    state, _, finished = run_state(tok, "café", SP(stop_token_ids=[PAD]), extra_ids=[PAD])
+    assert finished == {"type": "stop", "matched": PAD}
+
+
+def test_ignore_eos_keeps_going_but_stop_token_ids_still_stop(tok):
+    state, _, finished = run_state(tok, "café", SP(ignore_eos=True, stop_token_ids=[PAD]), [EOS, 50, PAD, 51])
+    assert finished == {"type": "stop", "matched": PAD}
+    assert state.num_tokens == len(tok.encode("café").ids) + 3
+
+
+def test_min_new_tokens_delays_stops(tok):
+    state = OutputTextState(tok, SP(min_new_tokens=2, stop="x"), eos_ids=[EOS])
+    assert state.append(EOS) == ("", None)  # token 1 < min: EOS does not stop
+    x = tok.encode("x").ids[0]
+    assert state.append(x) == ("", {"type": "stop", "matched": "x"})  # 2 tokens out: strings count
+    state = OutputTextState(tok, SP(min_new_tokens=2), eos_ids=[EOS])
+    assert state.append(x)[1] is None and state.append(EOS)[1] is None  # EOS as token 2: still early
+    assert state.append(EOS)[1] == {"type": "stop", "matched": EOS}
+
+
+def test_finish_and_misuse(tok):
+    state = OutputTextState(tok, SP(), eos_ids=[EOS])
+    ids = tok.encode("日").ids
+    assert state.append(ids[0]) == ("", None)
+    assert state.finish(finish_abort("client gone")) == tok.decode(ids[:1])
+    assert state.finish(finish_length(1)) == "" and state.finish_reason["type"] == "abort"
+    with pytest.raises(RuntimeError):
+        state.append(ids[1])
+
+
+def test_stop_checker_helpers():
+    c = StopChecker(stop=("abc", "b"), stop_token_ids=[7], eos_ids=[2], ignore_eos=True, min_new_tokens=1)
+    assert c.check_token(2, 5) is None and c.check_token(7, 1) is None
+    assert c.check_token(7, 2) == {"type": "stop", "matched": 7}
+    assert c.find_stop_string("xxabcb", 0) == (2, "abc") and c.find_stop_string("xxabcb", 3) == (3, "b")
+    assert c.holdback_len("zzab", 0) == 2 and c.holdback_len("zzab", 3) == 0 and c.holdback_len("zza", 2) == 1 and c.holdback_len("zz", 0) == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.text(alphabet="ab日🙂 é", max_size=30),
+    st.lists(st.text(alphabet="ab日🙂 é", min_size=1, max_size=4), max_size=3),
+)
+def test_stop_strings_property(tok, text, stops):
+    state = OutputTextState(tok, SP(stop=stops), eos_ids=[EOS])
+    streamed, finished = "", None
+    for i in tok.encode(text).ids:
+        delta, finished = state.append(i)
+        streamed += delta
+        # nothing streamed so far contains a stop string, or ends in the start of one
+        assert not any(s in streamed for s in stops)
+        if finished:
+            break
+    if finished is None:
+        streamed += state.finish(finish_length(state.num_tokens))
+        assert state.text == text
+    else:
+        assert text.startswith(state.text + finished["matched"])
+    assert streamed == state.text and not any(s in state.text for s in stops)
