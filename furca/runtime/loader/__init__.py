@@ -1,0 +1,109 @@
+"""``load_model``: a model directory (HF format) or a ``.gguf`` file -> a ready model,
+its config, tokenizer and generation defaults. ``path=None`` loads the default model
+(pulled on first use, see ``furca.runtime.pull``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from furca.errors import ConfigError, ModelLoadError
+from furca.runtime.model_config import ModelConfig, as_id_list
+from furca.runtime.models import get_model_class
+from furca.runtime.tokenizer import Tokenizer
+
+_DTYPES = {
+    "float32": torch.float32, "fp32": torch.float32,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
+}
+
+
+@dataclass
+class LoadedModel:
+    model: torch.nn.Module  # forward(input_ids, positions, batch) -> fp32 logits
+    config: ModelConfig
+    tokenizer: Tokenizer
+    generation_defaults: dict[str, Any]  # generation_config.json subset; eos_token_id -> list
+    context_length: int
+    model_path: Path
+
+    @property
+    def eos_token_ids(self) -> list[int]:
+        return self.tokenizer.eos_token_ids
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        if dtype in (torch.float32, torch.bfloat16, torch.float16):
+            return dtype
+    elif isinstance(dtype, str) and dtype.lower() in _DTYPES:
+        return _DTYPES[dtype.lower()]
+    raise ConfigError(f"dtype must be float32, bfloat16 or float16, got {dtype!r}")
+
+
+def load_model(path: str | Path | None = None, *, dtype: str | torch.dtype = "float32",
+               device: str | torch.device = "cpu") -> LoadedModel:
+    """Load weights, config and tokenizer. Raises ``ModelLoadError`` (missing path,
+    unreadable files, missing tensors) or ``UnsupportedModelError`` (architecture)."""
+    from furca.runtime.pull import resolve_model_path
+
+    torch_dtype = resolve_dtype(dtype)
+    model_path = resolve_model_path(path)
+    if model_path.is_file():
+        if model_path.suffix.lower() != ".gguf":
+            raise ModelLoadError(f"{model_path} is a file but not a .gguf; pass a model directory or a .gguf")
+        return _load_gguf(model_path, torch_dtype, device)
+    if not (model_path / "config.json").exists():
+        ggufs = sorted(model_path.glob("*.gguf"))
+        if len(ggufs) == 1:  # a directory holding just a GGUF file
+            return _load_gguf(ggufs[0], torch_dtype, device)
+        if ggufs:
+            raise ModelLoadError(
+                f"{model_path} has no config.json and several .gguf files "
+                f"({', '.join(p.name for p in ggufs)}); pass one of them")
+    return _load_hf_dir(model_path, torch_dtype, device)
+
+
+def _load_hf_dir(model_dir: Path, dtype: torch.dtype, device) -> LoadedModel:
+    from furca.runtime.loader.hf import iter_safetensors, read_generation_config, read_json, safetensors_files
+
+    hf_config = read_json(model_dir / "config.json")
+    config = ModelConfig.from_hf_dict(hf_config)
+    gen = read_generation_config(model_dir)
+    files = safetensors_files(model_dir)
+    model = _build(config, iter_safetensors(files), dtype, device)
+    extra_eos = [*as_id_list(gen.get("eos_token_id")), *config.eos_token_ids]
+    tokenizer = Tokenizer.from_pretrained(model_dir, extra_eos_token_ids=extra_eos)
+    return _finish(model, config, tokenizer, gen, model_dir)
+
+
+def _load_gguf(path: Path, dtype: torch.dtype, device) -> LoadedModel:
+    from furca.runtime.loader.gguf import read_gguf
+
+    gguf_model = read_gguf(path)
+    config = ModelConfig.from_hf_dict(gguf_model.hf_config)
+    model = _build(config, gguf_model.tensors(), dtype, device)
+    gen = dict(gguf_model.generation_config)
+    tokenizer = Tokenizer(gguf_model.hf_tokenizer,
+                          extra_eos_token_ids=[*as_id_list(gen.get("eos_token_id")), *config.eos_token_ids])
+    return _finish(model, config, tokenizer, gen, path)
+
+
+def _build(config: ModelConfig, weights, dtype: torch.dtype, device) -> torch.nn.Module:
+    model = get_model_class(config.architecture)(config, dtype=dtype, device=device)
+    model.load_weights(weights)
+    return model.eval()
+
+
+def _finish(model, config: ModelConfig, tokenizer: Tokenizer, gen: dict[str, Any], path: Path) -> LoadedModel:
+    gen = dict(gen)
+    gen["eos_token_id"] = list(tokenizer.eos_token_ids)
+    return LoadedModel(model=model, config=config, tokenizer=tokenizer, generation_defaults=gen,
+                       context_length=config.context_length, model_path=path)
+
+
+__all__ = ["LoadedModel", "load_model", "resolve_dtype"]

@@ -1,0 +1,215 @@
+"""The Llama family in one implementation: Llama 2/3 (and SmolLM2), Mistral, Qwen2
+(q/k/v bias) and Qwen3 (per-head q/k RMSNorm). Grouped-query attention throughout.
+
+Flattened layout: every tensor has one row per new token of the batch (``T`` rows,
+see ``ForwardBatch``); attention is the backend's business. Parameters are created
+uninitialised and filled by ``load_weights`` from HF-named checkpoint tensors; q/k/v
+and gate/up are fused at load time (``qkv_proj``, ``gate_up_proj``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from furca.errors import ModelLoadError
+from furca.runtime.forward_batch import ForwardBatch
+from furca.runtime.model_config import ModelConfig
+from furca.runtime.models.rope import RotaryEmbedding
+
+# checkpoint shard -> (fused parameter, index of the shard inside it)
+_STACKED = {
+    "q_proj": ("qkv_proj", 0),
+    "k_proj": ("qkv_proj", 1),
+    "v_proj": ("qkv_proj", 2),
+    "gate_proj": ("gate_up_proj", 0),
+    "up_proj": ("gate_up_proj", 1),
+}
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
+def _param(*shape: int, dtype: torch.dtype, device: torch.device | str) -> nn.Parameter:
+    return nn.Parameter(torch.empty(*shape, dtype=dtype, device=device), requires_grad=False)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float, dtype: torch.dtype, device):
+        super().__init__()
+        self.weight = _param(dim, dtype=dtype, device=device)
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # fp32 statistics, cast back before the weight, exactly as HF does
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * xf.to(x.dtype)
+
+
+class Linear(nn.Module):
+    """A bias-optional linear layer without initialisation (weights come from disk)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool, dtype, device):
+        super().__init__()
+        self.weight = _param(out_features, in_features, dtype=dtype, device=device)
+        self.bias = _param(out_features, dtype=dtype, device=device) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, config: ModelConfig, layer_id: int, rope: RotaryEmbedding, dtype, device):
+        super().__init__()
+        self.layer_id = layer_id
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        self.q_size = self.num_heads * self.head_dim
+        self.kv_size = self.num_kv_heads * self.head_dim
+        self.scaling = self.head_dim ** -0.5
+        self.shard_sizes = (self.q_size, self.kv_size, self.kv_size)
+        self.qkv_proj = Linear(config.hidden_size, self.q_size + 2 * self.kv_size,
+                               config.attention_bias, dtype, device)
+        self.o_proj = Linear(self.q_size, config.hidden_size, config.o_proj_bias, dtype, device)
+        if config.qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, dtype, device)
+            self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, dtype, device)
+        else:
+            self.q_norm = self.k_norm = None
+        self.rope = [rope]  # a list, so the shared module is not registered once per layer
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, batch: ForwardBatch,
+                max_position: int | None) -> torch.Tensor:
+        num_tokens = x.shape[0]
+        q, k, v = self.qkv_proj(x).split(self.shard_sizes, dim=-1)
+        q = q.view(num_tokens, self.num_heads, self.head_dim)  # (T, H, D)
+        k = k.view(num_tokens, self.num_kv_heads, self.head_dim)  # (T, KV, D)
+        v = v.view(num_tokens, self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = self.rope[0](positions, q, k, max_position)
+        out = batch.attn_backend.forward(q, k, v, self.layer_id, batch, self.scaling)
+        return self.o_proj(out.reshape(num_tokens, self.q_size))
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, config: ModelConfig, dtype, device):
+        super().__init__()
+        self.intermediate_size = config.intermediate_size
+        self.shard_sizes = (config.intermediate_size, config.intermediate_size)
+        self.gate_up_proj = Linear(config.hidden_size, 2 * config.intermediate_size,
+                                   config.mlp_bias, dtype, device)
+        self.down_proj = Linear(config.intermediate_size, config.hidden_size, config.mlp_bias, dtype, device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig, layer_id: int, rope: RotaryEmbedding, dtype, device):
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, device)
+        self.self_attn = LlamaAttention(config, layer_id, rope, dtype, device)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, device)
+        self.mlp = LlamaMLP(config, dtype, device)
+
+    def forward(self, h: torch.Tensor, positions: torch.Tensor, batch: ForwardBatch,
+                max_position: int | None) -> torch.Tensor:
+        h = h + self.self_attn(self.input_layernorm(h), positions, batch, max_position)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, config: ModelConfig, rope: RotaryEmbedding, dtype, device):
+        super().__init__()
+        self.embed_tokens = nn.Module()
+        self.embed_tokens.weight = _param(config.vocab_size, config.hidden_size, dtype=dtype, device=device)
+        self.layers = nn.ModuleList(
+            LlamaDecoderLayer(config, i, rope, dtype, device) for i in range(config.num_hidden_layers)
+        )
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, device)
+
+
+class LlamaForCausalLM(nn.Module):
+    """``forward(input_ids (T,), positions (T,), batch) -> fp32 logits (N, vocab)`` for the
+    ``N = len(batch.logits_indices)`` selected rows. Inference only (no autograd)."""
+
+    def __init__(self, config: ModelConfig, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str = "cpu"):
+        super().__init__()
+        self.config = config
+        self.dtype = dtype
+        self.rotary_emb = RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling,
+                                          min(config.max_position_embeddings, 4096), device)
+        self.model = LlamaModel(config, self.rotary_emb, dtype, device)
+        if config.tie_word_embeddings:
+            self.lm_head = None
+        else:
+            self.lm_head = nn.Module()
+            self.lm_head.weight = _param(config.vocab_size, config.hidden_size, dtype=dtype, device=device)
+
+    @property
+    def lm_head_weight(self) -> torch.Tensor:
+        return self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+
+    @torch.inference_mode()
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
+        max_position = max(batch.seq_lens_cpu) - 1 if batch.seq_lens_cpu else None
+        h = F.embedding(input_ids, self.model.embed_tokens.weight)  # (T, hidden)
+        for layer in self.model.layers:
+            h = layer(h, positions, batch, max_position)
+        h = self.model.norm(h[batch.logits_indices])  # (N, hidden): norm is per row
+        return F.linear(h, self.lm_head_weight).float()
+
+    # ---------------------------------------------------------------- weights
+    def checkpoint_keys(self) -> list[str]:
+        """The HF tensor names a checkpoint must provide (unfused, tied head omitted)."""
+        keys = []
+        for name, _ in self.named_parameters():
+            for fused, shards in (("qkv_proj", ("q_proj", "k_proj", "v_proj")),
+                                  ("gate_up_proj", ("gate_proj", "up_proj"))):
+                if f".{fused}." in name:
+                    keys.extend(name.replace(fused, s) for s in shards)
+                    break
+            else:
+                keys.append(name)
+        return keys
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy HF-named tensors into the parameters (casting to the model dtype).
+        Raises ``ModelLoadError`` naming the first tensor that is missing or has the
+        wrong shape; tensors the model does not use are ignored."""
+        params = dict(self.named_parameters())
+        seen: set[str] = set()
+        for name, tensor in weights:
+            if name.endswith(_IGNORED_SUFFIXES) or (self.lm_head is None and name == "lm_head.weight"):
+                continue
+            target, dst = name, None
+            parts = name.split(".")
+            if len(parts) >= 2 and parts[-2] in _STACKED:
+                fused, index = _STACKED[parts[-2]]
+                target = ".".join(parts[:-2] + [fused, parts[-1]])
+                if target in params:
+                    module = self.get_submodule(".".join(parts[:-2]))
+                    sizes = module.shard_sizes
+                    start = sum(sizes[:index])
+                    dst = params[target].data[start:start + sizes[index]]
+            elif target in params:
+                dst = params[target].data
+            if dst is None:
+                continue
+            if tuple(dst.shape) != tuple(tensor.shape):
+                raise ModelLoadError(
+                    f"tensor {name!r} has shape {tuple(tensor.shape)}, the model config expects "
+                    f"{tuple(dst.shape)}"
+                )
+            dst.copy_(tensor)
+            seen.add(name)
+        missing = [k for k in self.checkpoint_keys() if k not in seen]
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise ModelLoadError(f"checkpoint is missing tensor {missing[0]!r}{more}")
