@@ -1,0 +1,29 @@
+# The two commands of the README:
+#   make run   - set up, fetch the default model, run a prompt program on it
+#   make test  - set up and run the test suite (what .ci/run calls)
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+STAMP   = $(VENV)/.furca-installed
+
+.PHONY: setup run test bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch alone first, pinned: pip must take the CPU build of 2.13.0
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(VENV)/bin/furca pull
+	$(PY) examples/quickstart.py
+
+test: setup
+	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info

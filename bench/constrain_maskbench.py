@@ -1,0 +1,152 @@
+"""furca alone on a stratified sample of MaskBench (maskbench-dev), in this venv.
+
+    .venv/bin/python bench/constrain_maskbench.py [--sample 50] [--data DIR] [--timeout-s 30]
+
+Uses the shared harness's own sample, instance serialisation and token walk
+(../shared/bench/grammar/{schemas,engines}.py), so the numbers line up with run.py;
+for the side-by-side comparison with the other engines use run.py there.
+Prints pass / compile_error / timeout / valid_rejected / invalid_accepted counts and
+TTFM and per-token (fill + accept) percentiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
+
+
+class Timeout(Exception):
+    pass
+
+
+def walk(engine, compiled, ids, eos_id, bitmask, clock):
+    """engines.walk with a chosen clock (the same steps: fill, check the bit, accept)."""
+    from engines import Walk, bit_is_set
+
+    mask_ns, commit_ns = [], []
+    m = engine.new_matcher(compiled)
+    steps = list(ids) + [eos_id]
+    for i, t in enumerate(steps):
+        t0 = clock()
+        engine.fill(m, bitmask)
+        mask_ns.append(clock() - t0)
+        if not bit_is_set(bitmask, t):
+            commit_ns.append(0)
+            return Walk(False, i, "eos_masked" if i == len(ids) else "masked", mask_ns, commit_ns)
+        t0 = clock()
+        ok = engine.accept(m, t)
+        commit_ns.append(clock() - t0)
+        if not ok:
+            return Walk(False, i, "refused", mask_ns, commit_ns)
+    if not engine.is_terminated(m):
+        return Walk(False, len(ids), "not_terminated", mask_ns, commit_ns)
+    return Walk(True, -1, "", mask_ns, commit_ns)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sample", type=int, default=50)
+    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+    ap.add_argument("--timeout-s", type=int, default=30)
+    ap.add_argument("--tokenizer", default=None)
+    ap.add_argument("--eos", default="<|eot_id|>")
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time with this thread's CPU time (time.thread_time_ns) instead of wall time: "
+                         "steadier on a loaded machine")
+    a = ap.parse_args()
+    sys.path.insert(0, HARNESS)
+    sys.path.insert(0, ROOT)
+    import engines
+    import schemas
+
+    from tokenizers import Tokenizer
+
+    from furca.constrain import GrammarCompiler, TokenizerInfo
+
+    if a.tokenizer is None:
+        sys.path.insert(0, os.path.join(ROOT, "tests"))
+        from constrain.tokenizers_cache import tokenizer_json
+
+        a.tokenizer, a.eos = tokenizer_json("llama3_1")
+    tok = Tokenizer.from_file(str(a.tokenizer))
+    info = TokenizerInfo.from_tokenizer_json(a.tokenizer, eos_token=a.eos)
+    eng = engines.FurcaEngine(ROOT)
+    eng.info, eng.compiler = info, GrammarCompiler(info)
+    eos = info.eos_token_id
+    bm = engines.alloc_bitmask(info.vocab_size)
+    engines.warm_up(eng, tok.encode(engines.WARM_UP_TEXT, add_special_tokens=False).ids, eos, info.vocab_size)
+    names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
+    counts = {}
+    ttfm, steps = [], []
+    slow = []  # (ttfm ns, max step ns, name)
+    heavy = {}  # name -> steps over 2 ms
+
+    def alarm(*_):
+        raise Timeout()
+
+    signal.signal(signal.SIGALRM, alarm)
+    for name in names:
+        with open(os.path.join(a.data, name), encoding="utf-8") as f:
+            d = json.load(f)
+        status, why = "pass", ""
+        signal.alarm(a.timeout_s)
+        try:
+            eng.compiler = GrammarCompiler(info)  # cold: nothing cached between schemas
+            clock = time.thread_time_ns if a.cpu_time else time.perf_counter_ns
+            t0 = clock()
+            try:
+                g = eng.compile("json_schema", d["schema"])
+                eng.fill(eng.new_matcher(g), bm)
+                ttfm.append(clock() - t0)
+                slow.append([ttfm[-1], 0, name])
+            except Exception as e:  # noqa: BLE001
+                status, why = "compile_error", f"{type(e).__name__}: {e}"[:200]
+            else:
+                for test in d["tests"]:
+                    text = schemas.instance_text(test["data"], d["schema"])
+                    ids = tok.encode(text, add_special_tokens=False).ids
+                    w = walk(eng, g, ids, eos, bm, clock) if a.cpu_time else engines.walk(eng, g, ids, eos, bm)
+                    if test["valid"]:
+                        steps += [m + c for m, c in zip(w.mask_ns, w.commit_ns)]
+                        slow[-1][1] = max([slow[-1][1]] + [m + c for m, c in zip(w.mask_ns, w.commit_ns)])
+                        heavy[name] = heavy.get(name, 0) + sum(m + c > 2_000_000 for m, c in zip(w.mask_ns, w.commit_ns))
+                    if test["valid"] and not w.accepted:
+                        status = "valid_rejected"
+                        why = f"{w.reason} at {w.fail_step}: {tok.decode(ids[:w.fail_step])[-60:]!r}"
+                        break
+                    if not test["valid"] and w.accepted:
+                        status, why = "invalid_accepted", text[:100]
+                        break
+        except Timeout:
+            status = "timeout"
+        finally:
+            signal.alarm(0)
+        counts[status] = counts.get(status, 0) + 1
+        if a.verbose or status != "pass":
+            print(f"{status:16s} {name} {why}")
+    print(json.dumps(counts))
+    print("slowest TTFM:", ", ".join(f"{n} {t / 1e6:.0f} ms" for t, _, n in sorted(slow, reverse=True)[:5]))
+    print("most steps over 2 ms:", ", ".join(f"{n} {k}" for n, k in sorted(heavy.items(), key=lambda x: -x[1])[:8]))
+    print("slowest step:", ", ".join(f"{n} {m / 1e6:.1f} ms" for _, m, n in sorted(slow, key=lambda x: -x[1])[:5]))
+
+    def p(xs, q):
+        return np.percentile(np.asarray(xs) / 1e3, q) if xs else float("nan")
+
+    print(f"TTFM ms   p50 {p(ttfm, 50) / 1e3:.2f}  p90 {p(ttfm, 90) / 1e3:.2f}  p99 {p(ttfm, 99) / 1e3:.2f}  "
+          f"max {max(ttfm) / 1e6 if ttfm else float('nan'):.1f}")
+    print(f"token µs  p50 {p(steps, 50):.1f}  p90 {p(steps, 90):.1f}  p99 {p(steps, 99):.1f}  "
+          f"max {max(steps) / 1e3 if steps else float('nan'):.0f}  (n={len(steps)})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""The `furca` command line: `furca pull [MODEL]`, `furca generate PROMPT`, `furca serve [MODEL]`,
+`furca run FILE`.
+
+Heavy imports happen inside the subcommands, so `furca --help` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from furca.errors import FurcaError
+
+
+def _cmd_pull(args: argparse.Namespace) -> int:
+    from furca.runtime.pull import pull_default_model
+
+    if args.model not in (None, "default", "SmolLM2-135M-Instruct"):
+        print(
+            f"furca pull: only the default model (SmolLM2-135M-Instruct) can be pulled; "
+            f"for other models pass a local HF directory or .gguf file to --model. Got {args.model!r}.",
+            file=sys.stderr,
+        )
+        return 2
+    path = pull_default_model(progress=True)
+    print(path)
+    return 0
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from furca.runtime.engine import Engine
+
+    engine_kwargs = {"dtype": args.dtype}
+    with Engine(model=args.model, **engine_kwargs) as engine:
+        prompt = args.prompt
+        if args.chat:
+            prompt = engine.tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], add_generation_prompt=True
+            )
+        params = {
+            "max_new_tokens": args.max_new_tokens,
+            "temperature": args.temperature,
+        }
+        if args.seed is not None:
+            params["seed"] = args.seed
+        last = None
+        for delta in engine.generate(prompt, sampling_params=params, stream=True):
+            sys.stdout.write(delta.text)
+            sys.stdout.flush()
+            last = delta
+        sys.stdout.write("\n")
+        if args.verbose and last is not None and last.meta_info:
+            print(json.dumps(last.meta_info, indent=2), file=sys.stderr)
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from furca.server.args import ServerArgs
+    from furca.server.launch import run
+
+    names = set(ServerArgs.field_names())
+    return run(ServerArgs(**{k: v for k, v in vars(args).items() if k in names}))
+
+
+def _add_serve_parser(sub) -> None:
+    p = sub.add_parser("serve", help="serve a model over HTTP (OpenAI-compatible API and SGLang's native API)")
+    p.add_argument("model", nargs="?", default=None, help="HF directory or .gguf file (default: the default model)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
+    p.add_argument("--served-model-name", default=None, help="the model id clients send (default: directory name)")
+    p.add_argument("--chat-template", default=None, help="a jinja chat template (file or text)")
+    p.add_argument("--context-length", type=int, default=None)
+    p.add_argument("--max-running-requests", type=int, default=64)
+    p.add_argument("--max-queued-requests", type=int, default=None, help="past it, requests get 429")
+    p.add_argument("--max-total-tokens", type=int, default=None, help="KV pool size in tokens")
+    p.add_argument("--chunked-prefill-size", type=int, default=2048, help="-1 turns chunking off")
+    p.add_argument("--schedule-policy", default="lpm", choices=["lpm", "fcfs"])
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    p.add_argument("--device", default="auto")
+    p.add_argument("--grammar-timeout", type=float, default=10.0, help="seconds a constraint may compile")
+    p.add_argument("--shutdown-grace-period", type=float, default=30.0,
+                   help="SIGTERM: seconds running requests may take before they are aborted")
+    p.add_argument("--log-requests", action="store_true")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.set_defaults(func=_cmd_serve)
+
+
+def _run_backend(args: argparse.Namespace):
+    """The backend `furca run` sets as default: the in-process engine, or a server URL
+    (native API; ``openai:MODEL@URL`` for an OpenAI-compatible one)."""
+    spec = args.backend
+    if spec == "local":
+        from furca.lang.backends.local import LocalBackend
+
+        return LocalBackend(model=args.model) if args.model else LocalBackend()
+    if spec.startswith("openai:"):
+        from furca.lang.backends.openai_backend import OpenAI
+
+        model, _, url = spec[len("openai:"):].partition("@")
+        return OpenAI(model, base_url=url or None, api_key=args.api_key)
+    if spec.startswith(("http://", "https://")):
+        from furca.lang.backends.runtime_endpoint import RuntimeEndpoint
+
+        return RuntimeEndpoint(spec, api_key=args.api_key)
+    raise FurcaError(f"--backend must be 'local', a server URL (http://host:port) or openai:MODEL@URL, got {spec!r}")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import runpy
+
+    from furca.lang import set_default_backend
+
+    program_args = {}
+    for item in args.arg:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise FurcaError(f"--arg takes KEY=VALUE, got {item!r}")
+        program_args[key] = value
+    backend = _run_backend(args)
+    set_default_backend(backend)
+    try:
+        sys.argv = [args.file, *args.rest]
+        namespace = runpy.run_path(args.file, run_name="__main__" if args.program is None else "__furca_run__")
+        if args.program is not None:
+            program = namespace.get(args.program)
+            if program is None or not hasattr(program, "run"):
+                raise FurcaError(f"{args.file} has no @function named {args.program!r}")
+            state = program.run(**program_args)
+            print(state.text())
+            variables = {k: v for k, v in state.executor.variables.items() if isinstance(k, str)}
+            print(json.dumps(variables, indent=2, default=str), file=sys.stderr)
+    finally:
+        set_default_backend(None)
+        shutdown = getattr(backend, "shutdown", None) or getattr(backend, "close", None)
+        if shutdown is not None:
+            shutdown()
+    return 0
+
+
+def _add_run_parser(sub) -> None:
+    p = sub.add_parser("run", help="run a prompt-program file with a default backend set")
+    p.add_argument("file", help="a Python file with @function programs")
+    p.add_argument("--backend", default="local",
+                   help="local (the in-process engine, default), a server URL (native API), or openai:MODEL@URL")
+    p.add_argument("--model", default=None, help="with --backend local: HF directory or .gguf (default model if unset)")
+    p.add_argument("--api-key", default=None, help="for a server that requires one")
+    p.add_argument("--program", default=None,
+                   help="run this @function of the file (instead of running the file as __main__) and print its text")
+    p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE", help="an argument for --program")
+    p.add_argument("rest", nargs="*", help="arguments for the file (its sys.argv[1:]), after --")
+    p.set_defaults(func=_cmd_run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="furca", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("pull", help="fetch the default model (SmolLM2-135M-Instruct) into $FURCA_HOME")
+    p.add_argument("model", nargs="?", default=None)
+    p.set_defaults(func=_cmd_pull)
+
+    p = sub.add_parser("generate", help="generate a completion for one prompt, streamed to stdout")
+    p.add_argument("prompt")
+    p.add_argument("--model", default=None, help="HF directory or .gguf file (default: the default model)")
+    p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("-v", "--verbose", action="store_true", help="print meta_info to stderr")
+    p.set_defaults(func=_cmd_generate)
+
+    _add_serve_parser(sub)
+    _add_run_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except FurcaError as exc:
+        print(f"furca {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

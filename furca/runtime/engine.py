@@ -1,0 +1,262 @@
+"""`Engine`: the in-process runtime. One scheduler thread runs the model (see
+`engine_loop.py`); every public method is thread-safe, and `async_generate` never blocks
+its asyncio loop.
+
+Callers validate and build their requests on their own thread (`request_builder.py`),
+then queue them. Results travel back through each request's `emit` callback: a
+`queue.Queue` for `generate`, `loop.call_soon_threadsafe` into an `asyncio.Queue` for
+`async_generate`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import weakref
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterator
+
+import torch
+
+from furca.errors import ConfigError
+from furca.runtime.config import EngineConfig
+from furca.runtime.engine_loop import SchedulerLoop
+from furca.runtime.model_runner import ModelRunner
+from furca.runtime.output import StreamDelta
+from furca.runtime.request import Req
+from furca.runtime.request_builder import Limits, build_requests
+from furca.runtime.scheduler import Scheduler
+
+logger = logging.getLogger("furca")
+
+
+def _resolve_device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
+class Engine:
+    """``Engine(model=None, *, grammar_backend=None, **config)``.
+
+    ``model``: None (the default model, pulled on first use), a model directory or
+    ``.gguf`` path, or an already loaded ``LoadedModel``. ``config``: the fields of
+    ``EngineConfig``. ``grammar_backend``: an object with ``create_matcher(params) ->
+    GrammarHook`` that compiles a request's constraint; without one, constrained
+    requests are rejected.
+    """
+
+    def __init__(self, model: Any = None, *, grammar_backend: Any = None, **config: Any):
+        self.config = EngineConfig.from_kwargs(**config)
+        loaded = self._load(model)
+        self.loaded = loaded
+        self.tokenizer = loaded.tokenizer
+        self.model_config = loaded.config
+        self.model_path = getattr(loaded, "model_path", None)
+        self.generation_defaults = dict(getattr(loaded, "generation_defaults", {}) or {})
+        self.grammar_backend = grammar_backend
+        ctx = int(loaded.context_length)
+        if self.config.context_length is not None:
+            if self.config.context_length > ctx:
+                raise ConfigError(f"context_length {self.config.context_length} exceeds the model's {ctx}")
+            ctx = self.config.context_length
+        self.context_length = ctx
+        self.eos_token_ids = list(self.tokenizer.eos_token_ids)
+        if self.config.random_seed is not None:  # the generator unseeded requests draw from
+            torch.manual_seed(self.config.random_seed)
+        runner = ModelRunner(loaded.model, loaded.config, self.config, ctx)
+        self.scheduler = Scheduler(runner, self.config, self.tokenizer, ctx, self.eos_token_ids)
+        self.capacity = runner.capacity  # KV pool, tokens
+        self.vocab_size = runner.vocab_size  # logits width: token ids and bitmask width
+        self._limits = Limits(ctx, runner.capacity, runner.vocab_size)
+        self._device = runner.device
+
+        self._loop = SchedulerLoop(self.scheduler, self.config.check_memory)
+        self._loop.thread.start()
+        # an engine nobody references stops its thread (the thread holds the loop, not self)
+        self._finalizer = weakref.finalize(self, self._loop.stop, False)
+
+    def _load(self, model: Any):
+        if model is not None and hasattr(model, "model") and hasattr(model, "tokenizer"):
+            return model
+        from furca.runtime.loader import load_model
+
+        device = _resolve_device(self.config.device)
+        dtype = self.config.dtype
+        if dtype == "auto":
+            dtype = "bfloat16" if device.startswith("cuda") else "float32"
+        return load_model(None if model is None else Path(model), dtype=dtype, device=device)
+
+    # -- public API ------------------------------------------------------------------------
+
+    def generate(self, prompt=None, *, input_ids=None, sampling_params=None, rid=None, stream: bool = False):
+        """`Output` (one prompt, n == 1) or a list in input order (a prompt's n samples
+        adjacent); with ``stream=True`` an iterator of `StreamDelta` (the last one of each
+        request has ``finished=True`` and its ``meta_info``)."""
+        results: queue.Queue = queue.Queue()
+        reqs, as_list = self._prepare(prompt, input_ids, sampling_params, rid, stream,
+                                      lambda i: lambda obj: results.put((i, obj)))
+        if stream:
+            return self._stream(results, reqs)
+        outputs: list[Any] = [None] * len(reqs)
+        remaining = len(reqs)
+        try:
+            while remaining:
+                i, obj = results.get()
+                if isinstance(obj, BaseException):
+                    raise obj
+                outputs[i] = obj
+                remaining -= 1
+        finally:
+            if remaining:
+                self._abort_unfinished(reqs, outputs)
+        return outputs if as_list else outputs[0]
+
+    def _stream(self, results: queue.Queue, reqs: list[Req]) -> Iterator[StreamDelta]:
+        done = [False] * len(reqs)
+        try:
+            while not all(done):
+                i, obj = results.get()
+                if isinstance(obj, BaseException):
+                    raise obj
+                done[i] = obj.finished
+                yield obj
+        finally:
+            if not all(done):
+                self._abort_unfinished(reqs, done)
+
+    async def async_generate(self, prompt=None, *, input_ids=None, sampling_params=None, rid=None,
+                             stream: bool = False):
+        """Asyncio twin of `generate`. With ``stream=True``, ``await`` it to get an async
+        iterator of `StreamDelta`. Cancelling the awaiting task aborts the requests."""
+        loop = asyncio.get_running_loop()
+        results: asyncio.Queue = asyncio.Queue()
+
+        def make_emit(i: int):
+            def emit(obj: Any) -> None:
+                try:
+                    loop.call_soon_threadsafe(results.put_nowait, (i, obj))
+                except RuntimeError:  # the loop is closed: nobody is listening any more
+                    pass
+            return emit
+
+        # tokenizing and validating a big batch takes a while: off the event loop
+        prepared = loop.run_in_executor(
+            None, lambda: self._prepare(prompt, input_ids, sampling_params, rid, stream, make_emit))
+        try:
+            reqs, as_list = await asyncio.shield(prepared)
+        except asyncio.CancelledError:
+            prepared.add_done_callback(self._abort_prepared)
+            raise
+        if stream:
+            return self._astream(results, reqs)
+        outputs: list[Any] = [None] * len(reqs)
+        remaining = len(reqs)
+        try:
+            while remaining:
+                i, obj = await results.get()
+                if isinstance(obj, BaseException):
+                    raise obj
+                outputs[i] = obj
+                remaining -= 1
+        finally:
+            if remaining:
+                self._abort_unfinished(reqs, outputs)
+        return outputs if as_list else outputs[0]
+
+    async def _astream(self, results: asyncio.Queue, reqs: list[Req]) -> AsyncIterator[StreamDelta]:
+        done = [False] * len(reqs)
+        try:
+            while not all(done):
+                i, obj = await results.get()
+                if isinstance(obj, BaseException):
+                    raise obj
+                done[i] = obj.finished
+                yield obj
+        finally:
+            if not all(done):
+                self._abort_unfinished(reqs, done)
+
+    def abort(self, rid: str) -> None:
+        """Abort a request (or all samples of an n > 1 request) mid-flight or waiting; its
+        caller gets finish_reason ``{"type": "abort"}``. Unknown rids are ignored."""
+        self._loop.abort(rid)
+
+    def flush_cache(self) -> bool:
+        """Drop the radix cache; only when no request is queued or running. Returns
+        whether it flushed."""
+        return self._loop.call(self.scheduler.flush_cache)
+
+    def get_server_info(self) -> dict[str, Any]:
+        """Capacity and usage of the KV pool, cache hit rate, queue lengths, config."""
+        return self._loop.call(self._info)
+
+    def check_memory(self, idle: bool = True) -> dict[str, int]:
+        """Run the strict KV accounting check on the scheduler thread (tests). Raises
+        MemoryAccountingError on a leak. ``idle`` also requires no request and no lock."""
+        def run():
+            self.scheduler.check_memory(idle=idle)
+            return self._memory_counts()
+        return self._loop.call(run)
+
+    def shutdown(self) -> None:
+        """Stop the scheduler thread; pending requests get EngineClosedError. Idempotent."""
+        self._loop.stop()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    @property
+    def is_closed(self) -> bool:
+        return self._loop.closed
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _prepare(self, prompt, input_ids, sampling_params, rid, stream, make_emit):
+        self._loop.raise_if_closed()
+        reqs, as_list = build_requests(
+            tokenizer=self.tokenizer, prompt=prompt, input_ids=input_ids, sampling_params=sampling_params,
+            rid=rid, stream=stream, limits=self._limits, eos_ids=self.eos_token_ids,
+            model_defaults=self.generation_defaults, grammar_backend=self.grammar_backend,
+            device=self._device, make_emit=make_emit,
+        )
+        self._loop.submit(reqs)
+        return reqs, as_list
+
+    def _abort_prepared(self, prepared) -> None:
+        if not prepared.cancelled() and prepared.exception() is None:
+            for req in prepared.result()[0]:
+                self.abort(req.rid)
+
+    def _abort_unfinished(self, reqs: list[Req], done: list) -> None:
+        for req, d in zip(reqs, done):
+            if not d:
+                self.abort(req.rid)
+
+    def _memory_counts(self) -> dict[str, int]:
+        s = self.scheduler
+        return {"capacity": s.capacity, "free": s.allocator.num_free, "tree": s.tree.total_size(),
+                "evictable": s.tree.evictable_size(), "locked": s.tree.locked_size()}
+
+    def _info(self) -> dict[str, Any]:
+        s = self.scheduler
+        stats = dict(s.stats)
+        prompt = stats["prompt_tokens"]
+        return {
+            "model_path": str(self.model_path) if self.model_path is not None else None,
+            "context_length": self.context_length,
+            "max_total_tokens": s.capacity,
+            "used_tokens": s.used_tokens(),
+            "cached_tokens_in_tree": s.tree.total_size(),
+            **self._memory_counts(),
+            "num_running": len(s.running),
+            "num_waiting": len(s.waiting),
+            "cache_hit_rate": stats["cached_tokens"] / prompt if prompt else 0.0,
+            "new_token_ratio": s.new_token_ratio,
+            "stats": stats,
+            "config": {k: getattr(self.config, k) for k in self.config.__dataclass_fields__},
+        }

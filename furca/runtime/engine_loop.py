@@ -1,0 +1,147 @@
+"""The scheduler thread and the state it shares with callers.
+
+`SchedulerLoop` owns the condition variable and the inbox (new requests, aborts,
+commands). Callers append and notify; the thread drains the inbox between steps and
+sleeps on the condition when there is no work (no busy-wait). The thread holds the loop,
+not the `Engine`, so an engine nobody references is collected and its thread stopped.
+If the thread dies, every pending request and command receives `EngineClosedError`
+whose `__cause__` is the crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable
+
+from furca.errors import EngineClosedError, InvalidRequestError
+from furca.runtime.memory import MemoryAccountingError
+from furca.runtime.output import Output, StreamDelta
+from furca.runtime.request import Req
+from furca.runtime.scheduler import Scheduler
+
+logger = logging.getLogger("furca")
+
+
+def _is_final(obj: Any) -> bool:
+    return isinstance(obj, (Output, BaseException)) or (isinstance(obj, StreamDelta) and obj.finished)
+
+
+class SchedulerLoop:
+    def __init__(self, scheduler: Scheduler, check_memory: bool):
+        self.scheduler = scheduler
+        self.check_memory = check_memory
+        self.cond = threading.Condition()
+        self.inbox: list[Req] = []
+        self.aborts: list[str] = []
+        self.commands: list[tuple[Callable[[], Any], Future]] = []
+        self.active_rids: set[str] = set()
+        self.stopping = False
+        self.closed = False
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self.run, name="furca-scheduler", daemon=True)
+
+    # -- caller side (any thread) --------------------------------------------------------
+
+    def raise_if_closed(self) -> None:
+        if self.closed or self.stopping:
+            msg = "the engine's scheduler crashed; see the cause" if self.error else "the engine is shut down"
+            raise EngineClosedError(msg) from self.error
+
+    def submit(self, reqs: list[Req]) -> None:
+        """Queue `reqs` atomically; rids must not be in flight."""
+        for req in reqs:
+            req.emit = self._tracking(req.rid, req.emit)
+        with self.cond:
+            self.raise_if_closed()
+            busy = [r.rid for r in reqs if r.rid in self.active_rids or r.group_rid in self.active_rids]
+            if busy:
+                raise InvalidRequestError(f"rid {busy[0]!r} is already in flight; use a new rid")
+            self.active_rids.update(r.rid for r in reqs)
+            self.inbox.extend(reqs)
+            self.cond.notify()
+
+    def abort(self, rid: str) -> None:
+        with self.cond:
+            if not self.closed:
+                self.aborts.append(rid)
+                self.cond.notify()
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` on the scheduler thread between steps; return its result."""
+        fut: Future = Future()
+        with self.cond:
+            self.raise_if_closed()
+            self.commands.append((fn, fut))
+            self.cond.notify()
+        return fut.result()
+
+    def stop(self, join: bool = True) -> None:
+        with self.cond:
+            self.stopping = True
+            self.cond.notify()
+        if join and threading.current_thread() is not self.thread and self.thread.is_alive():
+            self.thread.join()
+
+    def _tracking(self, rid: str, emit: Callable[[Any], None]) -> Callable[[Any], None]:
+        def tracked(obj: Any) -> None:
+            if _is_final(obj):
+                with self.cond:
+                    self.active_rids.discard(rid)
+            emit(obj)
+
+        return tracked
+
+    # -- the scheduler thread -------------------------------------------------------------
+
+    def _has_input(self) -> bool:
+        return bool(self.inbox or self.aborts or self.commands or self.stopping)
+
+    def run(self) -> None:
+        sched = self.scheduler
+        try:
+            while True:
+                with self.cond:
+                    while not (self._has_input() or sched.has_work()):
+                        self.cond.wait()
+                    if self.stopping:
+                        break
+                    inbox, self.inbox = self.inbox, []
+                    aborts, self.aborts = self.aborts, []
+                    commands, self.commands = self.commands, []
+                for req in inbox:
+                    sched.add_request(req)
+                for rid in aborts:
+                    sched.abort(rid)
+                for fn, fut in commands:
+                    try:
+                        fut.set_result(fn())
+                    except Exception as e:  # reported to the caller; the engine goes on
+                        fut.set_exception(e)
+                if sched.has_work():
+                    if not sched.step():
+                        raise MemoryAccountingError(
+                            f"the scheduler cannot make progress ({len(sched.waiting)} waiting, nothing runs)"
+                        )
+                    if not sched.has_work() and self.check_memory:
+                        sched.check_memory(idle=True)
+        except BaseException as e:  # noqa: BLE001 - every crash must reach the callers
+            self.error = e
+            logger.exception("furca scheduler thread crashed")
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        with self.cond:
+            self.closed = True
+            inbox, self.inbox = self.inbox, []
+            commands, self.commands = self.commands, []
+        msg = f"the engine's scheduler crashed: {self.error!r}" if self.error else "the engine was shut down"
+        err = EngineClosedError(msg)
+        err.__cause__ = self.error
+        for req in inbox:
+            req.emit(err)
+        self.scheduler.fail_all(err)
+        for _fn, fut in commands:
+            fut.set_exception(err)

@@ -1,0 +1,183 @@
+"""After the forward pass: prompt logprobs, the grammar bitmask, sampling, stop checks,
+streaming, and the final `Output` of each request.
+
+`process` never frees anything: it marks requests finished and the scheduler releases
+their KV *before* calling `emit_final`, so a caller that got its result sees the
+memory already given back.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from furca.runtime.batch_builder import ScheduledReq, StepInputs
+from furca.runtime.output import Output, StreamDelta, build_meta_info, finish_abort, finish_length, finish_stop
+from furca.runtime.request import Req
+from furca.runtime.sampler import SamplingBatch, compute_logprobs, sample, terminating_token_ids
+
+_LOGPROB_ROWS = 512  # prompt-logprob rows per log-softmax call
+
+
+def apply_token_bitmask_(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
+    """In place: ``logits[i, t] = -inf`` where bit ``t % 32`` of ``bitmask[i, t // 32]``
+    is 0. ``bitmask``: int32 ``[B, ceil(V / 32)]`` (bit set = allowed). Reference for
+    kernels/token_bitmask.py."""
+    batch, width = logits.shape
+    shifts = torch.arange(32, dtype=torch.int32, device=bitmask.device)
+    allowed = ((bitmask.to(torch.int32).unsqueeze(-1) >> shifts) & 1).bool()  # (B, W, 32)
+    allowed = allowed.reshape(batch, -1)[:, :width].to(logits.device)
+    logits.masked_fill_(~allowed, float("-inf"))
+
+
+class Postprocessor:
+    def __init__(self, tokenizer, eos_ids, device: torch.device):
+        self.tokenizer = tokenizer
+        self.eos_ids = tuple(eos_ids)
+        self.device = device
+
+    # -- per step ------------------------------------------------------------------------
+
+    def process(self, step: StepInputs, logits: torch.Tensor) -> list[Req]:
+        """Consume one step's logits; return the requests that finished in it."""
+        finished: list[Req] = []
+        sampling: list[ScheduledReq] = []
+        for item in step.items:
+            req = item.req
+            if req.wants_prompt_logprobs:
+                self._prompt_logprobs(item, logits)
+            if item.samples:
+                sampling.append(item)
+            elif req.kv_len == req.fill_len and req.remaining_new_tokens == 0 and not req.is_finished:
+                # max_new_tokens == 0: the prompt is scored, nothing to generate
+                self._end(req, finish_length(req.params.max_new_tokens))
+                finished.append(req)
+        if sampling:
+            finished.extend(self._sample(sampling, logits))
+        return finished
+
+    def _prompt_logprobs(self, item: ScheduledReq, logits: torch.Tensor) -> None:
+        req = item.req
+        if len(req.input_token_logprobs) >= req.num_prompt_logprobs:
+            return
+        if not req.input_token_logprobs and req.params.logprob_start_len == 0:
+            req.input_token_logprobs.append([None, req.origin_input_ids[0]])
+            req.input_top_logprobs.append(None)
+        qs = [q for q in item.logit_positions if q <= req.prompt_len - 2]
+        k = req.params.top_logprobs_num
+        for lo in range(0, len(qs), _LOGPROB_ROWS):
+            part = qs[lo : lo + _LOGPROB_ROWS]
+            rows = logits[item.logit_offset + lo : item.logit_offset + lo + len(part)]
+            ids = torch.tensor([req.origin_input_ids[q + 1] for q in part], device=rows.device)
+            chosen, top = compute_logprobs(rows, ids, [k] * len(part))
+            req.input_token_logprobs.extend([lp, t] for lp, t in zip(chosen.tolist(), ids.tolist()))
+            if k > 0:
+                req.input_top_logprobs.extend(top)
+
+    def _sample(self, items: list[ScheduledReq], logits: torch.Tensor) -> list[Req]:
+        reqs = [it.req for it in items]
+        rows = torch.tensor([it.logit_offset + len(it.logit_positions) - 1 for it in items], device=logits.device)
+        x = logits.index_select(0, rows).float()  # (B, V), owned
+        vocab = x.shape[-1]
+        masked = [i for i, r in enumerate(reqs) if r.grammar is not None]
+        if masked:
+            bitmask = torch.full((len(reqs), (vocab + 31) // 32), -1, dtype=torch.int32)
+            for i in masked:
+                reqs[i].grammar.fill_bitmask(bitmask, i)
+            sub = x[masked]
+            apply_token_bitmask_(sub, bitmask[masked])
+            x[masked] = sub
+        params = [r.params for r in reqs]
+        needs_prompt = any(p.repetition_penalty != 1.0 for p in params)
+        batch = SamplingBatch.build(
+            params,
+            [r.output_ids for r in reqs],
+            [r.generator for r in reqs],
+            [terminating_token_ids(p, self.eos_ids) for p in params],
+            vocab,
+            x.device,
+            prompt_ids=[r.origin_input_ids for r in reqs] if needs_prompt else None,
+        )
+        out = sample(x, batch)
+        ids = out.next_token_ids.tolist()
+        lps = out.logprobs.tolist()
+        dead = out.is_dead_end.tolist()
+        finished = []
+        for i, req in enumerate(reqs):
+            if self._append(req, ids[i], lps[i], out.top_logprobs[i] if out.top_logprobs else None, dead[i]):
+                finished.append(req)
+        return finished
+
+    def _append(self, req: Req, token: int, logprob: float, top, is_dead_end: bool) -> bool:
+        req.output_ids.append(token)
+        if req.params.return_logprob:
+            req.output_token_logprobs.append([logprob, token])
+            if req.params.top_logprobs_num > 0:
+                req.output_top_logprobs.append(top)
+        reason = None
+        if req.grammar is not None:
+            if is_dead_end and logprob == float("-inf"):
+                reason = finish_abort("the constraint allows no token here")
+            elif not req.grammar.accept_token(token):
+                reason = finish_abort(f"the constraint rejected token {token}")
+        delta, stop = req.detok.append(token)
+        req.pending_text += delta
+        req.pending_ids.append(token)
+        if reason is None:
+            reason = stop
+        if reason is None and req.grammar is not None and req.grammar.is_terminated():
+            reason = finish_stop(token)
+        if reason is None and len(req.output_ids) >= req.params.max_new_tokens:
+            reason = finish_length(req.params.max_new_tokens)
+        if reason is not None:
+            self._end(req, reason)
+            return True
+        if req.stream and req.pending_text:
+            req.emit(StreamDelta(req.rid, req.pending_text, req.pending_ids))
+            req.pending_text, req.pending_ids = "", []
+        return False
+
+    # -- finishing -----------------------------------------------------------------------
+
+    def _end(self, req: Req, reason: dict) -> None:
+        req.pending_text += req.detok.finish(reason)  # "" if the detokenizer already stopped
+        req.finished_reason = reason
+
+    def finish(self, req: Req, reason: dict) -> None:
+        """End `req` now (abort) and deliver its result."""
+        self._end(req, reason)
+        self.emit_final(req)
+
+    def emit_final(self, req: Req) -> None:
+        p = req.params
+        decode = (lambda t: self.tokenizer.decode([t], skip_special_tokens=False)) if p.return_text_in_logprobs else None
+
+        def entries(pairs):
+            return [[lp, t, decode(t) if decode else None] for lp, t in pairs]
+
+        def tops(per_pos):
+            return [None if pairs is None else entries(pairs) for pairs in per_pos]
+
+        logprobs = {}
+        if p.return_logprob:
+            logprobs = {
+                "input_token_logprobs": entries(req.input_token_logprobs),
+                "output_token_logprobs": entries(req.output_token_logprobs),
+            }
+            if p.top_logprobs_num > 0:
+                logprobs["input_top_logprobs"] = tops(req.input_top_logprobs)
+                logprobs["output_top_logprobs"] = tops(req.output_top_logprobs)
+        meta = build_meta_info(
+            req.rid,
+            prompt_tokens=req.prompt_len,
+            completion_tokens=len(req.output_ids),
+            cached_tokens=req.cached_tokens,
+            finish_reason=req.finished_reason,
+            **logprobs,
+        )
+        meta["e2e_latency"] = req.e2e_latency
+        if req.stream:
+            out = StreamDelta(req.rid, req.pending_text, req.pending_ids, finished=True, meta_info=meta)
+        else:
+            out = Output(req.rid, req.detok.text, list(req.output_ids), meta)
+        req.pending_text, req.pending_ids = "", []
+        req.emit(out)

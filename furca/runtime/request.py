@@ -1,0 +1,139 @@
+"""A request's state inside the scheduler.
+
+KV regions of a running request (row ``row`` of ``req_to_token``)::
+
+    positions  0 .. tree_len        slots owned by the radix tree, locked through last_node
+    positions  tree_len .. kv_len   slots the request owns (computed, not yet in the tree)
+    positions  kv_len .. len(fill)  tokens still to compute (the rest of the prompt in a
+                                    chunked prefill, or the last sampled token in decode)
+
+``fill`` is prompt + output so far. Prefill and decode are the same operation: each
+step computes some of ``fill[kv_len:]`` (a chunk, or the one token sampled last), and
+when ``kv_len`` reaches ``len(fill)`` the next token is sampled. A retracted request
+drops its row and slots and keeps its output: it re-enters the queue with ``fill`` as
+its prompt continuation, so its greedy output is unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import torch
+
+from furca.runtime.sampling_params import SamplingParams
+
+
+class GrammarHook(Protocol):
+    """What a constrained-decoding matcher offers the scheduler (see furca.constrain).
+    The scheduler calls `fill_bitmask` before sampling a row, `accept_token` after;
+    the request stops (finish type "stop") once `is_terminated()`."""
+
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None: ...
+
+    def accept_token(self, token_id: int) -> bool: ...
+
+    def is_terminated(self) -> bool: ...
+
+    def jump_forward(self) -> str: ...
+
+
+@dataclass(eq=False)
+class Req:
+    rid: str
+    group_rid: str  # the rid the caller knows (abort target); == rid unless n > 1
+    origin_input_ids: list[int]
+    params: SamplingParams
+    emit: Callable[[Any], None]  # thread-safe: delivers StreamDelta / Output / Exception
+    stream: bool = False
+    detok: Any = None  # per-request incremental detokenizer + stop checker
+    grammar: GrammarHook | None = None
+    generator: torch.Generator | None = None
+    output_ids: list[int] = field(default_factory=list)
+
+    # scheduling state
+    row: int | None = None
+    kv_len: int = 0
+    tree_len: int = 0
+    last_node: Any = None
+    cached_tokens: int = 0
+    num_retractions: int = 0
+    is_admitted_once: bool = False
+    finished_reason: dict | None = None
+    aborted: bool = False
+
+    # logprobs: [logprob, token_id] pairs; text is added when the output is built
+    input_token_logprobs: list = field(default_factory=list)
+    input_top_logprobs: list = field(default_factory=list)
+    output_token_logprobs: list = field(default_factory=list)
+    output_top_logprobs: list = field(default_factory=list)
+
+    created_at: float = field(default_factory=time.perf_counter)
+    pending_text: str = ""  # decoded, not yet streamed
+    pending_ids: list[int] = field(default_factory=list)
+
+    # -- token views -------------------------------------------------------------------
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.origin_input_ids)
+
+    @property
+    def fill_len(self) -> int:
+        return len(self.origin_input_ids) + len(self.output_ids)
+
+    def fill_ids(self) -> list[int]:
+        return self.origin_input_ids + self.output_ids
+
+    def tokens(self, start: int, end: int) -> list[int]:
+        """fill[start:end] without building the whole list."""
+        n = len(self.origin_input_ids)
+        if start >= n:
+            return self.output_ids[start - n : end - n]
+        if end <= n:
+            return self.origin_input_ids[start:end]
+        return self.origin_input_ids[start:] + self.output_ids[: end - n]
+
+    @property
+    def extend_len(self) -> int:
+        """Tokens left to compute before the next sample."""
+        return self.fill_len - self.kv_len
+
+    @property
+    def is_prefilling(self) -> bool:
+        return self.extend_len > 1 or not self.output_ids
+
+    # -- logprob ranges ----------------------------------------------------------------
+
+    @property
+    def wants_prompt_logprobs(self) -> bool:
+        return self.params.return_logprob and self.params.logprob_start_len >= 0
+
+    @property
+    def max_prefix_len(self) -> int:
+        """Longest radix match this request may use: at least one token is always
+        computed (its logits give the next token), and prompt logprobs from position s
+        need the logits of position s - 1, so that position must be computed."""
+        limit = self.fill_len - 1
+        if self.wants_prompt_logprobs and len(self.input_token_logprobs) < self.num_prompt_logprobs:
+            limit = min(limit, max(self.params.logprob_start_len - 1, 0))
+        return max(limit, 0)
+
+    @property
+    def num_prompt_logprobs(self) -> int:
+        if not self.wants_prompt_logprobs:
+            return 0
+        return max(self.prompt_len - self.params.logprob_start_len, 0)
+
+    @property
+    def remaining_new_tokens(self) -> int:
+        return max(self.params.max_new_tokens - len(self.output_ids), 0)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.finished_reason is not None
+
+    @property
+    def e2e_latency(self) -> float:
+        return time.perf_counter() - self.created_at

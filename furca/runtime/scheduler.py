@@ -1,0 +1,297 @@
+"""The scheduler: queues, admission, KV slots and the radix cache, one step at a time.
+
+Runs on the engine's scheduler thread only (nothing here locks). One `step()`:
+
+1. make room for every running request's next token (evict unlocked cache leaves,
+   then retract the newest requests: their KV goes to the tree, they requeue);
+2. give the prefill budget to a chunked prefill in progress, then admit waiting
+   requests in policy order (radix match + lock, admission check, row + prefix slots);
+3. allocate slots for all new tokens, run ONE forward over the mixed batch;
+4. postprocess (`postprocess.py`): prompt logprobs, sampling, stop checks, streaming;
+5. insert what each prefill computed into the tree (keeping it locked), release
+   finished requests (insert prompt + output, free duplicates, unlock).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from furca.radix.radix_cache import RadixCache
+from furca.runtime.batch_builder import ScheduledReq, build_step
+from furca.runtime.config import EngineConfig
+from furca.runtime.memory import MemoryAccountingError, ReqToTokenPool, TokenSlotAllocator
+from furca.runtime.model_runner import ModelRunner
+from furca.runtime.output import finish_abort
+from furca.runtime.postprocess import Postprocessor
+from furca.runtime.request import Req
+from furca.runtime.schedule_policy import InBatchDedup, decode_reserve, order_waiting
+
+logger = logging.getLogger("furca")
+
+
+class Scheduler:
+    def __init__(self, runner: ModelRunner, config: EngineConfig, tokenizer, context_length: int, eos_ids):
+        self.runner = runner
+        self.config = config
+        self.context_length = context_length
+        self.capacity = runner.capacity
+        self.allocator = TokenSlotAllocator(runner.capacity, runner.device)
+        self.req_pool = ReqToTokenPool(config.max_running_requests, context_length, runner.device)
+        self.tree = RadixCache(self.allocator.free, disabled=config.disable_radix_cache, device=runner.device)
+        self.post = Postprocessor(tokenizer, eos_ids, runner.device)
+        self.waiting: list[Req] = []
+        self.running: list[Req] = []
+        self.live: set[Req] = set()  # every request not yet given its final result
+        self.new_token_ratio = config.init_new_token_ratio
+        self.stats = {"steps": 0, "prompt_tokens": 0, "cached_tokens": 0, "generated_tokens": 0,
+                      "retractions": 0, "finished": 0, "aborted": 0}
+
+    # -- requests in and out ---------------------------------------------------------------
+
+    def add_request(self, req: Req) -> None:
+        self.waiting.append(req)
+        self.live.add(req)
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def abort(self, rid: str) -> int:
+        """Abort every request whose rid or group rid is `rid`; returns how many."""
+        hits = [r for r in self.waiting + self.running if rid in (r.rid, r.group_rid)]
+        for req in hits:
+            if req in self.running:
+                self.running.remove(req)
+                self._release(req)
+            else:
+                self.waiting.remove(req)
+            self.post.finish(req, finish_abort("aborted by abort()"))
+            self.live.discard(req)
+            self.stats["aborted"] += 1
+        return len(hits)
+
+    def fail_all(self, exc: BaseException) -> None:
+        """Deliver `exc` to every request not yet answered (the engine is going down);
+        frees nothing."""
+        for req in list(self.live):
+            try:
+                req.emit(exc)
+            except Exception:  # a dead asyncio loop must not stop the others
+                pass
+        self.live.clear()
+        self.waiting.clear()
+        self.running.clear()
+
+    # -- one step --------------------------------------------------------------------------
+
+    def step(self) -> bool:
+        """Run one forward pass if there is work; returns whether anything ran."""
+        self._make_room_for_decode()
+        items = self._schedule()
+        if not items:
+            if self.running:  # nothing fits next to what runs: give memory back, retry next step
+                self._retract(self.running[-1])
+                return True
+            return False
+        total = sum(it.num_new for it in items)
+        slots = self._alloc(total)
+        table = self.req_pool.table
+        pos = 0
+        for it in items:
+            table[it.req.row, it.start : it.end] = slots[pos : pos + it.num_new]
+            pos += it.num_new
+        step = build_step(items, table, self.runner.kv_cache, self.runner.attn_backend, self.runner.device)
+        logits = self.runner.forward(step)
+        for it in items:
+            it.req.kv_len = it.end
+        finished = self.post.process(step, logits)
+        self.stats["steps"] += 1
+        for it in items:
+            req = it.req
+            if req in finished:
+                self.running.remove(req)
+                self._release(req)
+                self.live.discard(req)
+                self.post.emit_final(req)
+                self.stats["finished"] += 1
+            elif it.is_prefill:
+                self._cache_unfinished(req)
+        self.stats["generated_tokens"] += sum(1 for it in items if it.samples)
+        if all(not it.is_prefill for it in items):
+            self.new_token_ratio = max(
+                self.config.min_new_token_ratio, self.new_token_ratio - self.config.new_token_ratio_decay
+            )
+        return True
+
+    def _available(self) -> int:
+        return self.allocator.num_free + self.tree.evictable_size()
+
+    def _make_room_for_decode(self) -> None:
+        while self.running:
+            need = sum(1 for r in self.running if r.extend_len == 1)
+            if need <= self._available() or len(self.running) == 1:
+                return
+            self._retract(self.running[-1])
+
+    def _schedule(self) -> list[ScheduledReq]:
+        cfg = self.config
+        ratio, clip = self.new_token_ratio, cfg.decode_reserve_clip
+        items: list[ScheduledReq] = []
+        avail = self._available()
+        # this step's tokens and the future of everything running are spoken for
+        reserved = sum(r.extend_len + decode_reserve(r, ratio, clip) for r in self.running)
+        budget = cfg.prefill_budget
+        used = 0
+        for req in self.running:
+            if req.extend_len == 1:
+                items.append(ScheduledReq(req, req.kv_len, 1))
+                used += 1
+        for req in self.running:
+            if req.extend_len > 1 and budget > 0:
+                chunk = min(req.extend_len, budget, avail - used)
+                if chunk > 0:
+                    items.append(ScheduledReq(req, req.kv_len, chunk))
+                    budget -= chunk
+                    used += chunk
+        if not self.waiting or budget <= 0:
+            return items
+        dedup = InBatchDedup(cfg.in_batch_prefix_min, enabled=not self.tree.disabled)
+        for req in self.running:
+            if req.extend_len > 1:  # a prefill in progress will cache more of its prompt
+                dedup.add(req)
+        num_prefill = sum(1 for it in items if it.num_new > 1)
+        for req in order_waiting(self.waiting, cfg.schedule_policy, self.tree):
+            if budget <= 0 or len(self.running) >= cfg.max_running_requests or self.req_pool.num_free == 0:
+                break
+            match = self.tree.match_prefix(req.tokens(0, req.max_prefix_len))
+            if dedup.should_defer(req, match.prefix_len):
+                continue
+            self.tree.lock(match.node)
+            extend = req.fill_len - match.prefix_len
+            need = extend + decode_reserve(req, ratio, clip)
+            if extend > budget and (cfg.is_chunked or num_prefill > 0):
+                chunk = budget if cfg.is_chunked else 0
+            else:
+                chunk = extend  # an over-budget prompt runs alone when chunking is off
+            if chunk <= 0 or need > self._available() - reserved:
+                self.tree.unlock(match.node)
+                break
+            self._admit(req, match)
+            items.append(ScheduledReq(req, req.kv_len, chunk))
+            dedup.add(req)
+            budget -= chunk
+            reserved += need
+            num_prefill += 1
+        return items
+
+    def _admit(self, req: Req, match) -> None:
+        row = self.req_pool.alloc()
+        prefix_len = match.prefix_len
+        if prefix_len:
+            self.req_pool.table[row, :prefix_len] = match.slot_indices.to(self.req_pool.table.device)
+        req.row, req.kv_len, req.tree_len, req.last_node = row, prefix_len, prefix_len, match.node
+        if not req.is_admitted_once:
+            req.is_admitted_once = True
+            req.cached_tokens = prefix_len
+            self.stats["prompt_tokens"] += req.prompt_len
+            self.stats["cached_tokens"] += prefix_len
+        self.waiting.remove(req)
+        self.running.append(req)
+
+    def _alloc(self, n: int) -> torch.Tensor:
+        short = n - self.allocator.num_free
+        if short > 0:
+            self.tree.evict(short)
+        slots = self.allocator.alloc(n)
+        if slots is None:
+            raise MemoryAccountingError(
+                f"need {n} KV slots but only {self.allocator.num_free} free after eviction "
+                f"(evictable {self.tree.evictable_size()}): admission accounting is wrong"
+            )
+        return slots
+
+    # -- radix cache bookkeeping ------------------------------------------------------------
+
+    def _cache_unfinished(self, req: Req) -> None:
+        """Insert fill[:kv_len] into the tree and move the lock to its end, so later
+        requests share it while this one keeps running."""
+        if self.tree.disabled or req.kv_len == req.tree_len:
+            return
+        row, kv_len, tree_len = req.row, req.kv_len, req.tree_len
+        ids = req.tokens(0, kv_len)
+        slots = self.req_pool.table[row, :kv_len]
+        present = self.tree.insert(ids, slots)
+        if present > tree_len:  # computed again what another request cached meanwhile
+            self.allocator.free(slots[tree_len:present].clone())
+        match = self.tree.match_prefix(ids)
+        if match.prefix_len != kv_len:
+            raise MemoryAccountingError(f"re-match after insert found {match.prefix_len} of {kv_len} tokens")
+        self.req_pool.table[row, tree_len:kv_len] = match.slot_indices[tree_len:].to(slots.device)
+        self.tree.lock(match.node)
+        self.tree.unlock(req.last_node)
+        req.last_node, req.tree_len = match.node, kv_len
+
+    def _release(self, req: Req) -> None:
+        """Give back everything `req` holds: its computed KV goes into the tree (duplicates
+        freed), its lock and row are dropped. With the cache off its slots are freed."""
+        if req.row is None:
+            return
+        row, kv_len, tree_len = req.row, req.kv_len, req.tree_len
+        slots = self.req_pool.table[row, :kv_len].clone()
+        present = tree_len
+        if not self.tree.disabled and kv_len > tree_len:
+            present = self.tree.insert(req.tokens(0, kv_len), slots)
+            self.allocator.free(slots[tree_len:present])
+        elif kv_len > tree_len:
+            self.allocator.free(slots[tree_len:kv_len])
+        if req.last_node is not None:
+            self.tree.unlock(req.last_node)
+        self.req_pool.free(row)
+        req.row, req.last_node, req.kv_len, req.tree_len = None, None, 0, 0
+
+    def _retract(self, req: Req) -> None:
+        self.running.remove(req)
+        self._release(req)
+        req.num_retractions += 1
+        if len(req.input_token_logprobs) < req.num_prompt_logprobs:
+            req.input_token_logprobs.clear()
+            req.input_top_logprobs.clear()
+        self.waiting.insert(0, req)
+        self.new_token_ratio = self.config.init_new_token_ratio
+        self.stats["retractions"] += 1
+        logger.debug("retracted %s (%d tokens)", req.rid, req.fill_len)
+
+    # -- cache control and checks -----------------------------------------------------------
+
+    def flush_cache(self) -> bool:
+        if self.has_work():
+            return False
+        self.tree.reset()
+        self.allocator.reset()
+        return True
+
+    def used_tokens(self) -> int:
+        return self.capacity - self._available()
+
+    def check_memory(self, *, idle: bool = False) -> None:
+        """Raise MemoryAccountingError unless every slot is exactly one of: free, in the
+        tree, or owned by a running request. `idle=True` also wants no lock held."""
+        owned = [self.req_pool.table[r.row, r.tree_len : r.kv_len] for r in self.running if r.row is not None]
+        num_owned = sum(len(o) for o in owned)
+        total = self.allocator.num_free + self.tree.total_size() + num_owned
+        if total != self.capacity:
+            raise MemoryAccountingError(
+                f"KV accounting: free {self.allocator.num_free} + tree {self.tree.total_size()} + "
+                f"running {num_owned} = {total} != capacity {self.capacity}"
+            )
+        self.tree.check_integrity()
+        if idle:
+            if self.running or self.tree.locked_size() or self.req_pool.num_free != self.req_pool.max_rows:
+                raise MemoryAccountingError(
+                    f"idle but {len(self.running)} running, {self.tree.locked_size()} tokens locked, "
+                    f"{self.req_pool.max_rows - self.req_pool.num_free} rows held"
+                )
+            every = torch.cat([self.allocator.free_slots(), self.tree.all_slots().cpu()])
+            if len(every) != self.capacity or len(torch.unique(every)) != self.capacity:
+                raise MemoryAccountingError("idle: free slots and tree slots do not partition the pool")
