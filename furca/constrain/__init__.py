@@ -1,0 +1,29 @@
+"""Constrained decoding: regex / JSON schema / grammar / choices -> per-token masks.
+
+    info = TokenizerInfo.from_tokenizer_json(path, eos_token="...")   # or from_huggingface
+    compiler = GrammarCompiler(info)
+    g = compiler.compile_regex(r"\\d+")          # compile_grammar / _choices / _json_schema / _json_object
+    m = g.matcher()
+    m.fill_bitmask(bitmask, row=0); m.accept_token(t); m.is_terminated(); m.jump_forward()
+
+A leaf package: imports only furca.errors, numpy, lark (torch lazily, in
+apply_token_bitmask_). See DESIGN.md beside this file.
+"""
+
+from furca.errors import CompileError
+
+from .bitmask import allocate_token_bitmask, apply_token_bitmask_, unpack_bitmask
+from .compiler import GrammarCompiler
+from .matcher import CompiledGrammar, Matcher
+from .tokenizer import TokenizerInfo
+
+__all__ = [
+    "CompileError",
+    "CompiledGrammar",
+    "GrammarCompiler",
+    "Matcher",
+    "TokenizerInfo",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_",
+    "unpack_bitmask",
+]

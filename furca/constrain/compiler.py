@@ -1,0 +1,210 @@
+"""GrammarCompiler: constraint -> CompiledGrammar, with a thread-safe LRU cache.
+
+Every front end produces the IR (``ir.py``); ``nfa.prepare`` checks it, ``build_nfa``
+turns it into one byte-level NFA with rule calls, and a ``LazyAutomaton`` over the
+tokenizer's trie computes states and masks on demand. Compiling computes the first
+state's mask too, so a request's first fill_bitmask is a copy.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+
+from furca.errors import CompileError
+
+from . import ir
+from .automaton import AutomatonLimit, LazyAutomaton
+from .gbnf import parse_gbnf
+from .matcher import CompiledGrammar
+from .nfa import build_nfa, prepare
+from .regex import regex_grammar
+from .tokenizer import TokenizerInfo
+
+
+REFRESH_STATES = 200_000  # a cached grammar with more automaton states is compiled afresh
+
+
+class GrammarCompiler:
+    """Compiles constraints for one tokenizer. cache_size: compiled grammars kept (LRU,
+    keyed by the constraint's kind and text). Safe to call from several threads."""
+
+    def __init__(self, info: TokenizerInfo, cache_size: int = 256):
+        if not isinstance(info, TokenizerInfo):
+            raise TypeError("GrammarCompiler needs a TokenizerInfo")
+        self.info = info
+        self.cache_size = int(cache_size)
+        self._cache: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self._key_locks: dict = {}
+        _warm_walk()
+
+    # ---- public --------------------------------------------------------------------
+    def compile_regex(self, pattern: str) -> CompiledGrammar:
+        if not isinstance(pattern, str):
+            raise CompileError(f"regex must be a str, got {type(pattern).__name__}")
+        return self._cached(("regex", pattern), lambda: regex_grammar(pattern))
+
+    def compile_grammar(self, text: str, *, syntax: str | None = None, root: str | None = None) -> CompiledGrammar:
+        """GBNF / EBNF (xgrammar, llama.cpp dialect; root rule ``root``) or Lark syntax
+        (start rule ``start``). syntax: "gbnf" | "lark" | None (detect: ``::=`` means GBNF)."""
+        if not isinstance(text, str):
+            raise CompileError(f"grammar must be a str, got {type(text).__name__}")
+        if syntax is None:
+            syntax = "gbnf" if "::=" in text else "lark"
+        if syntax in ("gbnf", "ebnf"):
+            build = lambda: parse_gbnf(text, root or "root")  # noqa: E731
+        elif syntax == "lark":
+            from .lark_grammar import parse_lark
+
+            build = lambda: parse_lark(text, root or "start")  # noqa: E731
+        else:
+            raise CompileError(f"unknown grammar syntax {syntax!r}; use 'gbnf' or 'lark'")
+        return self._cached(("grammar", syntax, root, text), build)
+
+    def compile_choices(self, choices) -> CompiledGrammar:
+        choices = list(choices)
+        if not choices:
+            raise CompileError("compile_choices: the list of choices is empty")
+        for i, c in enumerate(choices):
+            if not isinstance(c, str):
+                raise CompileError(f"compile_choices: choice {i} is {type(c).__name__}, not str")
+        return self._cached(("choices", tuple(choices)),
+                            lambda: ir.Grammar({"root": ir.alt([ir.literal(c) for c in choices])}))
+
+    def compile_json_schema(self, schema, *, strict: bool = True, whitespace: str = "compact",
+                            max_whitespace: int | None = None, **kw) -> CompiledGrammar:
+        """schema: dict or JSON text; {} / True = any JSON value."""
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except json.JSONDecodeError as e:
+                raise CompileError(f"JSON schema is not valid JSON: {e}") from None
+        key = ("json_schema", json.dumps(schema, sort_keys=True), strict, whitespace, max_whitespace,
+               tuple(sorted(kw.items())))
+        if schema == {} or schema is True:
+            return self._cached(key, lambda: parse_gbnf(_json_value_gbnf(whitespace, max_whitespace)))
+
+        def build():
+            try:
+                from .json_schema import schema_to_gbnf
+            except ImportError as e:
+                raise CompileError(f"JSON schema support is not available ({e})") from None
+            if max_whitespace is not None:
+                kw["max_whitespace"] = max_whitespace
+            text = schema_to_gbnf(schema, strict=strict, whitespace=whitespace, **kw)
+            return parse_gbnf(text)
+
+        return self._cached(key, build)
+
+    def compile_json_object(self, *, whitespace: str = "compact", max_whitespace: int | None = None) -> CompiledGrammar:
+        return self._cached(("json_object", whitespace, max_whitespace),
+                            lambda: parse_gbnf(_json_object_gbnf(whitespace, max_whitespace)))
+
+    def compile_structural_tag(self, tags, triggers, *, strict: bool = True) -> CompiledGrammar:
+        """Free text; where a trigger appears, one of the tags (dicts or objects with
+        ``begin``, ``schema`` (dict or JSON text), ``end``) follows; then free text again.
+        See structural_tag.py."""
+        from .structural_tag import structural_tag_grammar
+
+        def item(t):
+            get = (lambda k: t.get(k)) if isinstance(t, dict) else (lambda k: getattr(t, k, None))
+            sch = get("schema")
+            return (get("begin"), sch if isinstance(sch, str) else json.dumps(sch, sort_keys=True), get("end"))
+
+        tags, triggers = list(tags), list(triggers)
+        key = ("structural_tag", tuple(item(t) for t in tags), tuple(triggers), strict)
+
+        def schema_gbnf(schema):
+            if schema == {} or schema is True:
+                return _json_value_gbnf("compact", None)
+            try:
+                from .json_schema import schema_to_gbnf
+            except ImportError as e:
+                raise CompileError(f"JSON schema support is not available ({e})") from None
+            return schema_to_gbnf(schema, strict=strict)
+
+        return self._cached(key, lambda: structural_tag_grammar(tags, triggers, schema_gbnf))
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    # ---- internals -----------------------------------------------------------------
+    def _cached(self, key, build) -> CompiledGrammar:
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and hit.num_states > REFRESH_STATES:
+                # a long-lived grammar (JSON mode in a server) keeps growing with every new
+                # nesting context; hand new requests a fresh one (old matchers keep theirs)
+                del self._cache[key]
+                hit = None
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:  # one compile per key; other keys compile concurrently
+            with self._lock:
+                hit = self._cache.get(key)
+                if hit is not None:
+                    return hit
+            try:
+                compiled = self._compile(build(), key)
+            finally:
+                with self._lock:
+                    self._key_locks.pop(key, None)
+            with self._lock:
+                self._cache[key] = compiled
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return compiled
+
+    def _compile(self, grammar: ir.Grammar, key) -> CompiledGrammar:
+        try:
+            nfa = build_nfa(prepare(grammar))
+            auto = LazyAutomaton(nfa, self.info)
+            auto.mask(auto.start)
+        except AutomatonLimit as e:
+            raise CompileError(f"grammar exceeds a limit at its start: {e}") from None
+        except RecursionError:
+            raise CompileError("grammar nesting too deep to compile") from None
+        return CompiledGrammar(auto, key[0])
+
+
+_WARM = []
+
+
+def _warm_walk():
+    """Imports numba and loads the compiled trie walk (its on-disk cache: ~0.1-0.5 s once
+    per process) when a compiler is made, rather than in the first request's mask."""
+    if _WARM:
+        return
+    from . import _walk
+
+    walk = _walk.get_walk()
+    if walk is not None:
+        import numpy as np
+
+        z = np.zeros(2, dtype=np.int32)
+        walk(1, z, z, z, z + 2, np.zeros((1, 256), np.int32), np.ones(1, bool), np.zeros(3, np.int32),
+             z, np.zeros(1, np.uint32))
+    _WARM.append(True)
+
+
+def _json_value_gbnf(whitespace, max_whitespace):
+    try:
+        from .json_schema import json_value_gbnf
+    except ImportError:
+        from .json_grammar import json_value_gbnf
+    kw = {} if max_whitespace is None else {"max_whitespace": max_whitespace}
+    return json_value_gbnf(whitespace=whitespace, **kw)
+
+
+def _json_object_gbnf(whitespace, max_whitespace):
+    try:
+        from .json_schema import json_object_gbnf
+    except ImportError:
+        from .json_grammar import json_object_gbnf
+    kw = {} if max_whitespace is None else {"max_whitespace": max_whitespace}
+    return json_object_gbnf(whitespace=whitespace, **kw)

@@ -1,0 +1,169 @@
+"""The grammar IR every front end (regex, GBNF, Lark, choices) produces.
+
+A grammar is ``Grammar(rules={name: expr}, root=name)``; an expr is a tuple:
+
+    ("byte", ranges)          one byte in the union of inclusive (lo, hi) byte ranges
+    ("seq", [expr, ...])      concatenation ("seq", []) is the empty string
+    ("alt", [expr, ...])      alternation; ("alt", []) matches nothing
+    ("rep", expr, min, max)   repetition, max None = unbounded
+    ("ref", name, pos)        a rule call; pos = character offset in the source (for errors)
+
+Everything is over bytes: a Unicode character class becomes an alternation of UTF-8
+byte-range sequences (``char_class``), so tokens that split a character work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MAX_CODEPOINT = 0x10FFFF
+EMPTY = ("seq", [])
+NOTHING = ("alt", [])
+
+
+@dataclass
+class Grammar:
+    rules: dict = field(default_factory=dict)
+    root: str = "root"
+    positions: dict = field(default_factory=dict)  # rule name -> source offset of its definition
+
+
+def seq(items):
+    flat = []
+    for it in items:
+        if it[0] == "seq":
+            flat.extend(it[1])
+        else:
+            flat.append(it)
+    return flat[0] if len(flat) == 1 else ("seq", flat)
+
+
+def alt(items):
+    flat = []
+    for it in items:
+        if it[0] == "alt" and it[1]:
+            flat.extend(it[1])
+        else:
+            flat.append(it)
+    return flat[0] if len(flat) == 1 else ("alt", flat)
+
+
+def literal(data: bytes | str):
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return seq([("byte", ((b, b),)) for b in data])
+
+
+def normalize_ranges(ranges):
+    """Sorted, merged, inclusive (lo, hi) ranges."""
+    out = []
+    for lo, hi in sorted(ranges):
+        if lo > hi:
+            continue
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def negate_ranges(ranges, top=MAX_CODEPOINT):
+    out, nxt = [], 0
+    for lo, hi in normalize_ranges(ranges):
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = max(nxt, hi + 1)
+    if nxt <= top:
+        out.append((nxt, top))
+    return out
+
+
+_UTF8_BOUNDS = [(0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, 0x10FFFF)]
+
+
+def _split_utf8(lo, hi):
+    """Byte-range sequences (lists of (lo, hi) per byte) whose union encodes [lo, hi]
+    (same encoded length, no surrogates). The classic utf8-ranges construction."""
+    out = []
+    for blo, bhi in _UTF8_BOUNDS:
+        a, b = max(lo, blo), min(hi, bhi)
+        if a > b:
+            continue
+        if blo == 0x800:  # cut out surrogates
+            for x, y in ((a, min(b, 0xD7FF)), (max(a, 0xE000), b)):
+                if x <= y:
+                    _split_same_len(x, y, out)
+        else:
+            _split_same_len(a, b, out)
+    return out
+
+
+def _split_same_len(lo, hi, out):
+    n = len(chr(lo).encode("utf-8"))
+    if n == 1:
+        out.append([(lo, hi)])
+        return
+    # split so that all but the leading byte cover full continuation ranges
+    for i in range(1, n):
+        m = (1 << (6 * i)) - 1
+        if lo & ~m != hi & ~m:
+            if lo & m:
+                _split_same_len(lo, (lo | m), out)
+                _split_same_len((lo | m) + 1, hi, out)
+                return
+            if (hi & m) != m:
+                _split_same_len(lo, (hi & ~m) - 1, out)
+                _split_same_len(hi & ~m, hi, out)
+                return
+    a, b = chr(lo).encode("utf-8"), chr(hi).encode("utf-8")
+    out.append([(a[i], b[i]) for i in range(n)])
+
+
+def char_class(ranges):
+    """IR for one character (code point) in the union of the given inclusive ranges."""
+    parts = []
+    ascii_ranges = []
+    for lo, hi in normalize_ranges(ranges):
+        for s in _split_utf8(lo, hi):
+            if len(s) == 1:
+                ascii_ranges.append(s[0])
+            else:
+                parts.append(seq([("byte", (r,)) for r in s]))
+    if ascii_ranges:
+        parts.insert(0, ("byte", tuple(ascii_ranges)))
+    if not parts:
+        return NOTHING
+    return parts[0] if len(parts) == 1 else ("alt", parts)
+
+
+def case_fold_ranges(ranges):
+    """Adds the other case of every letter in the ranges (ASCII fully, others per char
+    for ranges up to 2000 code points)."""
+    out = list(ranges)
+    for lo, hi in ranges:
+        a, b = max(lo, ord("a")), min(hi, ord("z"))
+        if a <= b:
+            out.append((a - 32, b - 32))
+        a, b = max(lo, ord("A")), min(hi, ord("Z"))
+        if a <= b:
+            out.append((a + 32, b + 32))
+        if hi >= 128 and hi - lo < 2000:
+            for c in range(max(lo, 128), hi + 1):
+                for v in {chr(c).lower(), chr(c).upper()}:
+                    if len(v) == 1 and v != chr(c):
+                        out.append((ord(v), ord(v)))
+    return normalize_ranges(out)
+
+
+def refs(expr, acc):
+    """Collects (name, pos) of every rule reference in expr."""
+    k = expr[0]
+    if k == "ref":
+        acc.append((expr[1], expr[2]))
+    elif k in ("seq", "alt"):
+        for e in expr[1]:
+            refs(e, acc)
+    elif k == "rep":
+        refs(expr[1], acc)
+    return acc

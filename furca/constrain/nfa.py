@@ -1,0 +1,304 @@
+"""Grammar IR -> one byte-level NFA with rule calls (a recursive transition network).
+
+Checks on the way (each a CompileError naming the rule and where it is): undefined rule,
+grammar that matches nothing, left recursion that is not immediate (immediate left
+recursion ``A ::= A x | y`` is rewritten to ``A ::= y x*``).
+
+Nodes are ints. ``edges[n]``: list of (lo, hi, target) byte edges; ``eps[n]``: list of
+targets; ``call``: {call node: (callee start node, return node)}; ``is_end``: the set of
+rule-end nodes (return to the caller; at the bottom of the stack: the language may
+end). ``is_tail``: return nodes where returning is the same as returning from the
+calling rule (tail call: no frame is pushed, so right recursion does not grow the stack).
+``counter``: large bounded repetitions ``x{m,n}`` (n > COUNTER_THRESHOLD) are not copied
+n times: entering pushes a counter frame (entry node, k=1) and runs the body ``x`` (its
+end is a rule end); returning with k < n may run the body again with k+1, with k >= m
+leaves through the exit node. Only the counts a walk reaches become states.
+"""
+
+from __future__ import annotations
+
+from furca.errors import CompileError
+
+from . import ir
+
+MAX_NODES = 2_000_000
+COUNTER_THRESHOLD = 16  # x{m,n} with n above this (x not nullable) counts on the stack, not in copies
+
+
+class NFA:
+    def __init__(self):
+        self.edges: list[list] = []
+        self.eps: list[list] = []
+        self.call: dict[int, tuple] = {}  # call node -> (callee rule name, return node)
+        self.counter: dict[int, tuple] = {}  # counter entry -> (body start, exit node, min, max)
+        self.is_end: set[int] = set()
+        self.rule_start: dict[str, int] = {}
+        self.start = 0
+
+    def new(self):
+        self.edges.append([])
+        self.eps.append([])
+        return len(self.edges) - 1
+
+
+def _where(g, name):
+    pos = g.positions.get(name)
+    return f"rule {name!r}" + (f" (defined at offset {pos})" if pos is not None else "")
+
+
+def _nullable_and_productive(g):
+    rules = g.rules
+    nullable, productive = set(), set()
+
+    def nul(e):
+        k = e[0]
+        if k == "byte":
+            return False
+        if k == "seq":
+            return all(nul(x) for x in e[1])
+        if k == "alt":
+            return any(nul(x) for x in e[1])
+        if k == "rep":
+            return e[2] == 0 or nul(e[1])
+        return e[1] in nullable
+
+    def prod(e):
+        k = e[0]
+        if k == "byte":
+            return bool(e[1])
+        if k == "seq":
+            return all(prod(x) for x in e[1])
+        if k == "alt":
+            return any(prod(x) for x in e[1])
+        if k == "rep":
+            return e[2] == 0 or prod(e[1])
+        return e[1] in productive
+
+    changed = True
+    while changed:
+        changed = False
+        for n, e in rules.items():
+            if n not in nullable and nul(e):
+                nullable.add(n)
+                changed = True
+            if n not in productive and prod(e):
+                productive.add(n)
+                changed = True
+    return nullable, productive
+
+
+def _simplify(e, productive):
+    """Drops what can never match (calls to unproductive rules, empty classes)."""
+    k = e[0]
+    if k == "byte":
+        return e if e[1] else ir.NOTHING
+    if k == "ref":
+        return e if e[1] in productive else ir.NOTHING
+    if k == "seq":
+        items = [_simplify(x, productive) for x in e[1]]
+        if any(x == ir.NOTHING for x in items):
+            return ir.NOTHING
+        return ir.seq(items) if items else ir.EMPTY
+    if k == "alt":
+        items = [x for x in (_simplify(x, productive) for x in e[1]) if x != ir.NOTHING]
+        return ir.alt(items) if items else ir.NOTHING
+    if k == "rep":
+        x = _simplify(e[1], productive)
+        if x == ir.NOTHING:
+            return ir.EMPTY if e[2] == 0 else ir.NOTHING
+        if e[3] == 0:
+            return ir.EMPTY
+        return ("rep", x, e[2], e[3])
+    return e
+
+
+def _remove_immediate_left_recursion(name, e):
+    alts = e[1] if e[0] == "alt" else [e]
+    rec, base = [], []
+    for a in alts:
+        items = a[1] if a[0] == "seq" else [a]
+        if items and items[0][0] == "ref" and items[0][1] == name:
+            rec.append(ir.seq(items[1:]))
+        else:
+            base.append(a)
+    if not rec:
+        return e
+    if not base:
+        return ir.NOTHING
+    return ir.seq([ir.alt(base), ("rep", ir.alt(rec), 0, None)])
+
+
+def _first_refs(e, nullable, acc):
+    """Rule refs that can be reached before any byte is consumed. Returns nullable(e)."""
+    k = e[0]
+    if k == "byte":
+        return False
+    if k == "ref":
+        acc.add(e[1])
+        return e[1] in nullable
+    if k == "seq":
+        for x in e[1]:
+            if not _first_refs(x, nullable, acc):
+                return False
+        return True
+    if k == "alt":
+        r = False
+        for x in e[1]:
+            r |= _first_refs(x, nullable, acc)
+        return r
+    if k == "rep":
+        return _first_refs(e[1], nullable, acc) or e[2] == 0
+    return True
+
+
+def prepare(g: ir.Grammar) -> ir.Grammar:
+    """Resolves, simplifies and checks a grammar; returns the rules reachable from root."""
+    for name, e in g.rules.items():
+        for ref, pos in ir.refs(e, []):
+            if ref not in g.rules:
+                raise CompileError(f"undefined rule {ref!r} referenced at offset {pos} (in {_where(g, name)})")
+    if g.root not in g.rules:
+        raise CompileError(f"grammar has no root rule {g.root!r}")
+    rules = {n: _remove_immediate_left_recursion(n, e) for n, e in g.rules.items()}
+    g2 = ir.Grammar(rules, g.root, g.positions)
+    nullable, productive = _nullable_and_productive(g2)
+    if g.root not in productive:
+        raise CompileError(f"the grammar matches no string ({_where(g, g.root)} can never complete)")
+    rules = {n: _simplify(e, productive) for n, e in rules.items() if n in productive}
+    # keep what root reaches
+    reach, todo = {g.root}, [g.root]
+    while todo:
+        for ref, _ in ir.refs(rules[todo.pop()], []):
+            if ref not in reach:
+                reach.add(ref)
+                todo.append(ref)
+    rules = {n: rules[n] for n in rules if n in reach}
+    nullable, _ = _nullable_and_productive(ir.Grammar(rules, g.root))
+    first = {n: set() for n in rules}
+    for n, e in rules.items():
+        _first_refs(e, nullable, first[n])
+    # cycle in the "calls before consuming" graph = left recursion
+    state = {}
+
+    def visit(n, path):
+        state[n] = 1
+        for m in first[n]:
+            if state.get(m) == 1:
+                cyc = path[path.index(m):] + [m] if m in path else [n, m]
+                raise CompileError("left recursion is not supported (only the immediate form A ::= A x | y is "
+                                   f"rewritten): {' -> '.join(cyc)} ({_where(g, m)})")
+            if m not in state:
+                visit(m, path + [m])
+        state[n] = 2
+
+    for n in rules:
+        if n not in state:
+            visit(n, [n])
+    out = ir.Grammar(rules, g.root, g.positions)
+    out.nullable = nullable
+    return out
+
+
+def build_nfa(g: ir.Grammar) -> NFA:
+    """g must come from prepare(). Fragments are glued onto the node they start from
+    (no epsilon per concatenation): frag(e, s) adds e's edges leaving s and returns the
+    node where e ends. Loops always go to a fresh node, so edges later added to a
+    fragment's end never become reachable from inside the fragment."""
+    nfa = NFA()
+    edges, eps, new = nfa.edges, nfa.eps, nfa.new
+    nullable = getattr(g, "nullable", None)
+    if nullable is None:
+        nullable, _ = _nullable_and_productive(g)
+
+    def frag(e, s):
+        k = e[0]
+        if k == "byte":
+            t = new()
+            edges[s].extend([(lo, hi, t) for lo, hi in e[1]])
+            return t
+        if k == "seq":
+            for x in e[1]:
+                if x[0] == "byte" and len(x[1]) == 1:  # literal fast path
+                    t = len(edges)
+                    edges.append([])
+                    eps.append([])
+                    edges[s].append((x[1][0][0], x[1][0][1], t))
+                    s = t
+                else:
+                    s = frag(x, s)
+            if len(edges) >= MAX_NODES:
+                raise CompileError(f"grammar too large: more than {MAX_NODES} automaton nodes "
+                                   "(large bounded repetitions?)")
+            return s
+        if k == "alt":
+            t = new()
+            for x in e[1]:
+                eps[frag(x, s)].append(t)
+            return t
+        if k == "rep":
+            x, lo, hi = e[1], e[2], e[3]
+            if max(lo, hi or 0) > COUNTER_THRESHOLD and not _first_refs(x, nullable, set()):
+                top = lo if hi is None else hi
+                body_start = new()
+                nfa.is_end.add(frag(x, body_start))  # the body returns to its counter frame
+                entry, done = new(), new()
+                eps[s].append(entry)
+                nfa.counter[entry] = (body_start, done, lo, top)
+                if hi is None:  # x{lo,}: then x*
+                    loop = new()
+                    eps[done].append(loop)
+                    eps[frag(x, loop)].append(loop)
+                    return loop
+                return done
+            cur = s
+            for _ in range(lo):
+                cur = frag(x, cur)
+            if hi is None:
+                loop = new()
+                eps[cur].append(loop)
+                eps[frag(x, loop)].append(loop)
+                return loop
+            if hi == lo:
+                return cur
+            t = new()
+            for _ in range(hi - lo):
+                eps[cur].append(t)
+                cur = frag(x, cur)
+            eps[cur].append(t)
+            return t
+        if k == "ref":
+            c, r = new(), new()
+            eps[s].append(c)
+            nfa.call[c] = (e[1], r)
+            return r
+        raise AssertionError(e)
+
+    for name, e in g.rules.items():
+        s = new()
+        nfa.rule_start[name] = s
+        nfa.is_end.add(frag(e, s))
+        if len(edges) >= MAX_NODES:
+            raise CompileError(f"grammar too large: more than {MAX_NODES} automaton nodes (large bounded repetitions?)")
+    nfa.call = {c: (nfa.rule_start[name], r) for c, (name, r) in nfa.call.items()}
+    nfa.start = nfa.rule_start[g.root]
+    nfa.is_tail = _tails(nfa)
+    return nfa
+
+
+def _tails(nfa):
+    """Return nodes r from which only rule ends are reachable without consuming or
+    calling (a call returning there is a tail call)."""
+    tails = set()
+    for _, r in nfa.call.values():
+        seen, todo, ok = {r}, [r], True
+        while todo and ok:
+            x = todo.pop()
+            if nfa.edges[x] or x in nfa.call:
+                ok = False
+            for y in nfa.eps[x]:
+                if y not in seen:
+                    seen.add(y)
+                    todo.append(y)
+        if ok and any(x in nfa.is_end for x in seen):
+            tails.add(r)
+    return tails

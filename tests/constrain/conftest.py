@@ -1,0 +1,57 @@
+import random
+
+import numpy as np
+import pytest
+
+from furca.constrain import GrammarCompiler, TokenizerInfo
+
+from .tokenizers_cache import tokenizer_json
+
+BYTE_EOS = 256
+
+
+def byte_info(extra=()):
+    """One token per byte (ids 0..255), EOS = 256, then a special token 257 and any
+    extra multi-byte tokens; the logits width is padded to 300."""
+    toks = [bytes([i]) for i in range(256)] + [None, None] + [e.encode() if isinstance(e, str) else e for e in extra]
+    return TokenizerInfo(toks, [BYTE_EOS], vocab_size=300)
+
+
+@pytest.fixture(scope="session")
+def byte_compiler():
+    return GrammarCompiler(byte_info(["ab", "abc", "\"}", "{\"", "12", " \"", "日本"]))
+
+
+@pytest.fixture(scope="session")
+def llama():
+    got = tokenizer_json("llama3_1")
+    if got is None:
+        pytest.skip("Llama-3.1 tokenizer not available (needs npm and the network once)")
+    path, eos = got
+    info = TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
+    from tokenizers import Tokenizer
+
+    return info, GrammarCompiler(info), Tokenizer.from_file(str(path))
+
+
+def allowed_set(m, info):
+    bm = np.zeros((1, info.num_words), dtype=np.int32)
+    m.fill_bitmask(bm)
+    bits = np.unpackbits(bm.view(np.uint8), bitorder="little")
+    return bits
+
+
+def walk_ids(m, ids, info, check_probes=0, rng=None):
+    """Feeds ids (each must be in the mask and accepted); probes random tokens that the
+    mask and accept_token agree. Returns True when every id was accepted."""
+    rng = rng or random.Random(0)
+    for t in ids:
+        bits = allowed_set(m, info)
+        for p in rng.sample(range(info.vocab_size), min(check_probes, info.vocab_size)):
+            f = m.fork()
+            assert bool(bits[p]) == f.accept_token(p), f"mask and accept_token disagree on token {p}"
+        if not bits[t]:
+            return False
+        if not m.accept_token(t):
+            raise AssertionError(f"token {t} in the mask but refused: {m.error}")
+    return True

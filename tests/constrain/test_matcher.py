@@ -1,0 +1,136 @@
+"""Matcher API with the byte tokenizer: EOS, termination, sticky errors, rollback, fork,
+jump-forward, bitmask layout, torch interop, the compiler cache and threads."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from furca.constrain import CompileError, GrammarCompiler, allocate_token_bitmask, apply_token_bitmask_
+
+from .conftest import BYTE_EOS, allowed_set, byte_info
+
+
+def ids(s):
+    return list(s.encode())
+
+
+def test_eos_only_at_end_and_termination(byte_compiler):
+    m = byte_compiler.compile_regex("ab|abcd").matcher()
+    assert not allowed_set(m, byte_compiler.info)[BYTE_EOS]
+    assert m.accept_token(ord("a"))
+    assert m.accept_token(ord("b"))
+    assert allowed_set(m, byte_compiler.info)[BYTE_EOS] and m.can_terminate()
+    f = m.fork()
+    assert m.accept_token(BYTE_EOS) and m.is_terminated()
+    assert not allowed_set(m, byte_compiler.info).any()  # nothing after the end
+    assert not m.accept_token(ord("c")) and m.is_error()
+    assert f.accept_token(ord("c")) and not f.is_terminated()  # the fork is independent
+    assert not f.accept_token(BYTE_EOS) and "cannot end" in f.error
+
+
+def test_sticky_error_and_rollback(byte_compiler):
+    m = byte_compiler.compile_regex("[0-9]+x").matcher()
+    for t in ids("12"):
+        assert m.accept_token(t)
+    assert not m.accept_token(ord("y"))
+    assert m.is_error() and "not allowed" in m.error
+    assert not m.accept_token(ord("3"))  # sticky
+    bits = allowed_set(m, byte_compiler.info)
+    assert bits[BYTE_EOS] and bits.sum() == 1  # in error only EOS, so the request can stop
+    m.rollback(1)  # back to after "1", error cleared
+    assert not m.is_error() and m.num_accepted == 1
+    for t in ids("5x"):
+        assert m.accept_token(t)
+    assert m.accept_token(BYTE_EOS)
+    m.rollback(3)  # undo EOS, x, 5
+    assert not m.is_terminated() and m.num_accepted == 1
+    with pytest.raises(ValueError):
+        m.rollback(2)
+
+
+def test_special_and_out_of_range_tokens(byte_compiler):
+    info = byte_compiler.info
+    g = byte_compiler.compile_regex(".*")
+    m = g.matcher()
+    bits = allowed_set(m, info)
+    assert not bits[257] and not bits[info.vocab_size - 1]  # special token, padding id
+    assert bits[BYTE_EOS]
+    assert not m.accept_token(257) and "special" in m.error
+    assert not g.matcher().accept_token(299)
+
+
+def test_jump_forward(byte_compiler):
+    g = byte_compiler.compile_grammar('root ::= "{\\"name\\":\\"" [a-z]+ "\\",\\"age\\":" [0-9]+ "}"')
+    m = g.matcher()
+    assert m.jump_forward() == '{"name":"'
+    for t in ids('{"name":"bob'):
+        assert m.accept_token(t)
+    assert m.jump_forward() == ""
+    assert m.accept_token(ord('"'))
+    assert m.jump_forward() == ',"age":'
+    m2 = byte_compiler.compile_regex("日本語|日本人").matcher()
+    assert m2.jump_forward() == "日本"
+    assert byte_compiler.compile_regex("a?").matcher().jump_forward() == ""
+
+
+def test_bitmask_rows_and_torch(byte_compiler):
+    torch = pytest.importorskip("torch")
+    info = byte_compiler.info
+    m = byte_compiler.compile_regex("[ab]").matcher()
+    bm = allocate_token_bitmask(3, info.vocab_size)
+    assert bm.shape == (3, (info.vocab_size + 31) // 32) and (bm == -1).all()
+    m.fill_bitmask(bm, row=1)
+    assert (bm[0] == -1).all() and (bm[2] == -1).all()
+    tb = torch.from_numpy(bm.copy())
+    m.fill_bitmask(tb, row=2)  # CPU torch tensor, written in place
+    assert (tb[2].numpy() == bm[1]).all()
+    logits = torch.zeros(3, info.vocab_size)
+    apply_token_bitmask_(logits, bm, indices=[1])
+    assert torch.isfinite(logits[0]).all() and torch.isfinite(logits[2]).all()
+    assert torch.isfinite(logits[1]).nonzero().flatten().tolist() == [ord("a"), ord("b")]
+    odd = torch.zeros(2, 45)  # vocab not a multiple of 32, bitmask wider than needed is fine
+    bm2 = np.zeros((2, 2), dtype=np.int32)
+    bm2[0, 1] = 1 << 12  # token 44
+    bm2[1, 0] = -1
+    apply_token_bitmask_(odd, bm2)
+    assert torch.isfinite(odd[0]).nonzero().flatten().tolist() == [44]
+    assert torch.isfinite(odd[1]).nonzero().flatten().tolist() == list(range(32))
+
+
+def test_compiler_cache_and_threads():
+    c = GrammarCompiler(byte_info(), cache_size=2)
+    g1 = c.compile_regex("a+")
+    assert c.compile_regex("a+") is g1
+    c.compile_regex("b+")
+    c.compile_regex("c+")
+    assert c.compile_regex("a+") is not g1  # evicted (LRU of 2)
+    results, errors = [], []
+
+    def work(k):
+        try:
+            g = c.compile_grammar(f'root ::= "x"{{{k}}} [0-9]+')
+            m = g.matcher()
+            for t in ids("x" * k + "42"):
+                assert m.accept_token(t)
+            results.append(m.accept_token(BYTE_EOS))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k % 4 + 1,)) for k in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and results == [True] * 16
+
+
+def test_misc_compile_errors(byte_compiler):
+    with pytest.raises(CompileError, match="empty"):
+        byte_compiler.compile_choices([])
+    with pytest.raises(CompileError, match="not str"):
+        byte_compiler.compile_choices(["a", 1])
+    with pytest.raises(CompileError, match="unknown grammar syntax"):
+        byte_compiler.compile_grammar("x", syntax="peg")
+    with pytest.raises(CompileError, match="matches no string"):
+        byte_compiler.compile_regex("[^\\x00-\\U0010FFFF]")

@@ -1,0 +1,43 @@
+"""Property test: random regexes over a small alphabet agree with Python's re on random
+strings (fullmatch, ASCII), through the automaton and through the byte-token mask."""
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from furca.constrain import GrammarCompiler
+
+from .conftest import BYTE_EOS, allowed_set, byte_info
+
+_COMPILER = GrammarCompiler(byte_info(), cache_size=4096)
+
+atoms = st.sampled_from(["a", "b", "c", "日", ".", "[ab]", "[^a]", "[a-c日]", r"\d", r"\w", "(?:ab|c)", "x?"])
+
+
+def _regex(depth):
+    if depth == 0:
+        return atoms
+    sub = _regex(depth - 1)
+    return st.one_of(
+        atoms,
+        st.lists(sub, min_size=1, max_size=3).map("".join),
+        st.tuples(sub, sub).map(lambda t: f"(?:{t[0]}|{t[1]})"),
+        st.tuples(sub, st.sampled_from(["*", "+", "?", "{2}", "{1,3}", "{0,2}", "*?", "{17,18}", "{0,17}"])).map(lambda t: f"(?:{t[0]}){t[1]}"),
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(_regex(3), st.lists(st.text(alphabet="abc1日x_\n", max_size=6), min_size=1, max_size=8))
+def test_regex_agrees_with_re(pattern, texts):
+    g = _COMPILER.compile_regex(pattern)
+    a = g.automaton
+    for t in texts:
+        expected = re.fullmatch(pattern, t, re.ASCII) is not None
+        s = a.step(a.start, t.encode())
+        assert (s != 0 and a.accepting[s]) == expected, (pattern, t)
+        if expected:  # and the token walk agrees: every byte allowed by the mask, then EOS
+            m = g.matcher()
+            for b in t.encode():
+                assert allowed_set(m, _COMPILER.info)[b] and m.accept_token(b)
+            assert allowed_set(m, _COMPILER.info)[BYTE_EOS] and m.accept_token(BYTE_EOS)
