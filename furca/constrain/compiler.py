@@ -81,7 +81,7 @@ class GrammarCompiler:
                 schema = json.loads(schema)
             except json.JSONDecodeError as e:
                 raise CompileError(f"JSON schema is not valid JSON: {e}") from None
-        key = ("json_schema", json.dumps(schema, sort_keys=True), strict, whitespace, max_whitespace,
+        key = ("json_schema", json.dumps(schema), strict, whitespace, max_whitespace,
                tuple(sorted(kw.items())))
         if schema == {} or schema is True:
             return self._cached(key, lambda: parse_gbnf(_json_value_gbnf(whitespace, max_whitespace)))
@@ -111,7 +111,7 @@ class GrammarCompiler:
         def item(t):
             get = (lambda k: t.get(k)) if isinstance(t, dict) else (lambda k: getattr(t, k, None))
             sch = get("schema")
-            return (get("begin"), sch if isinstance(sch, str) else json.dumps(sch, sort_keys=True), get("end"))
+            return (get("begin"), sch if isinstance(sch, str) else json.dumps(sch), get("end"))
 
         tags, triggers = list(tags), list(triggers)
         key = ("structural_tag", tuple(item(t) for t in tags), tuple(triggers), strict)

@@ -1,0 +1,146 @@
+"""JSON Schema -> GBNF grammar text (llama.cpp's dialect), for constrained decoding.
+
+    schema_to_gbnf(schema, *, strict=True, whitespace="compact", max_whitespace=4, warn=None) -> str
+    json_value_gbnf(whitespace="compact", max_whitespace=4) -> str     any JSON value
+    json_object_gbnf(whitespace="compact", max_whitespace=4) -> str    any JSON object (OpenAI json_object)
+
+The text has a `root` rule; rule names match [a-zA-Z0-9-]+; literals use the escapes
+\\n \\t \\r \\" \\\\ \\xHH \\uHHHH; classes `[...]` (ranges, `^`); `( )`, `* + ?`,
+`{m}` `{m,}` `{m,n}`. Identical subschemas share one rule; recursive `$ref`s give
+recursive rules. It is pure (no engine needed) and deterministic.
+
+Contract
+- The grammar accepts only JSON texts the schema validates (drafts 2020-12 and 7;
+  `$schema` naming draft 4/6/7 selects draft-7 rules: siblings of `$ref` ignored),
+  and, for the keywords below, accepts all of them written the way the benchmark
+  writes them: compact separators (`whitespace="compact"`), object members in the
+  order of `properties`, then extra members, and strings as json.dumps(...,
+  ensure_ascii=False) writes them (plain strings accept every JSON escape).
+- Supported: type (one or a list), enum, const, properties, required,
+  additionalProperties (bool or schema), patternProperties, items, prefixItems,
+  draft-7 array `items` + additionalItems, minItems, maxItems, minLength, maxLength,
+  pattern (ECMA regex, unanchored unless ^/$), format (date, time, date-time,
+  duration, email, uuid, uri, uri-reference, ipv4, ipv6, hostname; formats JSON
+  Schema does not define are ignored), minimum, maximum, exclusiveMinimum,
+  exclusiveMaximum (numeric and draft-4 boolean forms), multipleOf (powers of ten
+  <= 1: 0.01, 1, ...), anyOf, oneOf (branches made exclusive, see exclusive.py),
+  allOf (merged), $ref ($defs, definitions, any JSON pointer, $anchor, $id inside
+  the document; recursion), nullable (OpenAPI), boolean schemas, dependencies /
+  dependentRequired / dependentSchemas, if/then/else and not where the negated
+  schema is built from type, required, string const/enum, properties, allOf,
+  anyOf (logic.py), uniqueItems when maxItems <= 1, minProperties and
+  maxProperties when every declared property is required (or minProperties 1).
+  Annotations (title, description, default, examples, $comment, readOnly, ...)
+  and unknown keywords are ignored silently.
+- Undeclared members: an object schema without `additionalProperties` admits
+  members it does not declare, as JSON Schema says (`allow_extra_properties=True`,
+  the default). `allow_extra_properties=False` admits only declared members there
+  (xgrammar's strict_mode, OpenAI's strict outputs); `additionalProperties` in the
+  schema always wins.
+- strict=True (default): a keyword furca cannot enforce (uniqueItems, contains,
+  propertyNames, unevaluated*, other multipleOf values, a not/if it cannot
+  negate, ...), a defined format furca does not check, and allOf parts that cannot
+  be merged raise CompileError naming the keyword and its JSON pointer.
+  strict=False: unenforceable keywords ignored with `warn(message)` (default
+  warnings.warn); oneOf branches that may overlap are treated as anyOf (with a
+  warning).
+- Narrowings (valid JSON the grammar does not produce): integers written as 1.0
+  (except in enum/const), numbers with an exponent when bounded or multipleOf,
+  object members out of `properties` order (undeclared required names come
+  after, in `required` order), whitespace beyond `max_whitespace` per gap,
+  non-canonical escapes inside pattern/format strings, keys of undeclared members
+  and strings excluded by `not`, enum objects with whitespace, leap seconds other
+  than 23:59:60 UTC, host names of more than 6 labels or with "--" at positions
+  3-4 (IDNA), values that satisfy several oneOf branches' shared types without a
+  proof (dropped), several patternProperties with different schemas (a key takes
+  all their schemas); bounds beyond 1e300 are treated as absent.
+- Invalid schemas (metaschema errors, unknown type, minimum > maximum, bad
+  regex, unresolvable or remote $ref, a schema that accepts nothing) raise
+  CompileError naming what and where.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from typing import Callable
+
+from furca.errors import CompileError
+
+from .compiler import Compiler
+
+__all__ = ["schema_to_gbnf", "json_value_gbnf", "json_object_gbnf"]
+
+
+def schema_to_gbnf(schema: dict | str | bool, *, strict: bool = True, whitespace: str = "compact",
+                   max_whitespace: int = 4, warn: Callable[[str], None] | None = None,
+                   allow_extra_properties: bool | None = None) -> str:
+    """GBNF text (root rule `root`) of the JSON texts `schema` accepts; see the module docstring.
+
+    allow_extra_properties: what an object without `additionalProperties` admits
+    besides its declared properties; None or True (default): JSON Schema's meaning
+    (allowed); False: none (xgrammar strict_mode / OpenAI strict)."""
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise CompileError("the schema is not valid JSON: %s" % e) from None
+    if not isinstance(schema, (dict, bool)):
+        raise CompileError("a schema must be a JSON object or a boolean, got %s" % type(schema).__name__)
+    if isinstance(schema, dict):
+        _check_metaschema(schema)
+    if warn is None:
+        warn = _default_warn
+    c = Compiler(schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace, warn=warn,
+                 allow_extra_properties=allow_extra_properties)
+    try:
+        return c.compile_root()
+    except RecursionError:
+        raise CompileError("#: the schema nests too deeply to compile") from None
+
+
+def json_value_gbnf(whitespace: str = "compact", max_whitespace: int = 4) -> str:
+    """Any JSON value (recursive)."""
+    return schema_to_gbnf(True, whitespace=whitespace, max_whitespace=max_whitespace)
+
+
+def json_object_gbnf(whitespace: str = "compact", max_whitespace: int = 4) -> str:
+    """Any JSON object (OpenAI's response_format json_object)."""
+    return schema_to_gbnf({"type": "object", "additionalProperties": True}, whitespace=whitespace,
+                          max_whitespace=max_whitespace)
+
+
+def _default_warn(message: str):
+    warnings.warn(message, stacklevel=3)
+
+
+_META_VALIDATORS = {}
+
+
+def _check_metaschema(schema: dict):
+    """CompileError when the schema is invalid under its draft (or, without $schema,
+    under each of drafts 7, 2020-12 and 4: draft 7's metaschema is checked first,
+    being the cheapest; formats inside the schema are left to the compiler)."""
+    import jsonschema
+    from jsonschema.exceptions import best_match
+
+    declared = schema.get("$schema")
+    if isinstance(declared, str):
+        try:
+            cands = [jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)]
+        except Exception:
+            return
+    else:
+        cands = [jsonschema.Draft7Validator, jsonschema.Draft202012Validator, jsonschema.Draft4Validator]
+    first = None
+    for cls_ in cands:
+        if cls_ not in _META_VALIDATORS:
+            _META_VALIDATORS[cls_] = cls_(cls_.META_SCHEMA)
+        try:
+            err = best_match(_META_VALIDATORS[cls_].iter_errors(schema))
+        except Exception:  # a metaschema that cannot be evaluated: leave it to the compiler
+            return
+        if err is None:
+            return
+        first = first or err
+    path = "#" + "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in first.absolute_path)
+    raise CompileError("%s: invalid schema: %s" % (path, first.message[:300]))

@@ -1,0 +1,264 @@
+"""Objects and arrays.
+
+Objects: declared properties in the order `properties` gives them, each optional one
+may be left out, commas stay right; the grammar stays linear in the number of
+properties (see `_members`). Then extra members (additionalProperties /
+patternProperties), after the declared ones, as the benchmark serialises them.
+In strict mode (the default) an object without an explicit `additionalProperties`
+admits no extra members (xgrammar strict_mode / OpenAI strict); strict=False follows
+JSON Schema (extra members allowed unless `additionalProperties: false`).
+"""
+from __future__ import annotations
+
+import re
+
+from furca.errors import CompileError
+
+from .grammar import EMPTY, NOTHING, Ref, alt, lit, opt, rep, seq
+from .merge import canon, merge
+from .regex import pattern_grammar
+from .scalars import _nonneg_int, literal
+from .keys import key_not_in
+
+
+def _members_grammar(c, members, extra, where, min_count=0):
+    """Body between the braces (no surrounding whitespace), non-empty.
+
+    members: [(member_ir, required)] in order; extra: IR of one extra member or None.
+    A_i = first member chosen at i or later (no comma before it);
+    B_i = the rest after something was emitted (each member with a leading comma).
+    """
+    comma = c.comma
+    if extra is not None and not isinstance(extra, Ref):
+        extra = c.g.define(c.g.new_name("extra-member"), extra)
+    tail = rep(seq(comma, extra), 0, None) if extra is not None else EMPTY
+    n = len(members)
+    first_req = next((i for i, (_, r) in enumerate(members) if r), n)
+    needed = {i + 1 for i in range(min(first_req + 1, n))}
+    b = [None] * (n + 1)
+    b[n] = tail
+    for i in range(n - 1, -1, -1):
+        m, req = members[i]
+        item = seq(comma, m)
+        b[i] = seq(item if req else opt(item), b[i + 1])
+        if i in needed and i < n - 1 and _big(b[i]):
+            b[i] = c.g.define(c.g.new_name("obj-rest"), b[i])
+    # A_n: only extras (non-empty)
+    a = seq(extra, tail) if extra is not None else NOTHING
+    for i in range(min(first_req, n - 1) if n else -1, -1, -1):
+        m, req = members[i]
+        here = seq(m, b[i + 1])
+        a = here if req else alt(here, a)
+    return a
+
+
+def _big(node):
+    from .grammar import Seq
+    return isinstance(node, Seq) and len(node.items) > 2
+
+
+def object_grammar(c, schema, where):
+    props = schema.get("properties", {})
+    if not isinstance(props, dict):
+        raise CompileError("%s/properties: must be an object" % where)
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        raise CompileError("%s/required: must be an array of strings" % where)
+    patterns = schema.get("patternProperties", {})
+    if not isinstance(patterns, dict):
+        raise CompileError("%s/patternProperties: must be an object" % where)
+    if "additionalProperties" in schema:
+        additional = schema["additionalProperties"]
+        if not isinstance(additional, (bool, dict)):
+            raise CompileError("%s/additionalProperties: must be a schema" % where)
+    elif "properties" in schema or "patternProperties" in schema:
+        additional = c.allow_extra
+    else:  # an object schema that declares no properties admits any members
+        additional = True
+    ws, colon = c.ws, c.colon
+
+    # declared members (+ required names that are not declared)
+    names = list(props) + [r for r in required if r not in props]
+    members, finals = [], {}
+    for name in names:
+        if name in props:
+            sub = props[name]
+        else:
+            # a required name `properties` does not declare: its schema is the pattern's or
+            # additionalProperties' when given, else any value (even in strict mode)
+            sub = _undeclared(name, patterns, schema.get("additionalProperties", True), where)
+        matching = [p for p in patterns if _search(p, name, where)]
+        for p in matching:
+            sub = merge(sub, c.resolve_for_merge(patterns[p], where), "%s/patternProperties/%s" % (where, p))
+        finals[name] = sub
+        v = c.value(sub, "%s/properties/%s" % (where, _esc(name)), hint=name)
+        req = name in required
+        if v == NOTHING:
+            if req:
+                return NOTHING
+            continue
+        members.append((seq(lit(literal(name)), colon, v), req, name))
+    extra, pattern_schema = _extra_member(c, names, patterns, additional, where)
+    for name, sub in finals.items():
+        for p in patterns:
+            if _search(p, name, where) and canon(sub) != canon(pattern_schema):
+                raise CompileError("%s: property %r also matches patternProperties %r with another schema; "
+                                   "furca cannot keep it out of the extra members" % (where, name, p))
+
+    min_p = _nonneg_int(schema, "minProperties", where) or 0
+    max_p = _nonneg_int(schema, "maxProperties", where)
+    num_req = sum(1 for _, r, _ in members if r)
+    if all(r for _, r, _ in members) and (min_p or max_p is not None):
+        # every declared member is present: count the extra members exactly
+        k = len(members)
+        lo, hi = max(0, min_p - k), (None if max_p is None else max_p - k)
+        if hi is not None and (hi < lo or hi < 0):
+            return NOTHING
+        if extra is not None:
+            return _counted_object(c, [m for m, _, _ in members], extra, lo, hi)
+        if lo > 0:
+            return NOTHING
+        min_p, max_p = 0, None
+    if min_p > num_req and not (min_p == 1 and not num_req):
+        c.unsupported("minProperties", where, "optional properties make the count vary")
+    if max_p is not None and not (extra is None and len(members) <= max_p):
+        c.unsupported("maxProperties", where, "optional properties make the count vary")
+    body = _members_grammar(c, [(m, r) for m, r, _ in members], extra, where)
+    nonempty = seq(lit("{"), ws, body, ws, lit("}")) if body != NOTHING else NOTHING
+    empty = seq(lit("{"), ws, lit("}")) if num_req == 0 and min_p == 0 else NOTHING
+    return alt(empty, nonempty)
+
+
+def _counted_object(c, members, extra, lo, hi):
+    """All `members` (in order) then lo..hi extra members."""
+    ws, comma = c.ws, c.comma
+    parts = []
+    if not members:
+        if lo == 0:
+            parts.append(seq(lit("{"), ws, lit("}")))
+        if hi is None or hi >= 1:
+            body = seq(extra, rep(seq(comma, extra), max(lo - 1, 0), None if hi is None else hi - 1))
+            parts.append(seq(lit("{"), ws, body, ws, lit("}")))
+        return alt(*parts)
+    body = seq(members[0], *[seq(comma, m) for m in members[1:]], rep(seq(comma, extra), lo, hi))
+    return seq(lit("{"), ws, body, ws, lit("}"))
+
+
+def _esc(name):
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def _search(pattern, name, where):
+    try:
+        return re.search(pattern, name) is not None
+    except re.error as e:
+        raise CompileError("%s/patternProperties: bad regex %r (%s)" % (where, pattern, e))
+
+
+def _undeclared(name, patterns, additional, where):
+    for p, s in patterns.items():
+        if _search(p, name, where):
+            return True  # merged with the pattern's schema by the caller
+    return additional
+
+
+def _extra_member(c, declared, patterns, additional, where):
+    """IR of one extra `"key":value` member, or None when none is allowed.
+
+    With patternProperties: a key matching pattern p takes p's schema (merged with
+    every other pattern's schema when they differ, since a key may match several);
+    any other undeclared key takes additionalProperties merged with every pattern's
+    schema (it may match patterns too). Sound; narrower than JSON Schema where
+    schemas differ."""
+    colon = c.colon
+    branches = []
+    pattern_schema = None
+    if patterns:
+        schemas = list(patterns.values())
+        pattern_schema = schemas[0]
+        for i, s in enumerate(schemas[1:], 1):
+            if canon(s) != canon(pattern_schema):
+                pattern_schema = merge(c.resolve_for_merge(pattern_schema, where),
+                                       c.resolve_for_merge(s, where), where + "/patternProperties")
+        value = c.value(pattern_schema, where + "/patternProperties", hint="pattern-value")
+        if value != NOTHING:
+            key = alt(*[seq(lit('"'), c.cached(("pattern", p, 0, None),
+                                               lambda p=p: pattern_grammar(p, "%s/patternProperties" % where)), lit('"'))
+                        for p in patterns])
+            branches.append(seq(key, colon, value))
+    if additional is not False:
+        schema = additional
+        if pattern_schema is not None:
+            schema = merge(c.resolve_for_merge(additional, where), c.resolve_for_merge(pattern_schema, where),
+                           where + "/additionalProperties")
+        value = c.value(schema, where + "/additionalProperties", hint="additional-value")
+        if value != NOTHING:
+            branches.append(seq(key_not_in(c, declared), colon, value))
+    return (alt(*branches) if branches else None), pattern_schema
+
+
+# ----------------------------------------------------------------- arrays
+def array_grammar(c, schema, where):
+    items = schema.get("items")
+    prefix = schema.get("prefixItems")
+    if isinstance(items, list):  # draft-7 tuple form
+        prefix, tail = items, schema.get("additionalItems", True)
+    else:
+        tail = True if items is None else items
+    prefix = prefix or []
+    if not isinstance(prefix, list):
+        raise CompileError("%s/prefixItems: must be an array" % where)
+    min_n = _nonneg_int(schema, "minItems", where) or 0
+    max_n = _nonneg_int(schema, "maxItems", where)
+    if max_n is not None and max_n < min_n:
+        raise CompileError("%s: minItems %d > maxItems %d" % (where, min_n, max_n))
+    if schema.get("uniqueItems") is True and not (max_n is not None and max_n <= 1):
+        c.unsupported("uniqueItems", where)
+    elems = []
+    for i, s in enumerate(prefix):
+        v = c.value(s, "%s/prefixItems/%d" % (where, i), hint="item")
+        if v == NOTHING:
+            max_n = i if max_n is None else min(max_n, i)
+            break
+        elems.append(v)
+    t = c.value(tail, where + "/items", hint="item")
+    k = len(elems)
+    if t == NOTHING:
+        max_n = k if max_n is None else min(max_n, k)
+    if max_n is not None:
+        elems = elems[:max_n]
+        k = len(elems)
+    if min_n > (max_n if max_n is not None else min_n):
+        return NOTHING
+    ws = c.ws
+    nonempty = _array_body(c, elems, t, max(min_n, 1), max_n)
+    parts = []
+    if min_n == 0:
+        parts.append(seq(lit("["), ws, lit("]")))
+    if nonempty != NOTHING:
+        parts.append(seq(lit("["), ws, nonempty, ws, lit("]")))
+    return alt(*parts) if parts else NOTHING
+
+
+def _array_body(c, elems, tail, min_n, max_n):
+    """Elements (count in [min_n, max_n], min_n >= 1): elems first, then tail items."""
+    comma = c.comma
+    k = len(elems)
+    if max_n is not None and max_n < min_n:
+        return NOTHING
+    # tail items after the k prefix elements
+    t_min = max(0, min_n - k)
+    t_max = None if max_n is None else max_n - k
+    if t_max is not None and t_max <= 0 or tail == NOTHING:
+        rest = EMPTY if t_min == 0 else NOTHING
+        first_tail = NOTHING
+    else:
+        rest = rep(seq(comma, tail), t_min, t_max)
+        first_tail = seq(tail, rep(seq(comma, tail), max(t_min - 1, 0), None if t_max is None else t_max - 1))
+    if k == 0:
+        return first_tail if t_min >= 1 else first_tail  # min_n >= 1 here
+    node = rest
+    for i in range(k - 1, 0, -1):
+        item = seq(comma, elems[i], node)
+        node = item if i < min_n else opt(item)
+    return seq(elems[0], node)

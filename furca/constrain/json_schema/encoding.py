@@ -1,0 +1,54 @@
+"""Characters as they are written inside a JSON string."""
+from __future__ import annotations
+
+from .grammar import NOTHING, Cls, Lit, Alt, Rep, Seq, alt, chars, cls, normalize, rep, seq, subtract
+
+_NAMED = {0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+HEX = cls([(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)])
+
+
+def _hex_nibble(n: int):
+    d = "0123456789abcdef"[n]
+    return cls(chars(d + d.upper()))
+
+
+def encode_chars(ranges):
+    """IR for one character of `ranges` as written inside a JSON string."""
+    raw = subtract(ranges, normalize([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))
+    parts = [cls(raw)] if raw else []
+    members = [cp for lo, hi in ranges if lo <= 0x5C for cp in range(lo, min(hi, 0x5C) + 1)
+               if cp < 0x20 or cp in (0x22, 0x5C)]
+    if 0x22 in members:
+        parts.append(Lit('\\"'))
+    if 0x5C in members:
+        parts.append(Lit("\\\\"))
+    ctl = [cp for cp in members if cp < 0x20]
+    if len(ctl) == 32:
+        parts.append(seq(Lit("\\"), cls(chars("bfnrt"))))
+        parts.append(seq(Lit("\\u00"), cls(chars("01")), HEX))
+    else:
+        for cp in ctl:
+            if cp in _NAMED:
+                parts.append(Lit(_NAMED[cp]))
+            parts.append(seq(Lit("\\u00"), _hex_nibble(cp >> 4), _hex_nibble(cp & 15)))
+    return alt(*parts) if parts else NOTHING
+
+
+def encode(node, memo=None):
+    """Map decoded-character IR to JSON-string-content IR."""
+    memo = {} if memo is None else memo
+    if isinstance(node, Cls):
+        if node not in memo:
+            memo[node] = encode_chars(node.ranges)
+        return memo[node]
+    if isinstance(node, Lit):
+        return seq(*(encode_chars(chars(c)) for c in node.text))
+    if isinstance(node, Seq):
+        return seq(*(encode(i, memo) for i in node.items))
+    if isinstance(node, Alt):
+        return alt(*(encode(i, memo) for i in node.items))
+    if isinstance(node, Rep):
+        return rep(encode(node.item, memo), node.min, node.max)
+    raise TypeError(node)
+
+

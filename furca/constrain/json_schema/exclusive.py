@@ -1,0 +1,199 @@
+"""oneOf: make the branches exclusive, so that oneOf can be emitted as an alternation.
+
+For every pair of branches (each merged with the keywords beside oneOf) and every
+JSON type both allow, a cheap proof that no instance of that type satisfies both:
+disjoint literal sets (enum/const), disjoint number ranges or length ranges, or, for
+objects, a property both require with disjoint literal values, a required property
+the other branch forbids, or (when undeclared members are off) a required property
+the other branch cannot emit. Without a proof, objects get exclusive by construction
+when each branch requires a property the other does not (each branch then forbids
+the other's), and any other shared type is removed from both branches: every
+instance the result accepts satisfies exactly one branch (sound, sometimes narrower).
+"""
+from __future__ import annotations
+
+from .merge import ALL_TYPES, FALSE, json_equal, merge, type_set
+
+
+def _types(s):
+    if s is True:
+        return set(ALL_TYPES)
+    if s is False:
+        return set()
+    lits = _literals(s)
+    if lits is not None:
+        return {_type_of(v) for v in lits} | ({"number"} if any(_type_of(v) == "integer" for v in lits) else set())
+    ts = type_set(s)
+    if ts is None:
+        return set(ALL_TYPES)
+    if "number" in ts:
+        ts = ts | {"integer"}
+    if "integer" in ts:
+        ts = ts | {"number"}
+    return ts
+
+
+def _type_of(v):
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int) or isinstance(v, float) and v.is_integer():
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
+
+
+def _literals(s):
+    if not isinstance(s, dict):
+        return None
+    if "const" in s:
+        return [s["const"]]
+    if "enum" in s and isinstance(s["enum"], list):
+        return s["enum"]
+    return None
+
+
+def _disjoint_values(a, b) -> bool:
+    if a is False or b is False:
+        return True
+    ta, tb = _types(a), _types(b)
+    if not (ta & tb):
+        return True
+    la, lb = _literals(a), _literals(b)
+    if la is not None and lb is not None:
+        return not any(json_equal(x, y) for x in la for y in lb)
+    return False
+
+
+def _range(s):
+    lo = s.get("minimum", s.get("exclusiveMinimum"))
+    hi = s.get("maximum", s.get("exclusiveMaximum"))
+    return lo, hi
+
+
+def provably_disjoint(a, b, base, strict: bool = True) -> bool:
+    """strict: objects without additionalProperties admit no undeclared members."""
+    try:
+        a = merge(base, a, "#")
+        b = merge(base, b, "#")
+    except Exception:
+        return False
+    if a is FALSE or b is FALSE:
+        return True
+    if _disjoint_values(a, b):
+        return True
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    shared = _types(a) & _types(b)
+    if shared <= {"number", "integer"} and isinstance(a, dict) and isinstance(b, dict):
+        (alo, ahi), (blo, bhi) = _range(a), _range(b)
+        if ahi is not None and blo is not None and ahi < blo or bhi is not None and alo is not None and bhi < alo:
+            return True
+    for kind, lo_k, hi_k in (("string", "minLength", "maxLength"), ("array", "minItems", "maxItems")):
+        if shared <= {kind}:
+            alo, ahi, blo, bhi = a.get(lo_k, 0), a.get(hi_k), b.get(lo_k, 0), b.get(hi_k)
+            if ahi is not None and ahi < blo or bhi is not None and bhi < alo:
+                return True
+    if shared <= {"object"}:
+        ra, rb = set(a.get("required", [])), set(b.get("required", []))
+        pa, pb = a.get("properties", {}), b.get("properties", {})
+        for k in ra & rb:
+            if k in pa and k in pb and _disjoint_values(pa[k], pb[k]):
+                return True
+        for x, y, rx in ((a, b, ra), (b, a, rb)):
+            py = y.get("properties", {})
+            for k in rx:
+                if (k in py and py[k] is False) or (k not in py and y.get("additionalProperties") is False
+                                                   and not y.get("patternProperties")):
+                    return True
+        if strict and _misses(a, b) and _misses(b, a):
+            return True
+    return False
+
+
+def _misses(x, y) -> bool:
+    """When undeclared members are off by default: every object x's grammar emits
+    lacks a property y requires."""
+    if x.get("patternProperties") or x.get("additionalProperties", False) is not False:
+        return False
+    if "additionalProperties" not in x and "properties" not in x:
+        return False  # an object schema without properties admits any members
+    names = set(x.get("properties", {})) | set(x.get("required", []))
+    return any(k not in names for k in y.get("required", []))
+
+
+_GROUPS = {"integer": "number"}
+
+
+def _groups(types):
+    return {_GROUPS.get(t, t) for t in types}
+
+
+def _type_disjoint(t, a, b, no_extras) -> bool:
+    if t == "number":
+        (alo, ahi), (blo, bhi) = _range(a), _range(b)
+        return ahi is not None and blo is not None and ahi < blo or bhi is not None and alo is not None and bhi < alo
+    if t in ("string", "array"):
+        lo_k, hi_k = ("minLength", "maxLength") if t == "string" else ("minItems", "maxItems")
+        alo, ahi, blo, bhi = a.get(lo_k, 0), a.get(hi_k), b.get(lo_k, 0), b.get(hi_k)
+        return ahi is not None and ahi < blo or bhi is not None and bhi < alo
+    if t == "object":
+        ra, rb = set(a.get("required", [])), set(b.get("required", []))
+        pa, pb = a.get("properties", {}), b.get("properties", {})
+        if any(k in pa and k in pb and _disjoint_values(pa[k], pb[k]) for k in ra & rb):
+            return True
+        for x, y, rx in ((a, b, ra), (b, a, rb)):
+            py = y.get("properties", {})
+            for k in rx:
+                if (k in py and py[k] is False) or (k not in py and y.get("additionalProperties") is False
+                                                   and not y.get("patternProperties")):
+                    return True
+        return no_extras and _misses(a, b) and _misses(b, a)
+    return False
+
+
+def exclusive_branches(subs, base, no_extras: bool, where: str):
+    """-> (branches merged with base and made exclusive, whether any was narrowed).
+    A branch that can accept nothing is FALSE."""
+    merged = [merge(base, s, "%s/oneOf/%d" % (where, i)) for i, s in enumerate(subs)]
+    drop = [set() for _ in merged]
+    forbid = [set() for _ in merged]
+    for i in range(len(merged)):
+        for j in range(i + 1, len(merged)):
+            a, b = merged[i], merged[j]
+            if a is FALSE or b is FALSE or _disjoint_values(a, b):
+                continue
+            for t in _groups(_types(a)) & _groups(_types(b)):
+                if _type_disjoint(t, a, b, no_extras):
+                    continue
+                if t == "object":
+                    fi = set(b.get("required", [])) - set(a.get("required", []))
+                    fj = set(a.get("required", [])) - set(b.get("required", []))
+                    if fi and fj:
+                        forbid[i] |= fi
+                        forbid[j] |= fj
+                        continue
+                drop[i].add(t)
+                drop[j].add(t)
+    out = []
+    for m, d, f in zip(merged, drop, forbid):
+        if m is FALSE:
+            out.append(FALSE)
+            continue
+        extra = {}
+        if d:
+            keep = _groups(_types(m)) - d
+            if not keep:
+                out.append(FALSE)
+                continue
+            extra["type"] = sorted(keep | ({"integer"} if "number" in keep else set()))
+        if f:
+            extra["properties"] = {k: False for k in sorted(f)}
+            if not any(k in m for k in ("properties", "patternProperties", "additionalProperties")):
+                extra["additionalProperties"] = True  # keep "no properties declared: any members"
+        out.append(merge(m, extra, where) if extra else m)
+    return out, any(drop) or any(forbid)

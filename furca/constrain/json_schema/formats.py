@@ -1,0 +1,199 @@
+"""String `format` grammars (the characters between the quotes).
+
+Every format here is written only with characters that need no JSON escape, so the
+grammar is the same for the decoded value and its JSON text. Narrowings (documented):
+a leap second (":60") only as 23:59:60 in UTC (Z or +/-00:00); hostname length
+limits are per label (63), not the 253-character total.
+"""
+from __future__ import annotations
+
+from furca.errors import CompileError
+
+from .grammar import alt, chars, cls, lit, normalize, opt, rep, seq
+from .numeric import DIGIT, nonneg_range
+
+HEX = cls(chars("0123456789abcdefABCDEF"))
+ALNUM = cls(normalize([(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)]))
+
+
+def _d(n):
+    return rep(DIGIT, n, n)
+
+
+def _two(lo, hi):
+    """Two-digit zero-padded numbers lo..hi."""
+    return alt(*[lit("%02d" % k) for k in range(lo, hi + 1)]) if hi - lo < 4 else _pad2(lo, hi)
+
+
+def _pad2(lo, hi):
+    parts = []
+    for tens in range(lo // 10, hi // 10 + 1):
+        a = max(lo, tens * 10) % 10
+        b = min(hi, tens * 10 + 9) % 10
+        parts.append(seq(lit(str(tens)), cls([(0x30 + a, 0x30 + b)])))
+    return alt(*parts)
+
+
+def _date():
+    year = _d(4)
+    leap_year = alt(seq(_d(2), alt(seq(lit("0"), cls(chars("48"))), seq(cls(chars("2468")), cls(chars("048"))),
+                                   seq(cls(chars("13579")), cls(chars("26"))))),
+                    seq(alt(seq(lit("0"), cls(chars("48"))), seq(cls(chars("2468")), cls(chars("048"))),
+                            seq(cls(chars("13579")), cls(chars("26")))), lit("00")))
+    day28 = _two(1, 28)
+    month_day = alt(seq(alt(*[lit(m) for m in ("01", "03", "05", "07", "08", "10", "12")]), lit("-"), _two(1, 31)),
+                    seq(alt(*[lit(m) for m in ("04", "06", "09", "11")]), lit("-"), _two(1, 30)),
+                    seq(lit("02-"), day28))
+    return alt(seq(year, lit("-"), month_day), seq(leap_year, lit("-02-29")))
+
+
+def _time():
+    hm = seq(_two(0, 23), lit(":"), _two(0, 59))
+    frac = opt(seq(lit("."), rep(DIGIT, 1, None)))
+    offset = alt(cls(chars("Zz")), seq(cls(chars("+-")), _two(0, 23), lit(":"), _two(0, 59)))
+    utc = alt(cls(chars("Zz")), seq(cls(chars("+-")), lit("00:00")))
+    return alt(seq(hm, lit(":"), _two(0, 59), frac, offset), seq(lit("23:59:60"), frac, utc))
+
+
+def _duration():
+    n = rep(DIGIT, 1, None)
+    second = seq(n, lit("S"))
+    minute = seq(n, lit("M"), opt(second))
+    hour = seq(n, lit("H"), opt(minute))
+    dtime = seq(lit("T"), alt(hour, minute, second))
+    day = seq(n, lit("D"))
+    month = seq(n, lit("M"), opt(day))
+    year = seq(n, lit("Y"), opt(month))
+    ddate = seq(alt(day, month, year), opt(dtime))
+    return seq(lit("P"), alt(ddate, dtime, seq(n, lit("W"))))
+
+
+def _label(max_len):
+    """1..max_len letters, digits and inner hyphens; never "--" as 3rd and 4th character
+    (reserved for IDNA A-labels, which are not checked, so refused)."""
+    inner = cls(normalize([(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A), (0x2D, 0x2D)]))
+    n = max_len - 2  # longest tail after the first two characters
+    tail = alt(seq(ALNUM, opt(seq(rep(inner, 0, n - 2), ALNUM))),
+               seq(lit("-"), ALNUM, opt(seq(rep(inner, 0, n - 3), ALNUM))))
+    return alt(ALNUM, seq(ALNUM, ALNUM), seq(ALNUM, inner, tail))
+
+
+def _hostname():
+    """At most 6 labels: up to 3 of <= 63 characters, then up to 3 of <= 19, so the
+    whole name stays within 253 characters."""
+    long_, short = _label(63), _label(19)
+    return seq(long_, rep(seq(lit("."), long_), 0, 2), rep(seq(lit("."), short), 0, 3))
+
+
+def _ipv4():
+    octet = nonneg_range(0, 255)
+    return seq(octet, rep(seq(lit("."), octet), 3, 3))
+
+
+def _ipv6():
+    h16 = rep(HEX, 1, 4)
+    ls32 = alt(seq(h16, lit(":"), h16), _ipv4())
+    c = lit(":")
+
+    def hs(k):  # k times "h16:"
+        return rep(seq(h16, c), k, k)
+
+    def upto(k):  # [ *k( h16 ":" ) h16 ]
+        return opt(seq(rep(seq(h16, c), 0, k), h16))
+
+    return alt(
+        seq(hs(6), ls32),
+        seq(lit("::"), hs(5), ls32),
+        seq(opt(h16), lit("::"), hs(4), ls32),
+        seq(upto(1), lit("::"), hs(3), ls32),
+        seq(upto(2), lit("::"), hs(2), ls32),
+        seq(upto(3), lit("::"), h16, c, ls32),
+        seq(upto(4), lit("::"), ls32),
+        seq(upto(5), lit("::"), h16),
+        seq(upto(6), lit("::")),
+    )
+
+
+def _email():
+    atext = cls(normalize([(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)] + [(ord(c), ord(c)) for c in "!#$%&'*+-/=?^_`{|}~"]))
+    qtext = cls(normalize([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)]))
+    local = alt(seq(rep(atext, 1, None), rep(seq(lit("."), rep(atext, 1, None)), 0, None)),
+                seq(lit('\\"'), rep(qtext, 1, None), lit('\\"')))  # quoted: \" is how JSON writes "
+    domain = alt(_hostname(), seq(lit("["), _ipv4(), lit("]")), seq(lit("[IPv6:"), _ipv6(), lit("]")))
+    return seq(local, lit("@"), domain)
+
+
+def _uuid():
+    return seq(rep(HEX, 8, 8), lit("-"), rep(HEX, 4, 4), lit("-"), rep(HEX, 4, 4), lit("-"), rep(HEX, 4, 4),
+               lit("-"), rep(HEX, 12, 12))
+
+
+def _set(extra):
+    return normalize([(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)] + [(ord(c), ord(c)) for c in extra])
+
+
+def _uri_parts():
+    """RFC 3986: (URI, relative-ref) grammars."""
+    pct = seq(lit("%"), HEX, HEX)
+    unres_sub = cls(_set("-._~!$&'()*+,;="))
+    pchar = alt(cls(_set("-._~!$&'()*+,;=:@")), pct)
+    segment = rep(pchar, 0, None)
+    segment_nz = rep(pchar, 1, None)
+    segment_nz_nc = rep(alt(cls(_set("-._~!$&'()*+,;=@")), pct), 1, None)
+    path_abempty = rep(seq(lit("/"), segment), 0, None)
+    path_absolute = seq(lit("/"), opt(seq(segment_nz, path_abempty)))
+    path_rootless = seq(segment_nz, path_abempty)
+    path_noscheme = seq(segment_nz_nc, path_abempty)
+    userinfo = rep(alt(cls(_set("-._~!$&'()*+,;=:")), pct), 0, None)
+    host = alt(seq(lit("["), _ipv6(), lit("]")), rep(alt(unres_sub, pct), 0, None))
+    authority = seq(opt(seq(userinfo, lit("@"))), host, opt(seq(lit(":"), rep(DIGIT, 0, None))))
+    query = opt(seq(lit("?"), rep(alt(pchar, cls(_set("/?"))), 0, None)))
+    fragment = opt(seq(lit("#"), rep(alt(pchar, cls(_set("/?"))), 0, None)))
+    scheme = seq(cls(normalize([(0x41, 0x5A), (0x61, 0x7A)])), rep(cls(_set("+-.")), 0, None))
+    net = seq(lit("//"), authority, path_abempty)
+    uri = seq(scheme, lit(":"), alt(net, path_absolute, path_rootless, lit("")), query, fragment)
+    rel = seq(alt(net, path_absolute, path_noscheme, lit("")), query, fragment)
+    return uri, rel
+
+
+def _uri():
+    return _uri_parts()[0]
+
+
+def _uri_reference():
+    uri, rel = _uri_parts()
+    return alt(uri, rel)
+
+
+_BUILDERS = {
+    "date": _date,
+    "time": _time,
+    "date-time": lambda: seq(_date(), cls(chars("Tt")), _time()),
+    "duration": _duration,
+    "email": _email,
+    "uuid": _uuid,
+    "uri": _uri,
+    "uri-reference": _uri_reference,
+    "ipv4": _ipv4,
+    "ipv6": _ipv6,
+    "hostname": _hostname,
+}
+
+# Formats defined by JSON Schema that furca does not enforce: CompileError in strict mode.
+UNSUPPORTED = {"idn-email", "idn-hostname", "iri", "iri-reference", "uri-template", "json-pointer",
+               "relative-json-pointer", "regex"}
+
+_CACHE = {}
+
+
+def format_grammar(name: str):
+    """IR for the characters of a string in `format` name, or None for a format JSON
+    Schema does not define (ignored, as validators do). Raises CompileError for a
+    defined format furca does not enforce (the caller decides by mode)."""
+    if name in _BUILDERS:
+        if name not in _CACHE:
+            _CACHE[name] = _BUILDERS[name]()
+        return _CACHE[name]
+    if name in UNSUPPORTED:
+        raise CompileError("format %r is not supported" % name)
+    return None

@@ -1,0 +1,287 @@
+"""A small grammar IR, its GBNF rendering, and code-point set helpers.
+
+Nodes are immutable and hashable:
+
+    Lit(text)                 the exact characters of `text` ("" is the empty string)
+    Cls(ranges)               one code point in the union of inclusive (lo, hi) ranges
+    Seq(items)                concatenation
+    Alt(items)                alternation; Alt(()) is NOTHING, the empty language
+    Rep(item, min, max)       item{min,max}; max None = unbounded
+    Ref(name)                 a named rule of the enclosing Grammar (recursion allowed)
+
+Build nodes with `lit`, `seq`, `alt`, `rep`, `cls`: they flatten, merge adjacent
+literals and propagate NOTHING, so a grammar that can match nothing is detected early.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_CP = 0x10FFFF
+
+
+class _CachedHash:
+    """Compound nodes are hashed often (dedup in alt, memo keys): hash once."""
+
+    def __hash__(self):
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((type(self).__name__,) + tuple(self.__dict__[f] for f in self.__dataclass_fields__))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+
+@dataclass(frozen=True)
+class Lit:
+    text: str
+
+
+@dataclass(frozen=True)
+class Cls:
+    ranges: tuple  # sorted, disjoint, non-adjacent (lo, hi) pairs
+
+
+@dataclass(frozen=True)
+class Seq(_CachedHash):
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Alt(_CachedHash):
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Rep(_CachedHash):
+    item: object
+    min: int
+    max: int | None
+
+
+@dataclass(frozen=True)
+class Ref:
+    name: str
+
+
+EMPTY = Lit("")
+NOTHING = Alt(())
+
+
+# ----------------------------------------------------------------- code-point sets
+def normalize(ranges) -> tuple:
+    """Sorted, merged (lo, hi) ranges."""
+    out = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def complement(ranges) -> tuple:
+    out, start = [], 0
+    for lo, hi in normalize(ranges):
+        if lo > start:
+            out.append((start, lo - 1))
+        start = hi + 1
+    if start <= MAX_CP:
+        out.append((start, MAX_CP))
+    return tuple(out)
+
+
+def intersect(a, b) -> tuple:
+    return complement(complement(a) + complement(b))
+
+
+def subtract(a, b) -> tuple:
+    return intersect(a, complement(b))
+
+
+def chars(s: str) -> tuple:
+    return normalize((ord(c), ord(c)) for c in s)
+
+
+# ----------------------------------------------------------------- constructors
+def lit(text: str):
+    return Lit(text)
+
+
+def cls(ranges):
+    r = normalize(ranges)
+    return Cls(r) if r else NOTHING
+
+
+def seq(*items):
+    out = []
+    for it in items:
+        if it == NOTHING:
+            return NOTHING
+        parts = it.items if isinstance(it, Seq) else (it,)
+        for p in parts:
+            if isinstance(p, Lit):
+                if not p.text:
+                    continue
+                if out and isinstance(out[-1], Lit):
+                    out[-1] = Lit(out[-1].text + p.text)
+                    continue
+            out.append(p)
+    if not out:
+        return EMPTY
+    return out[0] if len(out) == 1 else Seq(tuple(out))
+
+
+def alt(*items):
+    out, seen = [], set()
+    for it in items:
+        parts = it.items if isinstance(it, Alt) else (it,)
+        for p in parts:
+            if p not in seen:
+                seen.add(p)
+                out.append(p)
+    # merge single-code-point alternatives into one class
+    singles = [p for p in out if _as_ranges(p) is not None]
+    if len(singles) > 1:
+        merged = cls(r for p in singles for r in _as_ranges(p))
+        out = [merged] + [p for p in out if _as_ranges(p) is None]
+    if len(out) == 1:
+        return out[0]
+    return Alt(tuple(out))
+
+
+def _as_ranges(node):
+    if isinstance(node, Cls):
+        return node.ranges
+    if isinstance(node, Lit) and len(node.text) == 1:
+        return ((ord(node.text), ord(node.text)),)
+    return None
+
+
+def rep(item, min_: int, max_: int | None):
+    if max_ is not None and max_ < min_:
+        return NOTHING
+    if item == NOTHING:
+        return EMPTY if min_ == 0 else NOTHING
+    if item == EMPTY or max_ == 0:
+        return EMPTY
+    if min_ == 1 and max_ == 1:
+        return item
+    return Rep(item, min_, max_)
+
+
+def opt(item):
+    return rep(item, 0, 1)
+
+
+# ----------------------------------------------------------------- rendering
+_LIT_ESC = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+_CLS_SPECIAL = set("]\\^-[")
+
+
+def _esc_cp(cp: int, in_class: bool) -> str:
+    c = chr(cp)
+    if in_class:
+        if c in "-^":  # llama.cpp's parser knows no \- or \^ escape
+            return "\\x%02x" % cp
+        if c in _CLS_SPECIAL:
+            return "\\" + c
+        if c in "\n\t\r":
+            return _LIT_ESC[c]
+    elif c in _LIT_ESC:
+        return _LIT_ESC[c]
+    if cp < 0x20 or cp == 0x7F:
+        return "\\x%02x" % cp
+    if 0xD800 <= cp <= 0xDFFF or (0x80 <= cp < 0xA0) or cp in (0x2028, 0x2029, 0xFEFF):
+        return "\\u%04x" % cp
+    return c
+
+
+def render_node(node) -> str:
+    """GBNF text of a node, parenthesised as needed."""
+    return _render(node, 0)
+
+
+def _render(node, prec: int) -> str:
+    # prec: 0 = inside alternation, 1 = inside sequence, 2 = needs an atom
+    if isinstance(node, Lit):
+        return '"' + "".join(_esc_cp(ord(c), False) for c in node.text) + '"'
+    if isinstance(node, Cls):
+        return _render_cls(node.ranges)
+    if isinstance(node, Ref):
+        return node.name
+    if isinstance(node, Seq):
+        s = " ".join(_render(i, 1) for i in node.items)
+        return s if prec <= 1 else "(" + s + ")"
+    if isinstance(node, Alt):
+        if not node.items:
+            raise ValueError("NOTHING cannot be rendered")
+        s = " | ".join(_render(i, 1) for i in node.items)
+        return s if prec == 0 else "(" + s + ")"
+    if isinstance(node, Rep):
+        inner = _render(node.item, 2)
+        lo, hi = node.min, node.max
+        if (lo, hi) == (0, None):
+            q = "*"
+        elif (lo, hi) == (1, None):
+            q = "+"
+        elif (lo, hi) == (0, 1):
+            q = "?"
+        elif hi is None:
+            q = "{%d,}" % lo
+        elif lo == hi:
+            q = "{%d}" % lo
+        else:
+            q = "{%d,%d}" % (lo, hi)
+        return inner + q
+    raise TypeError(node)
+
+
+def _render_cls(ranges) -> str:
+    pos = ranges
+    neg = complement(ranges)
+    use_neg = len(neg) < len(pos) or (pos and pos[-1][1] == MAX_CP and neg)
+    body_ranges = neg if use_neg else pos
+    parts = []
+    for lo, hi in body_ranges:
+        if lo == hi:
+            parts.append(_esc_cp(lo, True))
+        elif hi == lo + 1:
+            parts.append(_esc_cp(lo, True) + _esc_cp(hi, True))
+        else:
+            parts.append(_esc_cp(lo, True) + "-" + _esc_cp(hi, True))
+    return "[" + ("^" if use_neg else "") + "".join(parts) + "]"
+
+
+_NAME_BAD = re.compile(r"[^a-zA-Z0-9-]+")
+
+
+class Grammar:
+    """Named rules; `root` first. Rule names are unique and GBNF-safe."""
+
+    def __init__(self):
+        self.rules: dict[str, object] = {}
+        self._used: set[str] = {"root"}
+
+    def new_name(self, hint: str) -> str:
+        base = _NAME_BAD.sub("-", hint).strip("-").lower()[:40] or "r"
+        if base == "root":
+            base = "root-x"
+        name, n = base, 1
+        while name in self._used:
+            n += 1
+            name = "%s-%d" % (base, n)
+        self._used.add(name)
+        return name
+
+    def define(self, name: str, body) -> Ref:
+        self.rules[name] = body
+        return Ref(name)
+
+    def render(self) -> str:
+        order = ["root"] + [n for n in self.rules if n != "root"]
+        return "".join("%s ::= %s\n" % (n, render_node(self.rules[n])) for n in order if n in self.rules)
+
+
+for _node in (Seq, Alt, Rep):  # dataclass(frozen=True) installs its own __hash__; use the cached one
+    _node.__hash__ = _CachedHash.__hash__

@@ -1,0 +1,237 @@
+"""A regular language (decoded-character IR) restricted to lengths min..max, exactly.
+
+Used when a pattern (or format) meets minLength/maxLength and the simple rewrite in
+_bound_length (one variable repetition) does not apply. The IR becomes a Glushkov automaton (one state
+per character position, counted repetitions unrolled); its product with a length
+counter (0..max, or saturating at min when there is no max) becomes right-linear
+rules: state(q, k) ::= char state(q', k+1) | ... | "" (when q accepts and k >= min).
+Only states that can still reach acceptance are kept. Too large -> CompileError.
+"""
+from __future__ import annotations
+
+from furca.errors import CompileError
+
+from .encoding import encode, encode_chars
+from .grammar import EMPTY, NOTHING, Alt, Cls, Lit, Ref, Rep, Seq, alt, rep, seq
+
+
+def length_range(node):
+    """(min, max) decoded characters; max None = unbounded."""
+    if isinstance(node, Cls):
+        return (1, 1) if node.ranges else (0, 0)
+    if isinstance(node, Lit):
+        return len(node.text), len(node.text)
+    if isinstance(node, Seq):
+        lo, hi = 0, 0
+        for i in node.items:
+            a, b = length_range(i)
+            lo += a
+            hi = None if hi is None or b is None else hi + b
+        return lo, hi
+    if isinstance(node, Alt):
+        rs = [length_range(i) for i in node.items] or [(0, 0)]
+        return min(r[0] for r in rs), (None if any(r[1] is None for r in rs) else max(r[1] for r in rs))
+    if isinstance(node, Rep):
+        a, b = length_range(node.item)
+        if node.max == 0 or b == 0:
+            return a * node.min, 0
+        return a * node.min, (None if node.max is None or b is None else b * node.max)
+    raise TypeError(node)
+
+
+def _bound_length(node, min_len, max_len):
+    """node restricted to lengths in [min_len, max_len], or None when not expressible simply."""
+    lo, hi = length_range(node)
+    if lo >= min_len and (max_len is not None and hi is not None and hi <= max_len or max_len is None):
+        return node
+    if max_len is not None and lo > max_len or (hi is not None and hi < min_len):
+        return NOTHING
+    if isinstance(node, Alt):
+        parts = [_bound_length(b, min_len, max_len) for b in node.items]
+        return None if any(p is None for p in parts) else alt(*parts)
+    items = list(node.items) if isinstance(node, Seq) else [node]
+    var = [k for k, it in enumerate(items) if length_range(it)[0] != length_range(it)[1]]
+    if len(var) != 1:
+        return None
+    k = var[0]
+    v = items[k]
+    fixed = sum(length_range(it)[0] for j, it in enumerate(items) if j != k)
+    if isinstance(v, Alt):
+        sub = _bound_length(v, max(0, min_len - fixed), None if max_len is None else max_len - fixed)
+        if sub is None:
+            return None
+        items[k] = sub
+        return seq(*items)
+    if not isinstance(v, Rep):
+        return None
+    w_lo, w_hi = length_range(v.item)
+    if w_lo != w_hi or w_lo == 0:
+        return None
+    w = w_lo
+    kmin = max(v.min, -(-(min_len - fixed) // w))
+    kmax = (max_len - fixed) // w if max_len is not None else None
+    if v.max is not None:
+        kmax = v.max if kmax is None else min(kmax, v.max)
+    items[k] = rep(v.item, kmin, kmax)
+    return seq(*items)
+
+
+
+
+def bounded_chars(node, min_len, max_len, grammar, where, what):
+    """Decoded-character IR -> JSON-encoded IR restricted to min_len..max_len characters.
+    `grammar` receives the automaton's rules when the simple rewrite does not apply."""
+    if min_len > 0 or max_len is not None:
+        simple = _bound_length(node, min_len, max_len)
+        if simple is None:
+            if grammar is None:
+                raise CompileError("%s: cannot combine %s with minLength/maxLength (%d..%s)"
+                                   % (where, what, min_len, max_len))
+            memo = {}
+
+            def enc(ranges):
+                if ranges not in memo:
+                    memo[ranges] = encode_chars(ranges)
+                return memo[ranges]
+            return bounded(node, min_len, max_len, enc, grammar, where)
+        node = simple
+    return encode(node)
+
+
+MAX_POSITIONS = 400
+MAX_STATES = 3000
+
+
+class _Glushkov:
+    def __init__(self):
+        self.classes = []  # position -> ranges
+        self.follow = []   # position -> set of positions
+
+    def new(self, ranges):
+        self.classes.append(ranges)
+        self.follow.append(set())
+        if len(self.classes) > MAX_POSITIONS:
+            raise _TooBig()
+        return len(self.classes) - 1
+
+    def build(self, node):
+        """-> (nullable, first, last)"""
+        if isinstance(node, Cls):
+            if not node.ranges:
+                return False, set(), set()
+            p = self.new(node.ranges)
+            return False, {p}, {p}
+        if isinstance(node, Lit):
+            return self.seq([Cls(((ord(ch), ord(ch)),)) for ch in node.text])
+        if isinstance(node, Seq):
+            return self.seq(node.items)
+        if isinstance(node, Alt):
+            if not node.items:
+                return False, set(), set()
+            parts = [self.build(i) for i in node.items]
+            return any(p[0] for p in parts), set().union(*[p[1] for p in parts]), set().union(*[p[2] for p in parts])
+        if isinstance(node, Rep):
+            items = [node.item] * node.min
+            if node.max is None:
+                items.append(_Star(node.item))
+            elif node.max > node.min:
+                opt = None
+                for _ in range(node.max - node.min):
+                    opt = _Opt(node.item if opt is None else Seq((node.item, opt)))
+                items.append(opt)
+            return self.seq(items)
+        if isinstance(node, _Star):
+            n, f, la = self.build(node.item)
+            for p in la:
+                self.follow[p] |= f
+            return True, f, la
+        if isinstance(node, _Opt):
+            n, f, la = self.build(node.item)
+            return True, f, la
+        raise _TooBig()  # a Ref or anything else: not a regular IR here
+
+    def seq(self, items):
+        nullable, first, last = True, set(), set()
+        for it in items:
+            n, f, la = self.build(it)
+            for p in last:
+                self.follow[p] |= f
+            if nullable:
+                first |= f
+            last = la | (last if n else set())
+            nullable = nullable and n
+        return nullable, first, last
+
+
+class _Star:
+    def __init__(self, item):
+        self.item = item
+
+
+class _Opt:
+    def __init__(self, item):
+        self.item = item
+
+
+class _TooBig(Exception):
+    pass
+
+
+def bounded(node, min_len: int, max_len: int | None, encode, grammar, where: str):
+    """IR of the strings of `node` with min_len..max_len characters.
+
+    encode(ranges) -> IR of one character as written; the rules go into `grammar`."""
+    g = _Glushkov()
+    try:
+        nullable, first, last = g.build(node)
+    except _TooBig:
+        raise CompileError("%s: too large to combine with minLength/maxLength" % where) from None
+    succ = {-1: sorted(first)}
+    for p in range(len(g.classes)):
+        succ[p] = sorted(g.follow[p])
+    accepting = set(last) | ({-1} if nullable else set())
+
+    def step(k):
+        return k + 1 if max_len is not None else min(k + 1, min_len)
+
+    # forward: reachable product states
+    start = (-1, 0)
+    seen, order, stack = {start}, [], [start]
+    while stack:
+        q, k = stack.pop()
+        order.append((q, k))
+        if max_len is not None and k >= max_len:
+            continue
+        for p in succ[q]:
+            t = (p, step(k))
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+                if len(seen) > MAX_STATES:
+                    raise CompileError("%s: pattern with minLength/maxLength needs more than %d states"
+                                       % (where, MAX_STATES))
+    # backward: states that can reach acceptance
+    live = {s for s in seen if s[0] in accepting and s[1] >= min_len}
+    changed = True
+    while changed:
+        changed = False
+        for q, k in seen:
+            if (q, k) in live or (max_len is not None and k >= max_len):
+                continue
+            if any((p, step(k)) in live for p in succ[q]):
+                live.add((q, k))
+                changed = True
+    if start not in live:
+        return Alt(())
+    names = {s: grammar.new_name("len") for s in live}
+    for (q, k) in live:
+        parts = []
+        if q in accepting and k >= min_len:
+            parts.append(EMPTY)
+        if max_len is None or k < max_len:
+            for p in succ[q]:
+                t = (p, step(k))
+                if t in live:
+                    parts.append(seq(encode(g.classes[p]), Ref(names[t])))
+        grammar.define(names[(q, k)], alt(*parts))
+    return Ref(names[start])

@@ -1,0 +1,114 @@
+"""Rewrites `not`, `if`/`then`/`else` and the dependency keywords into allOf/anyOf of
+schemas furca enforces, when an exact rewrite exists.
+
+    dependentRequired {a: [b, c]}     -> anyOf [a absent, required [a, b, c]]
+    dependentSchemas / dependencies   -> anyOf [a absent, required [a] and the schema]
+    if I then T else E                -> anyOf [I and T, not(I) and E]
+    not S                             -> complement of S, for S built from: booleans, type,
+                                         required, const/enum of strings, properties,
+                                         allOf, anyOf (and `{}`)
+
+"a absent" is `properties: {a: false}`. `x-furca-not-strings` is an internal keyword:
+strings other than the listed ones (other types unconstrained). `negate` returns None
+when it cannot complement a schema exactly; the caller then reports the keyword.
+"""
+from __future__ import annotations
+
+from .merge import ALL_TYPES, type_set
+
+NOT_STRINGS = "x-furca-not-strings"
+_OBJECT_KEYS = {"properties", "required", "additionalProperties", "patternProperties"}
+
+
+def absent(name: str, base: dict) -> dict:
+    """Objects without member `name` (keeps 'no properties declared: any members')."""
+    out = {"properties": {name: False}}
+    if not any(k in base for k in ("properties", "patternProperties", "additionalProperties")):
+        out["additionalProperties"] = True
+    return out
+
+
+def dependencies(schema: dict):
+    """allOf parts replacing dependencies / dependentRequired / dependentSchemas."""
+    parts = []
+    for kw in ("dependencies", "dependentRequired", "dependentSchemas"):
+        deps = schema.get(kw)
+        if not isinstance(deps, dict):
+            continue
+        for name, dep in deps.items():
+            if isinstance(dep, list):
+                present = {"required": [name] + [d for d in dep if d != name]}
+            else:
+                present = {"allOf": [{"required": [name]}, dep]}
+            parts.append({"anyOf": [absent(name, schema), present]})
+    return parts
+
+
+def conditional(schema: dict):
+    """allOf part replacing if/then/else, or None when `if` cannot be negated."""
+    cond = schema["if"]
+    then, els = schema.get("then", True), schema.get("else", True)
+    neg = negate(cond, schema)
+    if neg is None:
+        return None
+    return {"anyOf": [{"allOf": [cond, then]}, {"allOf": [neg, els]}]}
+
+
+def negate(s, base=None):
+    """A schema accepting exactly the instances `s` rejects, or None."""
+    base = base if isinstance(base, dict) else {}
+    if s is True or s == {}:
+        return False
+    if s is False:
+        return True
+    if not isinstance(s, dict):
+        return None
+    keys = {k for k in s if k not in ("title", "description", "$comment", "default", "examples")}
+    if not keys:
+        return False
+    if keys == {"type"}:
+        ts = type_set(s)
+        if "number" in ts:
+            ts = ts | {"integer"}
+        rest = [t for t in ALL_TYPES if t not in ts and not (t == "number" and "integer" in ts)]
+        if "integer" in ts and "number" not in ts:
+            return None  # non-integer numbers: not expressible as a type list
+        return {"type": rest} if rest else False
+    if keys == {"not"}:
+        return s["not"]
+    if keys <= {"const", "enum"}:
+        values = [s["const"]] if "const" in s else s["enum"]
+        if not isinstance(values, list) or not all(v is None or isinstance(v, (str, bool)) for v in values):
+            return None
+        strings = [v for v in values if isinstance(v, str)]
+        kept = [v for v in (True, False, None) if not any(v is x for x in values)]
+        parts = [{"type": ["object", "array", "number", "integer"]}]
+        parts.append({"type": "string", NOT_STRINGS: strings} if strings else {"type": "string"})
+        if kept:
+            parts.append({"enum": kept})
+        return {"anyOf": parts}
+    if keys <= {"allOf"}:
+        subs = [negate(x, base) for x in s["allOf"]]
+        return None if any(x is None for x in subs) else {"anyOf": subs}
+    if keys <= {"anyOf"}:
+        subs = [negate(x, base) for x in s["anyOf"]]
+        return None if any(x is None for x in subs) else {"allOf": subs}
+    if keys <= _OBJECT_KEYS | {"type"} and s.get("type", "object") == "object" \
+            and "additionalProperties" not in s and "patternProperties" not in s:
+        # objects failing: some required member absent, or some member present with a bad value
+        branches = [absent(r, base) for r in s.get("required", [])]
+        for name, sub in s.get("properties", {}).items():
+            n = negate(sub, {})
+            if n is None:
+                return None
+            if n is not False:
+                branches.append({"required": [name], "properties": {name: n},
+                                 **({} if "properties" in base else {"additionalProperties": True})})
+        objects = [dict(b, type="object") for b in branches]
+        others = [t for t in ALL_TYPES if t != "object"] if "type" in s else []
+        if others:
+            objects.append({"type": others})
+        if not objects:
+            return False
+        return objects[0] if len(objects) == 1 else {"anyOf": objects}
+    return None

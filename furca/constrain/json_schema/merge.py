@@ -1,0 +1,260 @@
+"""allOf: merge two subschemas into one whose instances are exactly those valid for both.
+
+Works on schemas whose top-level `$ref` was already inlined by the caller. Keywords
+merge pairwise (types intersect, bounds tighten, properties merge per key taking the
+other side's additionalProperties / patternProperties into account, required unions,
+anyOf lists multiply out). What cannot be merged exactly raises CompileError.
+`FALSE` (the boolean schema false) marks an unsatisfiable result.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from furca.errors import CompileError
+
+FALSE = False
+MAX_ANYOF_PRODUCT = 64
+ALL_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
+
+
+def canon(x) -> str:
+    return json.dumps(x, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def json_equal(a, b) -> bool:
+    """JSON equality (1 == 1.0, True != 1)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def type_set(schema: dict):
+    """The set of JSON types a schema's `type` (and `nullable`) allows; None = all."""
+    t = schema.get("type")
+    if t is None:
+        return None
+    ts = {t} if isinstance(t, str) else set(t)
+    if schema.get("nullable") is True:
+        ts.add("null")
+    return ts
+
+
+def _intersect_types(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    out = a & b
+    if "integer" in a and "number" in b or "number" in a and "integer" in b:
+        out.add("integer")
+    return out
+
+
+def normalize_bounds(s: dict) -> dict:
+    """Draft-4 boolean exclusiveMinimum/Maximum -> numeric form (draft 6+)."""
+    if isinstance(s.get("exclusiveMinimum"), bool) or isinstance(s.get("exclusiveMaximum"), bool):
+        s = dict(s)
+        for ex, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+            if isinstance(s.get(ex), bool):
+                if s.pop(ex) and bound in s:
+                    s[ex] = s.pop(bound)
+    return s
+
+
+def normalize_schema(s, draft7: bool):
+    """Draft-4 boolean bounds -> numeric; arrays in 2020-12 form: tuple-form `items` ->
+    `prefixItems` + `items` (from additionalItems); draft 7 ignores `prefixItems`."""
+    if not isinstance(s, dict):
+        return s
+    s = normalize_bounds(s)
+    if "items" in s or "prefixItems" in s or "additionalItems" in s:
+        s = dict(s)
+        if draft7:
+            s.pop("prefixItems", None)
+        if isinstance(s.get("items"), list):
+            s["prefixItems"] = s.pop("items")
+            if "additionalItems" in s:
+                s["items"] = s.pop("additionalItems")
+        s.pop("additionalItems", None)
+    return s
+
+
+def merge(a, b, where: str):
+    """A schema equivalent to allOf [a, b]; FALSE when nothing satisfies both."""
+    if a is True or a == {}:
+        return b
+    if b is True or b == {}:
+        return a
+    if a is False or b is False:
+        return FALSE
+    if "$ref" in a or "$ref" in b:
+        # nested subschemas (properties, items, ...) keep their refs: defer the merge
+        # to when that subschema is compiled (the caller inlines top-level refs)
+        return {"allOf": [a, b]}
+    a, b = normalize_bounds(a), normalize_bounds(b)
+    out = dict(a)
+    for k, vb in b.items():
+        if k not in out:
+            out[k] = vb
+            continue
+        va = out[k]
+        if canon(va) == canon(vb) and k not in ("properties", "anyOf", "oneOf"):
+            continue
+        handler = _MERGERS.get(k)
+        if handler is None:
+            if k in _ANNOTATION_LIKE:
+                continue
+            raise CompileError("%s: allOf cannot merge two different %r values" % (where, k))
+        out[k] = handler(va, vb, where)
+    if "properties" in a or "properties" in b or "additionalProperties" in a or "additionalProperties" in b:
+        _merge_object(out, a, b, where)
+    if "prefixItems" in a or "prefixItems" in b:
+        _merge_arrays(out, a, b, where)
+    ts = _intersect_types(type_set(a), type_set(b))
+    if ts is not None:
+        out.pop("nullable", None)
+        if not ts:
+            return FALSE
+        out["type"] = sorted(ts)
+    for key in ("enum", "const"):
+        pass
+    if "enum" in a and "enum" in b:
+        vals = [x for x in a["enum"] if any(json_equal(x, y) for y in b["enum"])]
+        out["enum"] = vals
+    if "const" in out and "enum" in out:
+        if not any(json_equal(out["const"], y) for y in out["enum"]):
+            return FALSE
+        del out["enum"]
+    if "const" in a and "const" in b and not json_equal(a["const"], b["const"]):
+        return FALSE
+    if out.get("enum") == []:
+        return FALSE
+    return out
+
+
+def _max(x, y, where):
+    return max(x, y)
+
+
+def _min(x, y, where):
+    return min(x, y)
+
+
+def _sub(x, y, where):
+    return merge(x, y, where)
+
+
+def _required(x, y, where):
+    return list(x) + [k for k in y if k not in x]
+
+
+def _same(x, y, where):
+    if canon(x) != canon(y):
+        raise CompileError("%s: allOf cannot intersect two different values (%s, %s)" % (where, canon(x)[:60], canon(y)[:60]))
+    return x
+
+
+def _anyof(x, y, where):
+    if len(x) * len(y) > MAX_ANYOF_PRODUCT:
+        raise CompileError("%s: allOf of anyOf lists expands to %d branches (limit %d)"
+                           % (where, len(x) * len(y), MAX_ANYOF_PRODUCT))
+    out = []
+    for p in x:
+        for q in y:
+            m = merge(p, q, where)
+            if m is not FALSE:
+                out.append(m)
+    return out or [False]
+
+
+def _items(x, y, where):
+    if isinstance(x, list) or isinstance(y, list):
+        raise CompileError("%s: allOf cannot merge tuple-form items" % where)
+    return merge(x, y, where)
+
+
+def _merge_arrays(out, a, b, where):
+    pa, pb = a.get("prefixItems", []), b.get("prefixItems", [])
+    ia, ib = a.get("items", True), b.get("items", True)
+    n = max(len(pa), len(pb))
+    out["prefixItems"] = [merge(pa[i] if i < len(pa) else ia, pb[i] if i < len(pb) else ib, "%s/prefixItems/%d" % (where, i))
+                          for i in range(n)]
+    if "items" in a or "items" in b:
+        out["items"] = merge(ia, ib, where + "/items")
+
+
+def _pattern_props(x, y, where):
+    out = dict(x)
+    for k, v in y.items():
+        out[k] = merge(out[k], v, where) if k in out else v
+    return out
+
+
+_MERGERS = {
+    "minimum": _max, "exclusiveMinimum": _max, "minLength": _max, "minItems": _max, "minProperties": _max,
+    "maximum": _min, "exclusiveMaximum": _min, "maxLength": _min, "maxItems": _min, "maxProperties": _min,
+    "required": _required, "items": _items, "prefixItems": lambda x, y, w: x,
+    "anyOf": _anyof, "oneOf": _anyof, "patternProperties": _pattern_props,
+    "type": lambda x, y, w: x, "nullable": lambda x, y, w: x and y,
+    "enum": lambda x, y, w: x, "const": lambda x, y, w: x,
+    "properties": lambda x, y, w: x, "additionalProperties": lambda x, y, w: x,
+    "pattern": _same, "format": _same, "uniqueItems": lambda x, y, w: x or y,
+    "$defs": lambda x, y, w: x, "definitions": lambda x, y, w: x,
+    "x-furca-not-strings": lambda x, y, w: list(x) + [v for v in y if v not in x],
+    "allOf": lambda x, y, w: list(x) + list(y),
+}
+_ANNOTATION_LIKE = {"title", "description", "default", "examples", "example", "$comment", "$schema", "$id", "id",
+                    "readOnly", "writeOnly", "deprecated", "$anchor", "discriminator", "markdownDescription"}
+
+
+def _pattern_match(pattern, name):
+    try:
+        return re.search(pattern, name) is not None
+    except re.error:
+        raise CompileError("cannot evaluate patternProperties pattern %r" % pattern)
+
+
+def _constraint_for(side: dict, key: str, where: str):
+    """The schema `side` imposes on property `key` (None = none)."""
+    props = side.get("properties", {})
+    if key in props:
+        return props[key]
+    pats = [v for p, v in side.get("patternProperties", {}).items() if _pattern_match(p, key)]
+    if pats:
+        out = pats[0]
+        for v in pats[1:]:
+            out = merge(out, v, where)
+        return out
+    return side.get("additionalProperties")
+
+
+def _merge_object(out: dict, a: dict, b: dict, where: str):
+    if ("patternProperties" in a and "additionalProperties" in b) or \
+            ("patternProperties" in b and "additionalProperties" in a):
+        if "patternProperties" not in a or "patternProperties" not in b or \
+                canon(a["patternProperties"]) != canon(b["patternProperties"]):
+            raise CompileError("%s: allOf cannot merge patternProperties with another additionalProperties" % where)
+    names = list(a.get("properties", {})) + [k for k in b.get("properties", {}) if k not in a.get("properties", {})]
+    props = {}
+    for k in names:
+        ca, cb = _constraint_for(a, k, where), _constraint_for(b, k, where)
+        if ca is None:
+            props[k] = cb
+        elif cb is None:
+            props[k] = ca
+        else:
+            props[k] = merge(ca, cb, "%s/properties/%s" % (where, k))
+    if props:
+        out["properties"] = props
+    ad_a, ad_b = a.get("additionalProperties"), b.get("additionalProperties")
+    if ad_a is not None and ad_b is not None:
+        out["additionalProperties"] = merge(ad_a, ad_b, where + "/additionalProperties")
+    elif ad_a is not None or ad_b is not None:
+        out["additionalProperties"] = ad_a if ad_a is not None else ad_b

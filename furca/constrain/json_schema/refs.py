@@ -1,0 +1,100 @@
+"""$ref resolution inside one schema document: JSON pointers, $anchor, and $id-based URIs.
+
+Remote references (a URI that no `$id` in the document names) raise CompileError.
+"""
+from __future__ import annotations
+
+from urllib.parse import unquote, urldefrag, urljoin
+
+from furca.errors import CompileError
+
+_NO_SUBSCHEMA = {"enum", "const", "examples", "default", "required", "example"}
+
+
+class RefIndex:
+    """Maps a `$ref` string to (canonical pointer, subschema)."""
+
+    def __init__(self, root, draft7: bool = False):
+        self.draft7 = draft7
+        self.root = root
+        self.base = {}       # document pointer -> base URI in effect there
+        self.by_uri = {}     # absolute URI (no fragment) -> document pointer
+        self.anchors = {}    # (absolute URI, anchor) -> document pointer
+        root_id = root.get("$id", root.get("id")) if isinstance(root, dict) else None
+        self.root_uri = urldefrag(root_id)[0] if isinstance(root_id, str) else ""
+        self._walk(root, "#", self.root_uri)
+
+    def _walk(self, node, ptr, base):
+        if isinstance(node, dict):
+            nid = node.get("$id") if not (self.draft7 and "$ref" in node) else None
+            if nid is None and "$ref" not in node and isinstance(node.get("id"), str) and not isinstance(node.get("id"), dict):
+                nid = node.get("id") if not ptr.endswith("/properties") else None
+            if isinstance(nid, str):
+                uri, frag = urldefrag(urljoin(base, nid))
+                if uri:
+                    base = uri
+                    self.by_uri.setdefault(base, ptr)
+                if frag and not frag.startswith("/"):  # draft-7 style "$id": "#foo"
+                    self.anchors[(base, frag)] = ptr
+            if isinstance(node.get("$anchor"), str):
+                self.anchors[(base, node["$anchor"])] = ptr
+            self.base[ptr] = base
+            for k, v in node.items():
+                if k in _NO_SUBSCHEMA:
+                    continue
+                self._walk(v, ptr + "/" + k.replace("~", "~0").replace("/", "~1"), base)
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                self._walk(v, "%s/%d" % (ptr, i), base)
+
+    def base_at(self, where: str) -> str:
+        p = where
+        while p:
+            if p in self.base:
+                return self.base[p]
+            if "/" not in p:
+                break
+            p = p.rsplit("/", 1)[0]
+        return self.root_uri
+
+    def resolve(self, ref: str, where: str):
+        """-> (pointer, subschema) or CompileError naming the ref and where it is."""
+        if not isinstance(ref, str):
+            raise CompileError("%s: $ref must be a string" % where)
+        base = self.base_at(where)
+        if ref.startswith("#"):
+            uri, frag = base, ref[1:]
+        else:
+            uri, frag = urldefrag(urljoin(base, ref))
+        if uri in self.by_uri:
+            doc_ptr = self.by_uri[uri]
+        elif not uri or uri == self.root_uri:
+            doc_ptr = "#"
+        else:
+            raise CompileError("%s: $ref %r is not in this document (remote references are not supported)" % (where, ref))
+        if frag and not frag.startswith("/"):
+            key = (uri, unquote(frag))
+            if key not in self.anchors:
+                raise CompileError("%s: $ref %r names an unknown anchor" % (where, ref))
+            doc_ptr, frag = self.anchors[key], ""
+        target = self.get(doc_ptr)
+        ptr = doc_ptr
+        for part in (frag.split("/")[1:] if frag else []):
+            part = unquote(part).replace("~1", "/").replace("~0", "~")
+            if isinstance(target, dict) and part in target:
+                target = target[part]
+            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+                target = target[int(part)]
+            else:
+                raise CompileError("%s: cannot resolve $ref %r (no %r)" % (where, ref, part))
+            ptr += "/" + part.replace("~", "~0").replace("/", "~1")
+        if not isinstance(target, (dict, bool)):
+            raise CompileError("%s: $ref %r does not point to a schema" % (where, ref))
+        return ptr, target
+
+    def get(self, ptr: str):
+        node = self.root
+        for part in ptr.split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        return node

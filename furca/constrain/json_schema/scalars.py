@@ -1,0 +1,191 @@
+"""Strings, integers, numbers and enum/const literals."""
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+
+from furca.errors import CompileError
+
+from .formats import format_grammar
+from .keys import key_not_in
+from .logic import NOT_STRINGS
+from .grammar import NOTHING, alt, chars, cls, complement, lit, normalize, rep, seq
+from .numeric import NUMBER_UNBOUNDED, int_range, number_range
+from .encoding import HEX
+from .lengths import bounded_chars
+from .regex import pattern_grammar
+
+# One character of JSON string content: unescaped (not ", \ or a control) or an escape.
+STRING_CHAR = alt(cls(complement(normalize([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))),
+                  seq(lit("\\"), alt(cls(chars('"\\/bfnrt')), seq(lit("u"), rep(HEX, 4, 4)))))
+STRING = seq(lit('"'), rep(STRING_CHAR, 0, None), lit('"'))
+NUMBER = NUMBER_UNBOUNDED
+_HUGE = Decimal("1e300")  # bounds beyond this are treated as no bound
+
+
+def _nonneg_int(schema, key, where):
+    v = schema.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (isinstance(v, float) and not v.is_integer()):
+        raise CompileError("%s/%s: must be a non-negative integer, got %r" % (where, key, v))
+    return int(v)
+
+
+def string_grammar(c, schema, where):
+    min_len = _nonneg_int(schema, "minLength", where) or 0
+    max_len = _nonneg_int(schema, "maxLength", where)
+    if max_len is not None and max_len < min_len:
+        raise CompileError("%s: minLength %d > maxLength %d" % (where, min_len, max_len))
+    fmt = schema.get("format")
+    content = None
+    if isinstance(fmt, str):
+        try:
+            content = format_grammar(fmt)
+        except CompileError as e:
+            c.unsupported("format", where, str(e))
+    pattern = schema.get("pattern")
+    if pattern is not None and not isinstance(pattern, str):
+        raise CompileError("%s/pattern: must be a string" % where)
+    if content is not None and pattern is not None:
+        raise CompileError("%s: format %r together with pattern cannot be enforced" % (where, fmt))
+    excluded = schema.get(NOT_STRINGS)
+    if excluded is not None:
+        if pattern is not None or content is not None or min_len or max_len is not None:
+            c.unsupported("not", where, "a string enum/const excluded from a constrained string")
+        else:
+            return key_not_in(c, [v for v in excluded if isinstance(v, str)])
+    if pattern is not None:
+        return seq(lit('"'), c.cached(("pattern", pattern, min_len, max_len),
+                                      lambda: pattern_grammar(pattern, where + "/pattern", min_len, max_len, c.g)),
+                   lit('"'))
+    if content is not None:
+        if min_len or max_len is not None:
+            content = c.cached(("format", fmt, min_len, max_len),
+                               lambda: bounded_chars(content, min_len, max_len, c.g, where, "format %r" % fmt))
+        return seq(lit('"'), content, lit('"'))
+    return seq(lit('"'), rep(STRING_CHAR, min_len, max_len), lit('"'))
+
+
+def _bound(schema, key, where):
+    v = schema.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise CompileError("%s/%s: must be a number, got %r" % (where, key, v))
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    d = Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
+    return None if abs(d) >= _HUGE else d
+
+
+def bounds(schema, where):
+    """(lo, lo_strict, hi, hi_strict) from minimum/exclusiveMinimum/maximum/exclusiveMaximum."""
+    lo, lo_strict, hi, hi_strict = _bound(schema, "minimum", where), False, _bound(schema, "maximum", where), False
+    ex_lo, ex_hi = _bound(schema, "exclusiveMinimum", where), _bound(schema, "exclusiveMaximum", where)
+    if ex_lo is not None and (lo is None or ex_lo >= lo):
+        lo, lo_strict = ex_lo, True
+    if ex_hi is not None and (hi is None or ex_hi <= hi):
+        hi, hi_strict = ex_hi, True
+    if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_strict or hi_strict))):
+        raise CompileError("%s: the bounds admit no number (minimum %s%s, maximum %s%s)"
+                           % (where, lo, " exclusive" if lo_strict else "", hi, " exclusive" if hi_strict else ""))
+    return lo, lo_strict, hi, hi_strict
+
+
+def decimal_places(c, schema, where):
+    """multipleOf 10^-k (k >= 0) -> k; None when absent; unsupported otherwise."""
+    m = schema.get("multipleOf")
+    if m is None:
+        return None
+    if isinstance(m, bool) or not isinstance(m, (int, float)) or m <= 0:
+        raise CompileError("%s/multipleOf: must be a number > 0, got %r" % (where, m))
+    d = (Decimal(repr(m)) if isinstance(m, float) else Decimal(m)).normalize()
+    sign, digits, exp = d.as_tuple()
+    if digits == (1,) and exp <= 0:
+        return -exp
+    c.unsupported("multipleOf", where, "only powers of ten <= 1 (0.01, 1, ...) are enforced")
+    return None
+
+
+def integer_grammar(c, schema, where):
+    decimal_places(c, schema, where)  # every integer is a multiple of 10^-k
+    lo, lo_strict, hi, hi_strict = bounds(schema, where)
+    ilo = ihi = None
+    if lo is not None:
+        ilo = int(lo.to_integral_value(rounding="ROUND_FLOOR")) + 1 if lo_strict else int(lo.to_integral_value(rounding="ROUND_CEILING"))
+    if hi is not None:
+        ihi = int(hi.to_integral_value(rounding="ROUND_CEILING")) - 1 if hi_strict else int(hi.to_integral_value(rounding="ROUND_FLOOR"))
+    if ilo is not None and ihi is not None and ilo > ihi:
+        return NOTHING
+    return int_range(ilo, ihi)
+
+
+def number_grammar(c, schema, where):
+    room = decimal_places(c, schema, where)
+    lo, lo_strict, hi, hi_strict = bounds(schema, where)
+    if lo is None and hi is None and room is None:
+        return NUMBER
+    return number_range(lo, lo_strict, hi, hi_strict, room)
+
+
+def literal(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def enum_values(c, schema, where):
+    if "const" in schema:
+        values = [schema["const"]]
+    else:
+        values = schema["enum"]
+        if not isinstance(values, list):
+            raise CompileError("%s/enum: must be an array" % where)
+    check = _validator(c, schema, where)
+    excluded = schema.get(NOT_STRINGS, [])
+    keep = []
+    for v in values:
+        if check(v) and not (isinstance(v, str) and v in excluded):
+            try:
+                keep.append(lit(literal(v)))
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer() \
+                        and abs(v) < 2 ** 53:
+                    keep.append(lit(str(int(v))))  # 1 and 1.0 are the same JSON number
+                    keep.append(lit(str(int(v)) + ".0"))
+            except ValueError:
+                raise CompileError("%s: enum value %r is not JSON" % (where, v))
+    return alt(*keep) if keep else NOTHING
+
+
+def _validator(c, schema, where):
+    """Does a literal satisfy the rest of `schema`? (jsonschema, refs resolved against the root)."""
+    import jsonschema
+
+    rest = {k: v for k, v in schema.items() if k not in ("enum", "const", NOT_STRINGS)}
+    if not rest:
+        return lambda v: True
+    cls_ = jsonschema.Draft7Validator if c.draft7 else jsonschema.Draft202012Validator
+    root = c.root if isinstance(c.root, dict) else {}
+    if "$ref" in json.dumps(rest):
+        try:
+            import referencing
+            from referencing.jsonschema import DRAFT7, DRAFT202012
+            spec = DRAFT7 if c.draft7 else DRAFT202012
+            res = referencing.Resource(contents=root, specification=spec)
+            reg = referencing.Registry().with_resource("urn:furca-root", res)
+            wrapped = dict(rest)
+            validator = cls_(wrapped, registry=reg, format_checker=cls_.FORMAT_CHECKER)
+            validator._resolver = reg.resolver(base_uri="urn:furca-root")
+        except Exception:
+            validator = None
+    else:
+        validator = cls_(rest, format_checker=cls_.FORMAT_CHECKER)
+
+    def check(v):
+        if validator is None:
+            return True
+        try:
+            return validator.is_valid(v)
+        except Exception:
+            return True  # cannot tell: keep the literal (the enum itself still bounds it)
+    return check

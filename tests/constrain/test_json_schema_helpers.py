@@ -1,0 +1,198 @@
+"""Shared helpers for the JSON-schema grammar tests: instance serialisation (the
+benchmark's rule), the suites' loaders and a runner that counts outcomes.
+
+Serialisation follows ../shared/bench/grammar/schemas.py (copied, not imported:
+tests must run where ../shared does not exist): compact JSON, UTF-8 kept, object
+keys in the schema's own `properties` order, other keys after them.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from furca.errors import CompileError
+from furca.constrain.json_schema import schema_to_gbnf
+from furca.constrain.json_schema._reference import Matcher, parse_gbnf
+
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")
+SUITE = os.path.join(DATA, "json-schema-test-suite", "tests")
+MASKBENCH = os.path.join(DATA, "maskbench-sample")
+DRAFT7_URI = "http://json-schema.org/draft-07/schema#"
+
+
+# ---------------------------------------------------------------- serialisation (benchmark's rule)
+def _resolve(node, root, depth=0):
+    while isinstance(node, dict) and "$ref" in node and depth < 32:
+        ref = node["$ref"]
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            return None
+        target = root
+        for part in [p for p in ref[1:].split("/") if p]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(target, dict) and part in target:
+                target = target[part]
+            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+                target = target[int(part)]
+            else:
+                return None
+        if len(node) > 1:
+            return None
+        node, depth = target, depth + 1
+    return node if isinstance(node, dict) else None
+
+
+_COMBINERS = ("allOf", "anyOf", "oneOf", "if", "then", "else", "dependentSchemas", "dependencies")
+
+
+def order_like_schema(value, schema, root=None):
+    root = schema if root is None else root
+    node = _resolve(schema, root)
+    if isinstance(value, list):
+        if node is None:
+            return value
+        items, prefix = node.get("items"), node.get("prefixItems")
+        if isinstance(items, list):
+            prefix, items = items, node.get("additionalItems")
+        out = []
+        for i, v in enumerate(value):
+            sub = prefix[i] if isinstance(prefix, list) and i < len(prefix) else items
+            out.append(order_like_schema(v, sub, root) if isinstance(sub, dict) else v)
+        return out
+    if not isinstance(value, dict):
+        return value
+    if node is None or not isinstance(node.get("properties"), dict) or any(k in node for k in _COMBINERS):
+        return value
+    props = node["properties"]
+    extra = node.get("additionalProperties")
+    keys = [k for k in props if k in value] + [k for k in value if k not in props]
+    out = {}
+    for k in keys:
+        sub = props.get(k, extra)
+        out[k] = order_like_schema(value[k], sub, root) if isinstance(sub, dict) else value[k]
+    return out
+
+
+def instance_text(data, schema):
+    return json.dumps(order_like_schema(data, schema), separators=(",", ":"), ensure_ascii=False)
+
+
+# ---------------------------------------------------------------- runner
+@dataclass
+class Counts:
+    passing: int = 0
+    compile_error: int = 0
+    valid_rejected: int = 0
+    invalid_accepted: int = 0
+    failures: list = field(default_factory=list)  # (name, kind, detail)
+    errors: dict = field(default_factory=dict)    # compile error message -> count
+
+    def as_dict(self):
+        return {"passing": self.passing, "compile_error": self.compile_error,
+                "valid_rejected": self.valid_rejected, "invalid_accepted": self.invalid_accepted}
+
+
+def check_case(name, schema, tests, counts, accept=None, semantics="strict", **kw):
+    """Compile `schema` strictly (a CompileError counts as compile_error), then check
+    every test: valid ones must be accepted, invalid ones rejected.
+
+    semantics="strict": the strict grammar is checked (MaskBench, as the benchmark
+    runs furca). semantics="json-schema": valid instances are checked against the
+    strict=False grammar when that compiles without a warning (it then differs from
+    the strict one only in allowing undeclared members, i.e. it is JSON Schema's
+    meaning); invalid instances are checked against both grammars.
+    `accept(grammar_text, text) -> bool` defaults to the reference matcher."""
+    try:
+        strict_text = schema_to_gbnf(schema, strict=True, **kw)
+    except CompileError as e:
+        counts.compile_error += 1
+        key = _error_kind(str(e))
+        counts.errors[key] = counts.errors.get(key, 0) + 1
+        return "compile_error"
+    texts = [strict_text]
+    if semantics == "json-schema":
+        warned = []
+        try:
+            lenient = schema_to_gbnf(schema, strict=False, warn=warned.append, **kw)
+            if not warned:
+                texts.insert(0, lenient)
+        except CompileError:
+            pass
+    if accept is None:
+        matchers = [Matcher(parse_gbnf(t)) for t in texts]
+        accepts = [m.fullmatch for m in matchers]
+    else:
+        accepts = [lambda s, t=t: accept(t, s) for t in texts]
+    bad_valid, bad_invalid = [], []
+    for t in tests:
+        s = instance_text(t["data"], schema)
+        if t["valid"]:
+            if not accepts[0](s):
+                bad_valid.append((t.get("description", ""), s))
+        elif any(a(s) for a in accepts):
+            bad_invalid.append((t.get("description", ""), s))
+    if bad_invalid:
+        counts.invalid_accepted += 1
+        counts.failures.append((name, "invalid_accepted", bad_invalid[:3]))
+        return "invalid_accepted"
+    if bad_valid:
+        counts.valid_rejected += 1
+        counts.failures.append((name, "valid_rejected", bad_valid[:3]))
+        return "valid_rejected"
+    counts.passing += 1
+    return "passing"
+
+
+def engine_accept():
+    """accept(grammar_text, text) through the real engine (furca.constrain's public
+    GrammarCompiler.compile_grammar) with a byte-level tokenizer: every UTF-8 byte is
+    fed as a token, then EOS must be accepted and the matcher terminated. None when
+    the engine is not importable."""
+    try:
+        from furca.constrain import GrammarCompiler, TokenizerInfo
+    except ImportError:
+        return None
+    eos = 256
+    info = TokenizerInfo([bytes([i]) for i in range(256)] + [None], [eos], vocab_size=257)
+    compiler = GrammarCompiler(info)
+
+    def accept(grammar_text, text):
+        m = compiler.compile_grammar(grammar_text, syntax="gbnf").matcher()
+        for b in text.encode("utf-8"):
+            if not m.accept_token(b):
+                return False
+        return m.accept_token(eos) and m.is_terminated()
+    return accept
+
+
+def _error_kind(msg):
+    for k in ("keyword '", "format '", "oneOf", "$ref", "allOf", "patternProperties", "invalid schema", "pattern"):
+        if k in msg:
+            i = msg.find(k)
+            return msg[i:i + 40].split(" (")[0].split(";")[0]
+    return msg[:60]
+
+
+def suite_cases(draft):
+    """(name, schema, tests) for every case of a draft, optional tests included."""
+    root = os.path.join(SUITE, draft)
+    for dirpath, _, files in sorted(os.walk(root)):
+        for f in sorted(files):
+            if not f.endswith(".json"):
+                continue
+            rel = os.path.relpath(os.path.join(dirpath, f), root)
+            with open(os.path.join(dirpath, f), encoding="utf-8") as fh:
+                cases = json.load(fh)
+            for case in cases:
+                schema = case["schema"]
+                if draft == "draft7" and isinstance(schema, dict) and "$schema" not in schema:
+                    schema = dict(schema, **{"$schema": DRAFT7_URI})
+                yield "%s/%s: %s" % (draft, rel, case["description"]), schema, case["tests"]
+
+
+def maskbench_cases():
+    for f in sorted(os.listdir(MASKBENCH)):
+        if f.endswith(".json"):
+            with open(os.path.join(MASKBENCH, f), encoding="utf-8") as fh:
+                d = json.load(fh)
+            yield f, d["schema"], d["tests"]
