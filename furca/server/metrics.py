@@ -1,0 +1,88 @@
+"""Prometheus metrics (text format at ``/metrics``), one registry per app.
+
+Gauges that the engine knows (running / waiting requests, KV usage, cache hit rate)
+are read from ``Engine.get_server_info()`` when scraped; latencies and token counts
+are observed by the server as requests stream through it (``RequestTimer``).
+Names follow vLLM's (``furca_`` instead of ``vllm:``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST  # noqa: F401 - re-exported for the route
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.num_running = Gauge("furca_num_requests_running", "Requests running in the engine", registry=r)
+        self.num_waiting = Gauge("furca_num_requests_waiting", "Requests queued in the engine", registry=r)
+        self.num_inflight = Gauge("furca_num_requests_inflight", "Requests admitted by the HTTP server",
+                                  registry=r)
+        self.kv_usage = Gauge("furca_kv_cache_usage_perc", "Fraction of KV slots in use (not evictable)",
+                              registry=r)
+        self.cache_hit_rate = Gauge("furca_prefix_cache_hit_rate", "Cached prompt tokens / prompt tokens",
+                                    registry=r)
+        self.prefix_queries = Gauge("furca_prefix_cache_queries", "Prompt tokens admitted", registry=r)
+        self.prefix_hits = Gauge("furca_prefix_cache_hits", "Prompt tokens found in the cache", registry=r)
+        self.ttft = Histogram("furca_time_to_first_token_seconds", "Time to first token",
+                              buckets=_LATENCY_BUCKETS, registry=r)
+        self.itl = Histogram("furca_inter_token_latency_seconds", "Time between output chunks, per token",
+                             buckets=_LATENCY_BUCKETS, registry=r)
+        self.e2e = Histogram("furca_e2e_request_latency_seconds", "Request latency, arrival to last token",
+                             buckets=_LATENCY_BUCKETS, registry=r)
+        self.grammar_compile = Histogram("furca_grammar_compile_seconds", "Constraint compile time",
+                                         buckets=_LATENCY_BUCKETS, registry=r)
+        self.prompt_tokens = Counter("furca_prompt_tokens", "Prompt tokens processed", registry=r)
+        self.generation_tokens = Counter("furca_generation_tokens", "Tokens generated", registry=r)
+        self.requests = Counter("furca_requests", "Finished requests by finish reason", ["finish_reason"],
+                                registry=r)
+        self.rejected = Counter("furca_requests_rejected", "Requests refused before running", ["status"],
+                                registry=r)
+
+    def update_from_engine(self, info: dict[str, Any]) -> None:
+        capacity = info.get("capacity") or info.get("max_total_tokens") or 0
+        self.num_running.set(info.get("num_running", 0))
+        self.num_waiting.set(info.get("num_waiting", 0))
+        if capacity:
+            self.kv_usage.set(info.get("used_tokens", 0) / capacity)
+        self.cache_hit_rate.set(info.get("cache_hit_rate", 0.0))
+        stats = info.get("stats", {})
+        self.prefix_queries.set(stats.get("prompt_tokens", 0))
+        self.prefix_hits.set(stats.get("cached_tokens", 0))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class RequestTimer:
+    """Per engine request: TTFT at its first token, ITL per later token, e2e at the end."""
+
+    __slots__ = ("metrics", "start", "last", "num_tokens")
+
+    def __init__(self, metrics: Metrics, start: float):
+        self.metrics, self.start, self.last, self.num_tokens = metrics, start, None, 0
+
+    def on_tokens(self, num: int) -> None:
+        if num <= 0:
+            return
+        now = time.perf_counter()
+        if self.last is None:
+            self.metrics.ttft.observe(now - self.start)
+        else:
+            per = (now - self.last) / num
+            for _ in range(num):
+                self.metrics.itl.observe(per)
+        self.last = now
+        self.num_tokens += num
+
+    def on_finish(self, meta: dict[str, Any]) -> None:
+        self.metrics.e2e.observe(time.perf_counter() - self.start)
+        self.metrics.generation_tokens.inc(meta.get("completion_tokens", self.num_tokens))
+        reason = (meta.get("finish_reason") or {}).get("type", "unknown")
+        self.metrics.requests.labels(finish_reason=reason).inc()

@@ -1,0 +1,209 @@
+"""SGLang's native API: /generate, /get_model_info, /server_info, /flush_cache,
+/abort_request, /tokenize, /detokenize, /health, /health_generate.
+
+``/generate`` answers like SGLang's: ``{"text", "output_ids", "meta_info"}`` for one
+prompt with n == 1, else a list in input order (a prompt's n samples adjacent); with
+``stream`` each SSE event holds the cumulative text and ids of one output (``index``),
+and the stream ends with ``data: [DONE]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, AsyncIterator
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from furca.runtime.request_builder import MODEL_DEFAULT_KEYS
+from furca.runtime.sampling_params import SamplingParams
+from furca.server.errors import APIError, error_body, stream_error_body
+from furca.server.protocol import AbortRequest, DetokenizeRequest, GenerateRequest, TokenizeRequest
+from furca.server.state import EngineStream, ServerState, Ticket
+from furca.server.streaming import SSE_DONE, SSEResponse, cancel_on_disconnect, sse
+
+logger = logging.getLogger("furca.server")
+router = APIRouter()
+
+
+def _state(request: Request) -> ServerState:
+    return request.app.state.furca
+
+
+def _params(req: GenerateRequest, num: int, defaults: dict[str, Any]) -> list[SamplingParams]:
+    raw = req.sampling_params
+    if isinstance(raw, list):
+        if len(raw) != num:
+            raise APIError(400, f"got {len(raw)} sampling_params for {num} prompts", param="sampling_params")
+        dicts = [dict(d) for d in raw]
+    else:
+        dicts = [dict(raw or {}) for _ in range(num)]
+    out = []
+    for d in dicts:
+        if req.return_logprob:
+            d.update(return_logprob=True, logprob_start_len=req.logprob_start_len,
+                     top_logprobs_num=req.top_logprobs_num, return_text_in_logprobs=req.return_text_in_logprobs)
+        for key in MODEL_DEFAULT_KEYS:
+            if d.get(key) is None and defaults.get(key) is not None:
+                d[key] = defaults[key]
+        out.append(SamplingParams.from_dict(d))
+    return out
+
+
+@router.post("/generate")
+async def generate(req: GenerateRequest, request: Request):
+    state = _state(request)
+    state.require_engine()
+    if req.text is not None:
+        texts = [req.text] if isinstance(req.text, str) else list(req.text)
+        if not texts or any(t == "" for t in texts):
+            raise APIError(400, "text must be a non-empty string or a non-empty list of them", param="text")
+        prompts = await asyncio.to_thread(lambda: [state.tokenizer.encode(t, add_special_tokens=True)
+                                                   for t in texts])
+        is_batch = not isinstance(req.text, str)
+    else:
+        ids = req.input_ids
+        is_batch = bool(ids) and isinstance(ids[0], list)
+        prompts = [list(x) for x in ids] if is_batch else [list(ids)]
+        if not prompts or any(not x for x in prompts):
+            raise APIError(400, "input_ids must be a non-empty list[int] or list[list[int]]", param="input_ids")
+    params = _params(req, len(prompts), state.engine.generation_defaults)
+    for x, p in zip(prompts, params):
+        state.check_context(len(x), p.max_new_tokens, where="prompt")
+    rids = _rids(req.rid, len(prompts), is_batch)
+    ticket = state.admit(sum(p.n for p in params))
+    stream = await state.start(prompts, params, ticket, rids=rids)
+    if req.stream:
+        return SSEResponse(_stream(stream, [len(x) for x in prompts], params), on_close=stream.aclose)
+    outs = await cancel_on_disconnect(request, stream.collect())
+    if not is_batch and len(outs) == 1:
+        return outs[0]
+    return outs
+
+
+def _rids(rid: Any, num: int, is_batch: bool) -> list[str] | None:
+    if rid is None:
+        return None
+    if isinstance(rid, str) and not is_batch:
+        return [rid]
+    if isinstance(rid, list) and len(rid) == num and len(set(rid)) == num:
+        return list(rid)
+    raise APIError(400, f"rid must be a str (one prompt) or a list of {num} distinct str (a batch)", param="rid")
+
+
+async def _stream(stream: EngineStream, prompt_lens: list[int], params: list[SamplingParams]) -> AsyncIterator[str]:
+    prompt_of = [i for i, p in enumerate(params) for _ in range(p.n)]
+    texts = [""] * stream.num_outputs
+    ids: list[list[int]] = [[] for _ in range(stream.num_outputs)]
+    try:
+        async for i, delta in stream:
+            texts[i] += delta.text
+            ids[i] += list(delta.token_ids)
+            if delta.finished:
+                meta = delta.meta_info or {}
+            else:
+                meta = {"id": delta.rid, "finish_reason": None, "prompt_tokens": prompt_lens[prompt_of[i]],
+                        "completion_tokens": len(ids[i])}
+            yield sse({"text": texts[i], "output_ids": ids[i], "meta_info": meta, "index": i})
+    except Exception as e:  # noqa: BLE001 - the headers are sent: report in the stream
+        yield sse(stream_error_body(e))
+    finally:
+        await stream.aclose()
+    yield SSE_DONE
+
+
+@router.get("/get_model_info")
+async def get_model_info(request: Request):
+    state = _state(request)
+    engine = state.require_engine()
+    path = str(engine.model_path) if getattr(engine, "model_path", None) else None
+    return {"model_path": path, "tokenizer_path": path, "is_generation": True,
+            "served_model_name": state.model_name, "context_length": state.context_length,
+            "max_total_tokens": int(engine.capacity)}
+
+
+@router.get("/server_info")
+@router.get("/get_server_info")
+async def server_info(request: Request):
+    state = _state(request)
+    engine = state.require_engine()
+    info = await asyncio.to_thread(engine.get_server_info)
+    state.metrics.update_from_engine(info)
+    info["server"] = {"num_inflight": state.num_inflight, "num_active_rids": len(state.active_rids),
+                      "active_rids": sorted(state.active_rids),
+                      "draining": state.draining, "served_model_name": state.model_name,
+                      "max_queued_requests": state.args.max_queued_requests,
+                      "constrained_decoding": engine.grammar_backend is not None,
+                      "structural_tags": state.tool_tags}
+    return info
+
+
+@router.get("/flush_cache", operation_id="flush_cache_get")
+@router.post("/flush_cache", operation_id="flush_cache")
+async def flush_cache(request: Request):
+    state = _state(request)
+    engine = state.require_engine()
+    if await asyncio.to_thread(engine.flush_cache):
+        return {"message": "Cache flushed."}
+    raise APIError(400, "Cache not flushed: requests are queued or running; retry when the server is idle")
+
+
+@router.post("/abort_request")
+async def abort_request(req: AbortRequest, request: Request):
+    state = _state(request)
+    state.require_engine().abort(req.rid)
+    return {"message": f"abort requested for {req.rid!r}"}
+
+
+@router.post("/tokenize")
+async def tokenize(req: TokenizeRequest, request: Request):
+    state = _state(request)
+    state.require_engine()
+    source = req.prompt if req.prompt is not None else req.text
+    tok = state.tokenizer
+
+    def encode() -> tuple[Any, Any]:
+        if isinstance(source, list):
+            tokens = [tok.encode(s, add_special_tokens=req.add_special_tokens) for s in source]
+            return tokens, [len(t) for t in tokens]
+        tokens = tok.encode(source, add_special_tokens=req.add_special_tokens)
+        return tokens, len(tokens)
+
+    tokens, count = await asyncio.to_thread(encode)
+    return {"tokens": tokens, "count": count, "max_model_len": state.context_length}
+
+
+@router.post("/detokenize")
+async def detokenize(req: DetokenizeRequest, request: Request):
+    state = _state(request)
+    state.require_engine()
+    vocab = len(state.tokenizer.hf)
+    bad = [t for t in req.tokens if not 0 <= t < vocab]
+    if bad:
+        raise APIError(400, f"token id {bad[0]} is outside the vocabulary [0, {vocab})", param="tokens")
+    text = await asyncio.to_thread(state.tokenizer.decode, req.tokens, req.skip_special_tokens)
+    return {"text": text}
+
+
+@router.get("/health")
+async def health(request: Request):
+    state = _state(request)
+    if state.ready and not state.draining and not state.engine.is_closed:
+        return Response(status_code=200)
+    why = "draining" if state.draining else ("failed to load" if state.load_error else "starting")
+    return JSONResponse(error_body(503, f"not ready: {why}"), status_code=503)
+
+
+@router.get("/health_generate")
+async def health_generate(request: Request):
+    state = _state(request)
+    state.require_engine()
+    if state.draining:
+        raise APIError(503, "the server is shutting down")
+    params = SamplingParams(max_new_tokens=1, temperature=0.0)
+    stream = await state.start([[state.tokenizer.eos_token_ids[0]]], [params], Ticket(state, 0))
+    outs = await cancel_on_disconnect(request, stream.collect())
+    if outs[0]["meta_info"].get("completion_tokens") != 1:
+        raise APIError(503, f"health generation failed: {outs[0]['meta_info']}")
+    return Response(status_code=200)

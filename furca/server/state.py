@@ -1,0 +1,247 @@
+"""`ServerState`: the engine and what the HTTP layer keeps about it.
+
+Admission (`admit`): a request is refused with 503 while the model loads or the
+server drains (SIGTERM), and with 429 when more than ``max_running_requests +
+max_queued_requests`` engine requests would be in flight. `start` compiles the
+request's constraints off the event loop, submits it to the engine and returns an
+`EngineStream`: an async iterator of ``(output index, StreamDelta)`` whose
+``aclose()`` aborts whatever has not finished and releases the admission ticket.
+Every handler closes its stream in a ``finally``, so a disconnect or an error never
+leaves a request running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any
+
+from furca.runtime.output import StreamDelta
+from furca.runtime.sampling_params import SamplingParams
+from furca.server.args import ServerArgs
+from furca.server.chat_template import ChatRenderer
+from furca.server.errors import APIError
+from furca.server.grammar import ConstrainBackend, Constraints
+from furca.server.metrics import Metrics, RequestTimer
+
+logger = logging.getLogger("furca.server")
+
+
+class Ticket:
+    """One admitted HTTP request holding `num` engine-request places; release is idempotent."""
+
+    def __init__(self, state: "ServerState", num: int):
+        self.state, self.num, self.released = state, num, False
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.state.num_inflight -= self.num
+            self.state.metrics.num_inflight.set(self.state.num_inflight)
+
+
+class ServerState:
+    def __init__(self, args: ServerArgs, metrics: Metrics | None = None):
+        self.args = args
+        self.metrics = metrics or Metrics()
+        self.engine: Any = None
+        self.ready = False
+        self.load_error: BaseException | None = None
+        self.draining = False
+        self.num_inflight = 0
+        self.active_rids: set[str] = set()
+        self.model_name = args.served_model_name or "default"
+        self.created = int(time.time())
+        self.renderer: ChatRenderer | None = None
+        self.constraints: Constraints | None = None
+        self.tool_tags = False  # whether `auto` tool calls can use structural tags
+
+    # -- setup ---------------------------------------------------------------------------
+
+    def attach(self, engine: Any) -> None:
+        """Use `engine` (loaded); installs a grammar backend if it has none."""
+        if engine.grammar_backend is None:
+            try:
+                engine.grammar_backend = ConstrainBackend(engine.tokenizer, _vocab_width(engine))
+            except Exception as e:  # noqa: BLE001 - serve unconstrained rather than not at all
+                logger.warning("constrained decoding unavailable: %s", e)
+        backend = engine.grammar_backend
+        self.tool_tags = bool(backend is not None and getattr(backend, "supports_structural_tags", lambda: False)())
+        if not self.tool_tags:
+            logger.info("structural tags unavailable: tool_choice=auto parses free text for <tool_call> blocks")
+        self.constraints = Constraints(engine, self.args.grammar_timeout, self.metrics)
+        self.renderer = ChatRenderer(engine.tokenizer, self.args.chat_template)
+        if not self.args.served_model_name and getattr(engine, "model_path", None):
+            self.model_name = str(engine.model_path).rstrip("/").split("/")[-1]
+        self.engine = engine
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.require_engine().tokenizer
+
+    @property
+    def context_length(self) -> int:
+        return int(self.require_engine().context_length)
+
+    def require_engine(self) -> Any:
+        if self.engine is None or not self.ready:
+            if self.load_error is not None:
+                raise APIError(503, f"the model failed to load: {self.load_error}")
+            raise APIError(503, "the server is starting: the model is not loaded yet",
+                           headers={"Retry-After": "5"})
+        return self.engine
+
+    # -- admission -------------------------------------------------------------------------
+
+    def admit(self, num: int) -> Ticket:
+        self.require_engine()
+        if self.draining:
+            self.metrics.rejected.labels(status="503").inc()
+            raise APIError(503, "the server is shutting down and takes no new requests")
+        limit = self.max_inflight
+        if limit is not None and num > limit:
+            raise APIError(400, f"this request needs {num} sequences (n x prompts) but the server admits at most "
+                                f"{limit} at once; lower n or split the batch", param="n")
+        if limit is not None and self.num_inflight + num > limit:
+            self.metrics.rejected.labels(status="429").inc()
+            raise APIError(429, f"the server is overloaded: {self.num_inflight} requests in flight, "
+                                f"at most {limit} (max_running_requests + max_queued_requests); retry later",
+                           code="overloaded", headers={"Retry-After": "1"})
+        self.num_inflight += num
+        self.metrics.num_inflight.set(self.num_inflight)
+        return Ticket(self, num)
+
+    @property
+    def max_inflight(self) -> int | None:
+        q = self.args.max_queued_requests
+        if q is None:
+            return None
+        return self.engine.config.max_running_requests + q
+
+    # -- generation ------------------------------------------------------------------------
+
+    def check_context(self, num_prompt: int, max_new_tokens: int | None, *, where: str = "messages") -> int:
+        """-> max_new_tokens (filled in when None); 400 with both numbers when too long."""
+        ctx = self.context_length
+        room = min(ctx, int(self.engine.capacity)) - num_prompt
+        if num_prompt >= ctx or room <= 0:
+            raise APIError(400, f"This model's maximum context length is {ctx} tokens. However, your request "
+                                f"has {num_prompt} input tokens. Please reduce the length of the {where}.",
+                           param="messages" if where == "messages" else "prompt", code="context_length_exceeded")
+        if max_new_tokens is None:
+            return room
+        if num_prompt + max_new_tokens > ctx:
+            raise APIError(400, f"This model's maximum context length is {ctx} tokens. However, you requested "
+                                f"{num_prompt + max_new_tokens} tokens ({num_prompt} in the {where}, "
+                                f"{max_new_tokens} in the completion). Please reduce the length of the "
+                                f"{where} or completion.", param="max_tokens", code="context_length_exceeded")
+        return max_new_tokens
+
+    async def start(self, input_ids: list[list[int]], params: list[SamplingParams], ticket: Ticket,
+                    rids: list[str] | None = None) -> "EngineStream":
+        """Submit one engine call (a prompt per entry; each expands to its params' n)."""
+        engine = self.require_engine()
+        try:
+            await self.constraints.precompile(params)
+            rids = rids or [uuid.uuid4().hex for _ in input_ids]
+            batch = len(input_ids) > 1
+            stream = await engine.async_generate(
+                input_ids=input_ids if batch else input_ids[0],
+                sampling_params=params if batch else params[0],
+                rid=rids if batch else rids[0], stream=True)
+        except BaseException:
+            ticket.release()
+            raise
+        self.metrics.prompt_tokens.inc(sum(len(ids) * p.n for ids, p in zip(input_ids, params)))
+        return EngineStream(self, stream, rids, params, ticket)
+
+
+class EngineStream:
+    """Async iterator of ``(index, StreamDelta)``, index in the engine's output order (a
+    prompt's n samples adjacent). ``aclose()`` aborts what has not finished."""
+
+    def __init__(self, state: ServerState, stream: Any, rids: list[str], params: list[SamplingParams],
+                 ticket: Ticket):
+        self.state, self.stream, self.group_rids, self.ticket = state, stream, rids, ticket
+        expected: list[str] = []
+        for rid, p in zip(rids, params):
+            expected += [rid] if p.n == 1 else [f"{rid}-{j}" for j in range(p.n)]
+        self.index = {r: i for i, r in enumerate(expected)}
+        self.finished = [False] * len(expected)
+        start = time.perf_counter()
+        self.timers = [RequestTimer(state.metrics, start) for _ in expected]
+        self.closed = False
+        state.active_rids.update(rids)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.finished)
+
+    def __aiter__(self) -> "EngineStream":
+        return self
+
+    async def __anext__(self) -> tuple[int, StreamDelta]:
+        if self.closed:
+            raise StopAsyncIteration
+        try:
+            delta = await self.stream.__anext__()
+        except BaseException:  # the end, an engine error, or a cancellation (client gone)
+            await self.aclose()
+            raise
+        i = self.index[delta.rid]
+        self.timers[i].on_tokens(len(delta.token_ids))
+        if delta.finished:
+            self.finished[i] = True
+            self.timers[i].on_finish(delta.meta_info or {})
+        return i, delta
+
+    async def aclose(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            await self.stream.aclose()
+        finally:
+            if not all(self.finished) and self.state.engine is not None:
+                for rid in self.group_rids:
+                    self.state.engine.abort(rid)
+            self.state.active_rids.difference_update(self.group_rids)
+            self.ticket.release()
+
+    async def collect(self) -> list[dict[str, Any]]:
+        """Run to the end: per output, ``{"text", "output_ids", "meta_info"}``."""
+        outs = [{"text": "", "output_ids": [], "meta_info": {}} for _ in range(self.num_outputs)]
+        try:
+            async for i, delta in self:
+                outs[i]["text"] += delta.text
+                outs[i]["output_ids"] += list(delta.token_ids)
+                if delta.finished:
+                    outs[i]["meta_info"] = delta.meta_info or {}
+        finally:
+            await self.aclose()
+        return outs
+
+
+def _vocab_width(engine: Any) -> int:
+    limits = getattr(engine, "_limits", None)
+    if limits is not None:
+        return int(limits.vocab_size)
+    return int(engine.model_config.vocab_size)
+
+
+async def drain(state: ServerState, grace: float) -> None:
+    """SIGTERM: refuse new requests, wait up to `grace` s for in-flight ones, abort the rest."""
+    state.draining = True
+    logger.info("draining: %d requests in flight, grace period %.1f s", state.num_inflight, grace)
+    deadline = time.monotonic() + grace
+    while state.num_inflight > 0 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    if state.active_rids and state.engine is not None:
+        logger.info("grace period over: aborting %d requests", len(state.active_rids))
+        for rid in list(state.active_rids):
+            state.engine.abort(rid)
+        deadline = time.monotonic() + 5.0
+        while state.num_inflight > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
