@@ -8,8 +8,9 @@ Workloads:
   branching    fork 4 ideas, then each branch judges its idea with select
   multi_turn   a 4-turn chat (short answers)
 
-The optimum hit rate counts every prompt token sent that an infinite cache could
-have served: 1 - (distinct prefixes of all prompts sent / prompt tokens sent).
+The optimum hit rate counts every prompt token an infinite cache could have served
+(a prefix some request computed before, as prompt or as output): 1 - (prompt
+positions nobody computed before / prompt tokens sent).
 
     .venv/bin/python bench/lang_programs.py [--programs 16] [--workloads few_shot,branching,multi_turn]
 """
@@ -91,36 +92,45 @@ PROGRAMS = {"few_shot": few_shot, "branching": branching, "multi_turn": multi_tu
 
 
 class RecordingEngine:
-    """Forwards to the engine and keeps every prompt's token ids (for the optimum)."""
+    """Forwards to the engine and keeps every request's prompt and output ids."""
 
     def __init__(self, engine):
         self._engine = engine
         self.tokenizer = engine.tokenizer
-        self.prompts: list[list[int]] = []
+        self.requests: list[tuple[list[int], list[int]]] = []
         self._lock = threading.Lock()
 
     def generate(self, *args, **kwargs):
         ids = kwargs.get("input_ids")
-        with self._lock:
-            self.prompts.extend(ids if ids and isinstance(ids[0], list) else [ids])
-        return self._engine.generate(*args, **kwargs)
+        prompts = ids if ids and isinstance(ids[0], list) else [ids]
+        outs = self._engine.generate(*args, **kwargs)
+        outputs = outs if isinstance(outs, list) else [outs]
+        if len(outputs) == len(prompts):  # (n > 1 samples are not recorded)
+            with self._lock:
+                self.requests.extend((p, list(o.output_ids)) for p, o in zip(prompts, outputs))
+        return outs
 
     def __getattr__(self, name):
         return getattr(self._engine, name)
 
 
-def optimum_hit_rate(prompts: list[list[int]]) -> float:
+def optimum_hit_rate(requests: list[tuple[list[int], list[int]]]) -> float:
+    """1 - (prompt positions no cache could serve) / (prompt tokens sent). A position can
+    be served if any request computed it before: as a prompt token or as output."""
     root: dict = {}
-    distinct = 0
-    for ids in prompts:
+    prompt_only: set[int] = set()  # ids of trie nodes only ever seen as prompt positions
+    generated: set[int] = set()
+    counter = iter(range(1 << 62))
+    for prompt, output in requests:
         node = root
-        for t in ids:
+        for i, t in enumerate(prompt + output):
             if t not in node:
-                node[t] = {}
-                distinct += 1
+                node[t] = {"#": next(counter)}
             node = node[t]
-    total = sum(len(p) for p in prompts)
-    return 1 - distinct / total if total else 0.0
+            (prompt_only if i < len(prompt) else generated).add(node["#"])
+    total = sum(len(p) for p, _ in requests)
+    required = len(prompt_only - generated)
+    return 1 - required / total if total else 0.0
 
 
 def measure(engine, name: str, num: int) -> dict:
@@ -129,7 +139,7 @@ def measure(engine, name: str, num: int) -> dict:
     args = workload_args(name, num)
     PROGRAMS[name].run_batch(args[:1], backend=backend, progress_bar=False, temperature=0)  # warm-up
     engine.flush_cache()
-    recorder.prompts.clear()
+    recorder.requests.clear()
     before = engine.get_server_info()["stats"]
     t0 = time.perf_counter()
     states = PROGRAMS[name].run_batch(args, backend=backend, progress_bar=False, temperature=0)
@@ -139,7 +149,7 @@ def measure(engine, name: str, num: int) -> dict:
     prompt = after["prompt_tokens"] - before["prompt_tokens"]
     cached = after["cached_tokens"] - before["cached_tokens"]
     return {"secs": secs, "programs_per_s": num / secs, "hit_rate": cached / prompt if prompt else 0.0,
-            "optimum": optimum_hit_rate(recorder.prompts), "errors": len(errors)}
+            "optimum": optimum_hit_rate(recorder.requests), "errors": len(errors)}
 
 
 def main() -> None:

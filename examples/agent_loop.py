@@ -67,12 +67,15 @@ def agent(s, question, max_steps=4):
 
 
 def main() -> None:
-    if sgl.global_config.default_backend is None:
-        sgl.set_default_backend(sgl.Engine())
     state = agent.run(question="How tall is the Eiffel Tower, in metres, times two?", temperature=0)
     print(state.text())
     print("answer:", state["answer"])
 
 
 if __name__ == "__main__":
-    main()
+    if sgl.global_config.default_backend is not None:  # `furca run` set one
+        main()
+    else:
+        with sgl.Engine() as engine:  # the default model, pulled on first use
+            sgl.set_default_backend(engine)
+            main()

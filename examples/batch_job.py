@@ -43,8 +43,6 @@ def classify(s, review):
 
 
 def main() -> None:
-    if sgl.global_config.default_backend is None:
-        sgl.set_default_backend(sgl.Engine())
     start = time.perf_counter()
     states = classify.run_batch([{"review": r} for r in REVIEWS], progress_bar=True)
     elapsed = time.perf_counter() - start
@@ -58,4 +56,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sgl.global_config.default_backend is not None:  # `furca run` set one
+        main()
+    else:
+        with sgl.Engine() as engine:  # the default model, pulled on first use
+            sgl.set_default_backend(engine)
+            main()

@@ -37,12 +37,15 @@ NOTES = [
 
 
 def main() -> None:
-    if sgl.global_config.default_backend is None:
-        sgl.set_default_backend(sgl.Engine())
     for state in extract_contact.run_batch([{"text": t} for t in NOTES], progress_bar=False):
         record: Contact = state["record"]
         print(record.model_dump())
 
 
 if __name__ == "__main__":
-    main()
+    if sgl.global_config.default_backend is not None:  # `furca run` set one
+        main()
+    else:
+        with sgl.Engine() as engine:  # the default model, pulled on first use
+            sgl.set_default_backend(engine)
+            main()

@@ -36,9 +36,6 @@ def cat_names(s):
 
 
 def main() -> None:
-    if sgl.global_config.default_backend is None:  # `furca run` sets one
-        sgl.set_default_backend(sgl.Engine())       # the default model, pulled on first use
-
     state = lighthouse.run(temperature=0)
     print("assistant:", state["first"].strip())
     print("assistant:", state["second"].strip())
@@ -54,4 +51,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sgl.global_config.default_backend is not None:  # `furca run` set one
+        main()
+    else:
+        with sgl.Engine() as engine:  # the default model, pulled on first use
+            sgl.set_default_backend(engine)
+            main()

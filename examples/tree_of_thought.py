@@ -31,8 +31,6 @@ def solve(s, question):
 
 
 def main() -> None:
-    if sgl.global_config.default_backend is None:
-        sgl.set_default_backend(sgl.Engine())
     state = solve.run(question="How can a small town reduce traffic near its school?")
     for i, (idea, verdict) in enumerate(zip(state["idea"], state["verdict"])):
         print(f"idea {i + 1} [{verdict}]:{idea}")
@@ -42,4 +40,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sgl.global_config.default_backend is not None:  # `furca run` set one
+        main()
+    else:
+        with sgl.Engine() as engine:  # the default model, pulled on first use
+            sgl.set_default_backend(engine)
+            main()
