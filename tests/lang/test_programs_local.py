@@ -328,7 +328,7 @@ def test_grammar(constrained):
 
 # -- the examples, on this module's engine (their main() uses the default backend) ----------
 
-EXAMPLES = ["quickstart_program", "agent_loop", "tree_of_thought", "batch_job", "json_extraction"]
+EXAMPLES = ["quickstart", "agent_loop", "tree_of_thought", "batch_job", "json_extraction"]
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
