@@ -21,7 +21,7 @@ class EngineConfig:
     dtype: str = "auto"  # weights and KV cache: auto = the loader's choice
     device: str = "auto"  # auto = cuda if available, else cpu
     context_length: int | None = None  # None = the model's; may only shrink it
-    attention_backend: str = "torch"
+    attention_backend: str = "auto"  # auto = triton on CUDA (when installed), torch elsewhere
     # KV pool: exactly one of these decides its size (max_total_tokens wins)
     max_total_tokens: int | None = None  # capacity in tokens
     kv_cache_bytes: int | None = None
@@ -37,6 +37,9 @@ class EngineConfig:
     min_new_token_ratio: float = 0.1
     new_token_ratio_decay: float = 0.001  # per decode step
     decode_reserve_clip: int = 4096  # reserve at most this many decode tokens per request
+    # constrained decoding: append a grammar's forced text without sampling (SGLang's
+    # compressed FSM), re-tokenized at the boundary
+    enable_jump_forward: bool = True
     # sampling / misc
     random_seed: int | None = None  # seeds torch's global generator (requests without a seed) at start
     check_memory: bool = True  # strict accounting check whenever the engine goes idle (as SGLang)
@@ -53,8 +56,8 @@ class EngineConfig:
             raise ConfigError(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
         if not isinstance(self.device, str) or not self.device:
             raise ConfigError(f"device must be a string like 'cpu', 'cuda', 'cuda:1' or 'auto', got {self.device!r}")
-        if self.attention_backend not in ("torch", "triton"):
-            raise ConfigError(f"attention_backend must be 'torch' or 'triton', got {self.attention_backend!r}")
+        if self.attention_backend not in ("auto", "torch", "triton"):
+            raise ConfigError(f"attention_backend must be 'auto', 'torch' or 'triton', got {self.attention_backend!r}")
         positive("context_length", self.context_length)
         if self.max_total_tokens is not None:
             positive("max_total_tokens", self.max_total_tokens)
@@ -82,6 +85,8 @@ class EngineConfig:
             raise ConfigError("min_new_token_ratio must not exceed init_new_token_ratio")
         if self.new_token_ratio_decay < 0:
             raise ConfigError(f"new_token_ratio_decay must be >= 0, got {self.new_token_ratio_decay!r}")
+        if not isinstance(self.enable_jump_forward, bool):
+            raise ConfigError(f"enable_jump_forward must be true or false, got {self.enable_jump_forward!r}")
         if self.random_seed is not None and not isinstance(self.random_seed, int):
             raise ConfigError(f"random_seed must be an int, got {self.random_seed!r}")
 

@@ -69,6 +69,20 @@ class IncrementalDetokenizer:
         self._ids.append(int(token_id))
         return self._advance(final=False)
 
+    @property
+    def has_pending(self) -> bool:
+        """Whether tokens were added whose text is not out yet (held back)."""
+        return self._read_offset < len(self._ids)
+
+    def reset_context(self, context_ids: Sequence[int]) -> None:
+        """Forget the window: ``context_ids`` (the last tokens of the sequence, all of
+        them already read) become the left context of the next token (jump-forward
+        replaced the tail of the output)."""
+        self._ids = list(context_ids)[-PROMPT_CONTEXT_TOKENS:]
+        self._prefix_offset = 0
+        self._read_offset = len(self._ids)
+        self._prefix_text = None
+
     def flush(self) -> str:
         """Return the held-back rest (may end in U+FFFD if the output ends mid-character)."""
         if self._read_offset == len(self._ids):
@@ -192,6 +206,28 @@ class OutputTextState:
             return self._end(reason, len(self._text))
 
         self._text += self.detokenizer.add(token_id)
+        return self._visible()
+
+    @property
+    def can_append_forced(self) -> bool:
+        """Whether `append_forced` may run now: not finished, nothing held back in the
+        detokenizer (the text so far is exactly the decoded output)."""
+        return self.finish_reason is None and not self.detokenizer.has_pending
+
+    def append_forced(self, text: str, num_tokens_delta: int, context_ids: Sequence[int]) -> tuple[str, dict | None]:
+        """Jump-forward: the output's tail was re-tokenized so that the output now decodes
+        to the old text + ``text`` (the caller checked that); ``num_tokens_delta`` tokens
+        more than before; ``context_ids``: the sequence's last tokens, left context of the
+        next one. Stop strings are checked over ``text`` as over sampled text; stop
+        token ids are the caller's business (it keeps them out of forced tokens)."""
+        if not self.can_append_forced:
+            raise RuntimeError("append_forced while the detokenizer holds text back or after the end")
+        self.num_tokens += num_tokens_delta
+        self.detokenizer.reset_context(context_ids)
+        self._text += text
+        return self._visible()
+
+    def _visible(self) -> tuple[str, dict | None]:
         hold = 0
         if self.checker.can_stop_on_string(self.num_tokens):
             match = self.checker.find_stop_string(self._text, self._emitted)

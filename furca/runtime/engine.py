@@ -43,8 +43,10 @@ class Engine:
     ``model``: None (the default model, pulled on first use), a model directory or
     ``.gguf`` path, or an already loaded ``LoadedModel``. ``config``: the fields of
     ``EngineConfig``. ``grammar_backend``: an object with ``create_matcher(params) ->
-    GrammarHook`` that compiles a request's constraint; without one, constrained
-    requests are rejected.
+    GrammarHook`` that compiles a request's constraint; None (the default) installs
+    `ConstrainBackend` over furca.constrain (regex, json_schema, ebnf, choices,
+    json_object, structural_tag); False turns constrained decoding off (constrained
+    requests are rejected, and ``engine.grammar_backend`` is None).
     """
 
     def __init__(self, model: Any = None, *, grammar_backend: Any = None, **config: Any):
@@ -55,7 +57,7 @@ class Engine:
         self.model_config = loaded.config
         self.model_path = getattr(loaded, "model_path", None)
         self.generation_defaults = dict(getattr(loaded, "generation_defaults", {}) or {})
-        self.grammar_backend = grammar_backend
+        self.grammar_backend = None if grammar_backend is False else grammar_backend
         ctx = int(loaded.context_length)
         if self.config.context_length is not None:
             if self.config.context_length > ctx:
@@ -69,6 +71,10 @@ class Engine:
         self.scheduler = Scheduler(runner, self.config, self.tokenizer, ctx, self.eos_token_ids)
         self.capacity = runner.capacity  # KV pool, tokens
         self.vocab_size = runner.vocab_size  # logits width: token ids and bitmask width
+        if grammar_backend is None:  # the default; its tokenizer tables are built lazily
+            from furca.runtime.grammar_backend import default_grammar_backend
+
+            self.grammar_backend = default_grammar_backend(self.tokenizer, self.vocab_size, self.eos_token_ids)
         self._limits = Limits(ctx, runner.capacity, runner.vocab_size)
         self._device = runner.device
 

@@ -1,6 +1,13 @@
-"""Token-slot KV storage (one slot per token, as SGLang does) and its allocator.
+"""Token-slot KV storage (one slot per token, as SGLang does).
 
-Slot 0 is reserved: it is never handed out, so padded writes can target it.
+Slot 0 is reserved: it is never handed out, so padded writes and padded reads can
+target it.
+
+Layout: each layer's K (and V) lives in one head-major buffer ``(num_kv_heads,
+num_slots, head_dim)`` (``k_heads[layer]``), so gathering a request's slots gives
+per-head contiguous ``(L, head_dim)`` blocks, the layout attention kernels read
+fastest. ``k[layer]`` is the same memory seen slot-major, ``(num_slots, num_kv_heads,
+head_dim)``: ``k[layer][slots]`` is the keys of those slots.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from furca.errors import ConfigError
 
 
 class KVCache:
-    """Per-layer K and V buffers of shape (num_slots, num_kv_heads, head_dim)."""
+    """Per-layer K and V buffers; see the module docstring for the layout."""
 
     def __init__(
         self,
@@ -30,14 +37,17 @@ class KVCache:
         self.head_dim = head_dim
         self.dtype = dtype
         self.device = torch.device(device)
-        shape = (num_slots, num_kv_heads, head_dim)
-        self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
-        self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        shape = (num_kv_heads, num_slots, head_dim)
+        self.k_heads = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.v_heads = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.k = [buf.transpose(0, 1) for buf in self.k_heads]  # (num_slots, KV, D) views
+        self.v = [buf.transpose(0, 1) for buf in self.v_heads]
 
     @staticmethod
     def bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
         return 2 * num_layers * num_kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
 
     def store(self, layer_id: int, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        self.k[layer_id][loc] = k.to(self.dtype)
-        self.v[layer_id][loc] = v.to(self.dtype)
+        """Write ``k``/``v`` (T, KV, D) into slots ``loc`` (T,) of layer ``layer_id``."""
+        self.k_heads[layer_id].index_copy_(1, loc, k.transpose(0, 1).to(self.dtype))
+        self.v_heads[layer_id].index_copy_(1, loc, v.transpose(0, 1).to(self.dtype))

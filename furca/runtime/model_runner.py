@@ -32,7 +32,14 @@ def model_device(model: torch.nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def make_attention_backend(name: str):
+def make_attention_backend(name: str, device: torch.device | None = None):
+    """``name``: "torch", "triton", or "auto" (triton on CUDA when it is installed, else torch)."""
+    if name == "auto":
+        name = "torch"
+        if device is not None and device.type == "cuda":
+            from furca.kernels._triton import HAS_TRITON
+
+            name = "triton" if HAS_TRITON else "torch"
     if name == "triton":
         try:
             from furca.runtime.attention.triton_backend import TritonAttentionBackend  # type: ignore
@@ -72,7 +79,7 @@ class ModelRunner:
             self.dtype,
             self.device,
         )
-        self.attn_backend = make_attention_backend(config.attention_backend)
+        self.attn_backend = make_attention_backend(config.attention_backend, self.device)
         self.bytes_per_token = bytes_per_token
         if config.log_capacity:
             logger.info(

@@ -34,6 +34,7 @@ class Postprocessor:
         self.tokenizer = tokenizer
         self.eos_ids = tuple(eos_ids)
         self.device = device
+        self.jump_forward = None  # a JumpForward (jump_forward.py) when enabled; set by the scheduler
 
     # -- per step ------------------------------------------------------------------------
 
@@ -128,6 +129,10 @@ class Postprocessor:
             reason = finish_stop(token)
         if reason is None and len(req.output_ids) >= req.params.max_new_tokens:
             reason = finish_length(req.params.max_new_tokens)
+        if reason is None and req.grammar is not None and self.jump_forward is not None:
+            reason = self.jump_forward.apply(req)  # forced text, appended without sampling
+            if reason is None and len(req.output_ids) >= req.params.max_new_tokens:
+                reason = finish_length(req.params.max_new_tokens)
         if reason is not None:
             self._end(req, reason)
             return True
@@ -175,6 +180,9 @@ class Postprocessor:
             **logprobs,
         )
         meta["e2e_latency"] = req.e2e_latency
+        if req.grammar is not None:
+            meta["jump_forward_tokens"] = req.jump_forward_tokens
+            meta["jump_forward_retokenized"] = req.jump_forward_dropped
         if req.stream:
             out = StreamDelta(req.rid, req.pending_text, req.pending_ids, finished=True, meta_info=meta)
         else:

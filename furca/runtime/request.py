@@ -38,6 +38,9 @@ class GrammarHook(Protocol):
 
     def jump_forward(self) -> str: ...
 
+    # optional (jump-forward re-tokenizes only with it): undo the last n accepted tokens
+    def rollback(self, num_tokens: int) -> None: ...
+
 
 @dataclass(eq=False)
 class Req:
@@ -72,6 +75,12 @@ class Req:
     created_at: float = field(default_factory=time.perf_counter)
     pending_text: str = ""  # decoded, not yet streamed
     pending_ids: list[int] = field(default_factory=list)
+
+    # jump-forward (jump_forward.py): KV positions >= kv_rollback_to hold tokens that were
+    # re-tokenized away (the scheduler frees them after the step); counts for meta_info
+    kv_rollback_to: int | None = None
+    jump_forward_tokens: int = 0  # tokens appended without sampling
+    jump_forward_dropped: int = 0  # earlier output tokens they replaced
 
     # -- token views -------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ import torch
 from furca.radix.radix_cache import RadixCache
 from furca.runtime.batch_builder import ScheduledReq, build_step
 from furca.runtime.config import EngineConfig
+from furca.runtime.jump_forward import JumpForward
 from furca.runtime.memory import MemoryAccountingError, ReqToTokenPool, TokenSlotAllocator
 from furca.runtime.model_runner import ModelRunner
 from furca.runtime.output import finish_abort
@@ -41,6 +42,8 @@ class Scheduler:
         self.req_pool = ReqToTokenPool(config.max_running_requests, context_length, runner.device)
         self.tree = RadixCache(self.allocator.free, disabled=config.disable_radix_cache, device=runner.device)
         self.post = Postprocessor(tokenizer, eos_ids, runner.device)
+        if config.enable_jump_forward:
+            self.post.jump_forward = JumpForward(tokenizer, runner.vocab_size)
         self.waiting: list[Req] = []
         self.running: list[Req] = []
         self.live: set[Req] = set()  # every request not yet given its final result
@@ -51,6 +54,14 @@ class Scheduler:
     # -- requests in and out ---------------------------------------------------------------
 
     def add_request(self, req: Req) -> None:
+        if req.grammar is not None and self.post.jump_forward is not None and not req.output_ids:
+            # text the grammar forces from its start is computed with the prompt
+            reason = self.post.jump_forward.apply(req, initial=True)
+            req.kv_rollback_to = None  # nothing computed yet
+            if reason is not None:  # a stop string inside the forced text
+                self.post.finish(req, reason)
+                self.stats["finished"] += 1
+                return
         self.waiting.append(req)
         self.live.add(req)
 
@@ -106,6 +117,9 @@ class Scheduler:
         for it in items:
             it.req.kv_len = it.end
         finished = self.post.process(step, logits)
+        for it in items:
+            if it.req.kv_rollback_to is not None:  # jump-forward re-tokenized computed tokens
+                self._rollback_kv(it.req)
         self.stats["steps"] += 1
         for it in items:
             req = it.req
@@ -231,6 +245,28 @@ class Scheduler:
         self.tree.lock(match.node)
         self.tree.unlock(req.last_node)
         req.last_node, req.tree_len = match.node, kv_len
+
+    def _rollback_kv(self, req: Req) -> None:
+        """Drop the KV of positions >= req.kv_rollback_to (their tokens were replaced):
+        owned slots are freed; where that reaches into the tree, the tree keeps them
+        (valid KV of the old tokens) and the request's lock moves back to the new end."""
+        new_len, req.kv_rollback_to = req.kv_rollback_to, None
+        if new_len >= req.kv_len or req.row is None:
+            return
+        row, kv_len, tree_len = req.row, req.kv_len, req.tree_len
+        table = self.req_pool.table
+        if new_len >= tree_len:
+            self.allocator.free(table[row, new_len:kv_len].clone())
+            req.kv_len = new_len
+            return
+        if kv_len > tree_len:
+            self.allocator.free(table[row, tree_len:kv_len].clone())
+        match = self.tree.match_prefix(req.tokens(0, new_len))
+        self.tree.lock(match.node)
+        self.tree.unlock(req.last_node)
+        keep = match.prefix_len
+        table[row, :keep] = match.slot_indices.to(table.device)
+        req.last_node, req.tree_len, req.kv_len = match.node, keep, keep
 
     def _release(self, req: Req) -> None:
         """Give back everything `req` holds: its computed KV goes into the tree (duplicates

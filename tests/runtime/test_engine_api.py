@@ -240,7 +240,7 @@ def test_logits_hook_masks_tokens(tiny_engine_model):
         assert outs[0].meta_info["finish_reason"]["type"] == "stop"
         assert len(outs[1].output_ids) == 20
         engine.check_memory(idle=True)
-    with Engine(loaded, max_total_tokens=512) as engine:
+    with Engine(loaded, max_total_tokens=512, grammar_backend=False) as engine:
         with pytest.raises(InvalidRequestError, match="constrained decoding not available"):
             engine.generate("x", sampling_params={"regex": "a"})
         engine.check_memory(idle=True)

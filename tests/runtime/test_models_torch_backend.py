@@ -30,10 +30,12 @@ def naive_attention(q, keys, values, scaling):
     [(0, 7), (5, 1), (9, 4), (0, 1)],  # fresh extend, decode, prefix extend, first token
     [(3, 1), (17, 1), (1, 1)],  # decode only, different lengths (padded path)
     [(0, 12)],  # one prefill
+    # decodes of very different lengths (split into length groups) between extends
+    [(299, 1), (2, 1), (0, 6), (289, 1), (4, 1), (7, 3), (280, 1)],
 ])
 def test_matches_naive_reference(kinds, dtype):
     g = torch.Generator().manual_seed(0)
-    num_slots = 128
+    num_slots = 64 + sum(p + n for p, n in kinds)
     cache = KVCache(num_slots, 1, KV, D, dtype)
     perm = (torch.randperm(num_slots - 1, generator=g) + 1).tolist()  # scattered slots, never 0
     prefix_lens = [p for p, _ in kinds]
@@ -71,3 +73,14 @@ def test_matches_naive_reference(kinds, dtype):
             row += 1
     # a second layer call with the same batch reuses the plan and gives the same result
     torch.testing.assert_close(backend.forward(q, k, v, 0, batch, scaling), out)
+
+
+def test_decode_groups_partition_by_length():
+    from furca.runtime.attention.torch_backend import _split_groups
+
+    decodes = [(row, seq_len, 1000 * row) for row, seq_len in enumerate([300, 3, 290, 1, 5, 280])]
+    groups = _split_groups(decodes)
+    assert len(groups) == 2  # the long ones and the short ones
+    assert sorted(d for g in groups for d in g) == sorted(decodes)
+    assert {d[1] for d in groups[0]} == {300, 290, 280}
+    assert _split_groups(decodes[:1]) == [decodes[:1]] and _split_groups([]) == []

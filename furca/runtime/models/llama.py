@@ -18,7 +18,7 @@ from torch import nn
 from furca.errors import ModelLoadError
 from furca.runtime.forward_batch import ForwardBatch
 from furca.runtime.model_config import ModelConfig
-from furca.runtime.models.rope import RotaryEmbedding
+from furca.runtime.models.rope import RotaryEmbedding, apply_rope
 
 # checkpoint shard -> (fused parameter, index of the shard inside it)
 _STACKED = {
@@ -81,16 +81,16 @@ class LlamaAttention(nn.Module):
             self.q_norm = self.k_norm = None
         self.rope = [rope]  # a list, so the shared module is not registered once per layer
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, batch: ForwardBatch,
-                max_position: int | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor],
+                batch: ForwardBatch) -> torch.Tensor:
         num_tokens = x.shape[0]
-        q, k, v = self.qkv_proj(x).split(self.shard_sizes, dim=-1)
-        q = q.view(num_tokens, self.num_heads, self.head_dim)  # (T, H, D)
-        k = k.view(num_tokens, self.num_kv_heads, self.head_dim)  # (T, KV, D)
-        v = v.view(num_tokens, self.num_kv_heads, self.head_dim)
+        num_qk_heads = self.num_heads + self.num_kv_heads
+        qkv = self.qkv_proj(x).view(num_tokens, num_qk_heads + self.num_kv_heads, self.head_dim)
+        qk, v = qkv[:, :num_qk_heads], qkv[:, num_qk_heads:]  # (T, H + KV, D), (T, KV, D)
         if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = self.rope[0](positions, q, k, max_position)
+            qk = torch.cat((self.q_norm(qk[:, :self.num_heads]), self.k_norm(qk[:, self.num_heads:])), dim=1)
+        qk = apply_rope(qk, *cos_sin)  # q and k heads rotated together: one pass
+        q, k = qk[:, :self.num_heads], qk[:, self.num_heads:]
         out = batch.attn_backend.forward(q, k, v, self.layer_id, batch, self.scaling)
         return self.o_proj(out.reshape(num_tokens, self.q_size))
 
@@ -117,9 +117,9 @@ class LlamaDecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, device)
         self.mlp = LlamaMLP(config, dtype, device)
 
-    def forward(self, h: torch.Tensor, positions: torch.Tensor, batch: ForwardBatch,
-                max_position: int | None) -> torch.Tensor:
-        h = h + self.self_attn(self.input_layernorm(h), positions, batch, max_position)
+    def forward(self, h: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor],
+                batch: ForwardBatch) -> torch.Tensor:
+        h = h + self.self_attn(self.input_layernorm(h), cos_sin, batch)
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
@@ -160,8 +160,9 @@ class LlamaForCausalLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
         max_position = max(batch.seq_lens_cpu) - 1 if batch.seq_lens_cpu else None
         h = F.embedding(input_ids, self.model.embed_tokens.weight)  # (T, hidden)
+        cos_sin = self.rotary_emb.cos_sin(positions, h.dtype, max_position)  # once for all layers
         for layer in self.model.layers:
-            h = layer(h, positions, batch, max_position)
+            h = layer(h, cos_sin, batch)
         h = self.model.norm(h[batch.logits_indices])  # (N, hidden): norm is per row
         return F.linear(h, self.lm_head_weight).float()
 

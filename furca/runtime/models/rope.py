@@ -65,17 +65,25 @@ class RotaryEmbedding(torch.nn.Module):
         self.cos = freqs.cos()
         self.sin = freqs.sin()
 
+    def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype,
+                max_position: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)``, each ``(T, 1, D/2)`` in ``dtype``, for ``positions`` (T,):
+        computed once per forward pass and shared by every layer (``apply_rope``)."""
+        if max_position is not None:
+            self.extend_to(max_position + 1)
+        cos = self.cos.index_select(0, positions).to(dtype)[:, None, :]  # (T, 1, D/2)
+        sin = self.sin.index_select(0, positions).to(dtype)[:, None, :]
+        return cos, sin
+
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
                 max_position: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate ``q`` (T, H, D) and ``k`` (T, KV, D) by their rows' ``positions`` (T,)."""
-        if max_position is not None:
-            self.extend_to(max_position + 1)
-        cos = self.cos[positions].to(q.dtype)[:, None, :]  # (T, 1, D/2)
-        sin = self.sin[positions].to(q.dtype)[:, None, :]
-        return _rotate(q, cos, sin), _rotate(k, cos, sin)
+        cos, sin = self.cos_sin(positions, q.dtype, max_position)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin)
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x`` (T, heads, D) by ``cos``/``sin`` (T, 1, D/2) from ``cos_sin``."""
     x1, x2 = x.chunk(2, dim=-1)
     # HF: x * cat(cos, cos) + rotate_half(x) * cat(sin, sin), with rotate_half = cat(-x2, x1)
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
