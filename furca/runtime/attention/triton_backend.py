@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import torch
 
+from furca.kernels._triton import require_triton
 from furca.kernels.decode_attention import decode_attention
 from furca.kernels.extend_attention import extend_attention
 from furca.kernels.store_kv import store_kv
 from furca.runtime.forward_batch import ForwardBatch
+
+require_triton()  # without Triton this backend cannot run: fail here (an ImportError), not mid-forward
 
 
 class TritonAttentionBackend:

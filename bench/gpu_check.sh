@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The GPU check of furca's Triton kernels, for an H200 (or any CUDA GPU), offline.
+#
+#   bash bench/gpu_check.sh            # from the checkout root, on the GPU machine
+#   bash bench/gpu_check.sh --smoke    # anywhere: CPU, interpreted kernels, tiny shapes
+#
+# Uses the machine's python3 with its own torch and Triton (PYTHON=... to override);
+# wheels it lacks (gguf, lark, ...) may travel in .whl/ and are installed to a temp
+# dir first. Writes bench/results/gpu-<date>/ (RESULTS_DIR=... to override):
+#   env.txt           nvidia-smi, versions
+#   kernel_tests.txt  pytest tests/kernels on CUDA (fp32, fp16, bf16)
+#   results.md/.json  copy bandwidth; decode attention bandwidth vs copy (target
+#                     >= 70%); extend attention vs SDPA; engine decode tokens/s,
+#                     Triton vs torch backend, batch 1 and 64 (bench/gpu_kernels.py)
+#   bench.txt         that script's log
+# Budget: about 2 minutes of tests and 2.5 of benchmarks (each under a timeout), so the
+# whole check ends within 5 minutes. Exit status: non-zero if either part failed.
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+SMOKE=""
+[[ "${1:-}" == "--smoke" ]] && SMOKE="--smoke"
+PY="${PYTHON:-python3}"
+[[ -n "$SMOKE" && -z "${PYTHON:-}" && -x .venv/bin/python ]] && PY=.venv/bin/python
+RESULTS_DIR="${RESULTS_DIR:-bench/results/gpu-$(date -u +%Y-%m-%d)${SMOKE:+-smoke}}"
+mkdir -p "$RESULTS_DIR"
+export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+
+if compgen -G ".whl/*.whl" >/dev/null; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/furca-gpu-site .whl/*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/furca-gpu-site"
+fi
+
+{
+    date -u
+    nvidia-smi 2>&1 || echo "nvidia-smi: not available"
+    "$PY" -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__,
+"cuda", torch.version.cuda, "triton", triton.__version__, "device",
+torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu")'
+} >"$RESULTS_DIR/env.txt" 2>&1
+cat "$RESULTS_DIR/env.txt"
+
+# 1. the kernel tests on CUDA (bf16 included); several workers compile in parallel
+status=0
+XDIST=""
+if [[ -z "$SMOKE" ]] && "$PY" -c 'import xdist' 2>/dev/null; then XDIST="-n 6"; fi
+TEST_TIMEOUT=130
+[[ -n "$SMOKE" ]] && TEST_TIMEOUT=900  # interpreted on CPU: slower, and not timed
+env ${SMOKE:+TRITON_INTERPRET=1} timeout "$TEST_TIMEOUT" "$PY" -m pytest -q -p no:cacheprovider $XDIST \
+    tests/kernels 2>&1 | tee "$RESULTS_DIR/kernel_tests.txt"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "kernel tests FAILED (or timed out)"; status=1; }
+
+# 2. the measurements
+timeout 170 "$PY" bench/gpu_kernels.py $SMOKE --out "$RESULTS_DIR" 2>&1 | tee "$RESULTS_DIR/bench.txt"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "gpu_kernels.py FAILED (or timed out)"; status=1; }
+
+echo "results: $RESULTS_DIR"
+exit $status
