@@ -6,12 +6,20 @@ sleeps on the condition when there is no work (no busy-wait). The thread holds t
 not the `Engine`, so an engine nobody references is collected and its thread stopped.
 If the thread dies, every pending request and command receives `EngineClosedError`
 whose `__cause__` is the crash.
+
+At interpreter exit an `atexit` hook stops every live loop and joins its thread (bounded
+by ``EXIT_JOIN_TIMEOUT``): a daemon thread left inside a forward pass while the
+interpreter tears down kills the process ("terminate called without an active
+exception", exit code 134). Only daemon threads can still wait for a result then; they
+are not woken (their tracebacks would be torn half-way through the teardown).
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
+import weakref
 from concurrent.futures import Future
 from typing import Any, Callable
 
@@ -22,6 +30,22 @@ from furca.runtime.request import Req
 from furca.runtime.scheduler import Scheduler
 
 logger = logging.getLogger("furca")
+
+EXIT_JOIN_TIMEOUT = 30.0  # seconds interpreter exit waits for each scheduler thread's step
+_live_loops: "weakref.WeakSet[SchedulerLoop]" = weakref.WeakSet()  # alive while their thread runs
+
+
+@atexit.register
+def _stop_live_loops() -> None:
+    """Stop every engine nobody shut down, so no scheduler thread runs during teardown."""
+    loops = list(_live_loops)
+    for loop in loops:
+        loop.at_exit = True
+        loop.stop(join=False)
+    for loop in loops:
+        loop.join(EXIT_JOIN_TIMEOUT)
+        if loop.thread.is_alive():
+            logger.warning("furca scheduler thread still running at exit after %.0f s", EXIT_JOIN_TIMEOUT)
 
 
 def _is_final(obj: Any) -> bool:
@@ -39,8 +63,10 @@ class SchedulerLoop:
         self.active_rids: set[str] = set()
         self.stopping = False
         self.closed = False
+        self.at_exit = False  # stopped by the interpreter's exit: nobody is told
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self.run, name="furca-scheduler", daemon=True)
+        _live_loops.add(self)
 
     # -- caller side (any thread) --------------------------------------------------------
 
@@ -81,8 +107,13 @@ class SchedulerLoop:
         with self.cond:
             self.stopping = True
             self.cond.notify()
-        if join and threading.current_thread() is not self.thread and self.thread.is_alive():
-            self.thread.join()
+        if join:
+            self.join()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the thread to end (never from the thread itself, nor before it started)."""
+        if threading.current_thread() is not self.thread and self.thread.is_alive():
+            self.thread.join(timeout)
 
     def _tracking(self, rid: str, emit: Callable[[Any], None]) -> Callable[[Any], None]:
         def tracked(obj: Any) -> None:
@@ -137,6 +168,8 @@ class SchedulerLoop:
             self.closed = True
             inbox, self.inbox = self.inbox, []
             commands, self.commands = self.commands, []
+        if self.at_exit and self.error is None:
+            return  # interpreter exit: whoever still waits is a daemon thread about to vanish
         msg = f"the engine's scheduler crashed: {self.error!r}" if self.error else "the engine was shut down"
         err = EngineClosedError(msg)
         err.__cause__ = self.error

@@ -132,6 +132,9 @@ class StreamDelta(_DictLike):
 
     ``finished`` is True on the last delta of a request, which carries the full
     ``meta_info``; earlier deltas carry ``meta_info`` None (or progress, engine's choice).
+    ``index`` is the sample's index among its prompt's ``n`` samples (0 when n == 1) and
+    ``group_rid`` the rid the caller gave for the prompt (== ``rid`` when n == 1), so a
+    caller maps a delta to its output without knowing how sample rids are spelled.
     """
 
     rid: str
@@ -139,5 +142,11 @@ class StreamDelta(_DictLike):
     token_ids: list[int]
     finished: bool = False
     meta_info: dict[str, Any] | None = None
+    index: int = 0
+    group_rid: str | None = None  # None: the same as rid
 
-    _KEYS = ("rid", "text", "token_ids", "finished", "meta_info")
+    _KEYS = ("rid", "text", "token_ids", "finished", "meta_info", "index", "group_rid")
+
+    def __post_init__(self) -> None:
+        if self.group_rid is None:
+            self.group_rid = self.rid

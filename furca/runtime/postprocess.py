@@ -137,7 +137,8 @@ class Postprocessor:
             self._end(req, reason)
             return True
         if req.stream and req.pending_text:
-            req.emit(StreamDelta(req.rid, req.pending_text, req.pending_ids))
+            req.emit(StreamDelta(req.rid, req.pending_text, req.pending_ids,
+                                 index=req.sample_index, group_rid=req.group_rid))
             req.pending_text, req.pending_ids = "", []
         return False
 
@@ -184,7 +185,8 @@ class Postprocessor:
             meta["jump_forward_tokens"] = req.jump_forward_tokens
             meta["jump_forward_retokenized"] = req.jump_forward_dropped
         if req.stream:
-            out = StreamDelta(req.rid, req.pending_text, req.pending_ids, finished=True, meta_info=meta)
+            out = StreamDelta(req.rid, req.pending_text, req.pending_ids, finished=True, meta_info=meta,
+                              index=req.sample_index, group_rid=req.group_rid)
         else:
             out = Output(req.rid, req.detok.text, list(req.output_ids), meta)
         req.pending_text, req.pending_ids = "", []

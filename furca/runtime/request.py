@@ -50,6 +50,7 @@ class Req:
     params: SamplingParams
     emit: Callable[[Any], None]  # thread-safe: delivers StreamDelta / Output / Exception
     stream: bool = False
+    sample_index: int = 0  # which of its prompt's n samples (StreamDelta.index)
     detok: Any = None  # per-request incremental detokenizer + stop checker
     grammar: GrammarHook | None = None
     generator: torch.Generator | None = None

@@ -168,6 +168,7 @@ def build_requests(
                     params=p,
                     emit=make_emit(index),
                     stream=stream,
+                    sample_index=j,
                     detok=OutputTextState(tokenizer, p, eos_ids=eos_ids, prompt_ids=ids),
                     grammar=grammar_backend.create_matcher(p) if p.has_constraint else None,
                     generator=make_generator(seed, device),

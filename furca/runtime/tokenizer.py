@@ -48,6 +48,16 @@ class Tokenizer:
         return cls(hf, extra_eos_token_ids=extra_eos_token_ids)
 
     @property
+    def bos_token(self) -> str | None:
+        """The BOS token's text (what chat templates see as ``bos_token``), or None."""
+        return self.hf.bos_token
+
+    @property
+    def eos_token(self) -> str | None:
+        """The EOS token's text (chat templates' ``eos_token``), or None."""
+        return self.hf.eos_token
+
+    @property
     def add_bos_token(self) -> bool:
         """Whether ``encode(text, add_special_tokens=True)`` prepends the BOS token."""
         return self.bos_token_id is not None and self._backend.encode(
@@ -63,12 +73,17 @@ class Tokenizer:
         return self.hf.convert_ids_to_tokens(list(ids))
 
     def apply_chat_template(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True,
-                            tools: list[dict[str, Any]] | None = None, **kwargs: Any) -> str:
-        """Render ``messages`` with the model's chat template (a string, not tokens).
-        Extra keyword arguments are template variables (e.g. ``enable_thinking``).
-        Raises ``InvalidRequestError`` when the model has no template or the template
-        rejects the messages (its ``raise_exception``, or e.g. non-string content)."""
-        if self.chat_template is None:
+                            tools: list[dict[str, Any]] | None = None, *, chat_template: str | None = None,
+                            **kwargs: Any) -> str:
+        """Render ``messages`` with the model's chat template, or with ``chat_template``
+        (jinja text, e.g. a server's ``--chat-template``) when given: a string, not tokens.
+        Either renders in the sandbox transformers uses, with the tokenizer's special
+        tokens (``bos_token``, ``eos_token``, ...) as variables. Extra keyword arguments are
+        template variables (e.g. ``enable_thinking``). Raises ``InvalidRequestError`` when
+        there is no template or the template rejects the messages (its
+        ``raise_exception``, or e.g. non-string content)."""
+        template = self.chat_template if chat_template is None else chat_template
+        if template is None:
             raise InvalidRequestError("this model has no chat template; send a plain prompt instead")
         variables = {
             name: getattr(self.hf, name, None)
@@ -78,12 +93,13 @@ class Tokenizer:
         from jinja2.exceptions import TemplateError
 
         try:
-            return _compile(self.chat_template).render(
+            return _compile(template).render(
                 messages=messages, tools=tools, add_generation_prompt=add_generation_prompt, **variables
             )
         except (TemplateError, TypeError, KeyError, AttributeError) as e:
             # raise_exception() in the template, or messages of a shape it cannot render
-            raise InvalidRequestError(f"the model's chat template rejected the messages: {e}") from e
+            whose = "the model's chat template" if chat_template is None else "the chat template"
+            raise InvalidRequestError(f"{whose} rejected the messages: {e}") from e
 
 
 @lru_cache(maxsize=16)

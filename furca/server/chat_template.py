@@ -105,21 +105,10 @@ class ChatRenderer:
         return text
 
     def _render_model(self, messages, tools, add_generation_prompt, kwargs) -> str:
-        if self.template is self.tokenizer.chat_template:
-            return self.tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt,
-                                                      tools=tools, **kwargs)
-        from jinja2.exceptions import TemplateError
-
-        from furca.runtime.tokenizer import _compile  # the same sandbox as the model's template
-
-        variables = {name: getattr(self.tokenizer.hf, name, None)
-                     for name in ("bos_token", "eos_token", "unk_token", "pad_token")}
-        variables.update(kwargs)
-        try:
-            return _compile(self.template).render(messages=messages, tools=tools,
-                                                  add_generation_prompt=add_generation_prompt, **variables)
-        except (TemplateError, TypeError, KeyError, AttributeError) as e:
-            raise InvalidRequestError(f"the chat template rejected the messages: {e}") from e
+        # a --chat-template renders in the same sandbox, with the same special tokens
+        custom = None if self.template is self.tokenizer.chat_template else self.template
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt,
+                                                  tools=tools, chat_template=custom, **kwargs)
 
 
 def _cut_after_final(text: str, final: str) -> str:

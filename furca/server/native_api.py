@@ -118,9 +118,14 @@ async def get_model_info(request: Request):
     state = _state(request)
     engine = state.require_engine()
     path = str(engine.model_path) if getattr(engine, "model_path", None) else None
+    tok = engine.tokenizer
+    # the template the server renders chats with (--chat-template, else the model's; None:
+    # the ChatML fallback), and the special tokens it sees, so a client renders the same
     return {"model_path": path, "tokenizer_path": path, "is_generation": True,
             "served_model_name": state.model_name, "context_length": state.context_length,
-            "max_total_tokens": int(engine.capacity)}
+            "max_total_tokens": int(engine.capacity),
+            "chat_template": state.renderer.template if state.renderer is not None else None,
+            "bos_token": getattr(tok, "bos_token", None), "eos_token": getattr(tok, "eos_token", None)}
 
 
 @router.get("/server_info")

@@ -23,7 +23,7 @@ from furca.runtime.sampling_params import SamplingParams
 from furca.server.args import ServerArgs
 from furca.server.chat_template import ChatRenderer
 from furca.server.errors import APIError
-from furca.server.grammar import ConstrainBackend, Constraints
+from furca.server.grammar import Constraints
 from furca.server.metrics import Metrics, RequestTimer
 
 logger = logging.getLogger("furca.server")
@@ -61,13 +61,11 @@ class ServerState:
     # -- setup ---------------------------------------------------------------------------
 
     def attach(self, engine: Any) -> None:
-        """Use `engine` (loaded); installs a grammar backend if it has none."""
-        if engine.grammar_backend is None:
-            try:
-                engine.grammar_backend = ConstrainBackend(engine.tokenizer, _vocab_width(engine))
-            except Exception as e:  # noqa: BLE001 - serve unconstrained rather than not at all
-                logger.warning("constrained decoding unavailable: %s", e)
+        """Use `engine` (loaded) and its grammar backend (``engine.grammar_backend``; None:
+        constrained requests are rejected by the engine)."""
         backend = engine.grammar_backend
+        if backend is None:
+            logger.warning("constrained decoding unavailable: the engine has no grammar backend")
         self.tool_tags = bool(backend is not None and getattr(backend, "supports_structural_tags", lambda: False)())
         if not self.tool_tags:
             logger.info("structural tags unavailable: tool_choice=auto parses free text for <tool_call> blocks")
@@ -165,10 +163,9 @@ class EngineStream:
     def __init__(self, state: ServerState, stream: Any, rids: list[str], params: list[SamplingParams],
                  ticket: Ticket):
         self.state, self.stream, self.group_rids, self.ticket = state, stream, rids, ticket
-        expected: list[str] = []
-        for rid, p in zip(rids, params):
-            expected += [rid] if p.n == 1 else [f"{rid}-{j}" for j in range(p.n)]
-        self.index = {r: i for i, r in enumerate(expected)}
+        # (prompt's rid, sample index) -> output index; StreamDelta carries both
+        expected = [(rid, j) for rid, p in zip(rids, params) for j in range(p.n)]
+        self.index = {key: i for i, key in enumerate(expected)}
         self.finished = [False] * len(expected)
         start = time.perf_counter()
         self.timers = [RequestTimer(state.metrics, start) for _ in expected]
@@ -190,7 +187,7 @@ class EngineStream:
         except BaseException:  # the end, an engine error, or a cancellation (client gone)
             await self.aclose()
             raise
-        i = self.index[delta.rid]
+        i = self.index[(delta.group_rid, delta.index)]
         self.timers[i].on_tokens(len(delta.token_ids))
         if delta.finished:
             self.finished[i] = True
@@ -222,13 +219,6 @@ class EngineStream:
         finally:
             await self.aclose()
         return outs
-
-
-def _vocab_width(engine: Any) -> int:
-    limits = getattr(engine, "_limits", None)
-    if limits is not None:
-        return int(limits.vocab_size)
-    return int(engine.model_config.vocab_size)
 
 
 async def drain(state: ServerState, grace: float) -> None:

@@ -345,3 +345,18 @@ def test_example_runs(engine, name, capsys):
     sgl.set_default_backend(engine)
     module.main()
     assert capsys.readouterr().out.strip()
+
+
+def test_select_unconditional_scores_one_token_options(engine):
+    """A one-token option scored alone is one ``[None, id, text]`` entry, straight from
+    the engine (no backend-side patching)."""
+    from furca.lang.backends.base import SelectRequest
+
+    backend = LocalBackend.for_engine(engine)
+    choices = (" blue", " green")
+    assert all(len(backend.encode(c)) == 1 for c in choices)
+    decision = backend.select(SelectRequest("The sky is", choices, sgl.unconditional_likelihood_normalized))
+    uncond = decision.meta_info["unconditional_token_logprobs"]
+    entries = decision.meta_info["input_token_logprobs"]
+    assert [[e[1] for e in u] for u in uncond] == [[e[1] for e in opt] for opt in entries]
+    assert all(len(u) == 1 and u[0][0] is None and u[0][2] == c for u, c in zip(uncond, choices))

@@ -77,6 +77,7 @@ def test_multi_turn_messages(backend):
 
 
 def test_native_renders_roles_with_the_models_template(native):
+    assert "<|im_start|>" in native.model_info["chat_template"]  # reported by the server
     state = multi_turn.run(question_1="Hi.", question_2="Bye.", temperature=0, backend=native)
     assert state.text().startswith("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n")
 

@@ -381,3 +381,48 @@ def test_unreferenced_engine_stops_its_thread(tiny_engine_model):
     gc.collect()
     thread.join(timeout=5)
     assert not thread.is_alive()
+
+
+def test_stream_deltas_carry_their_sample_index(engine):
+    deltas = list(engine.generate(input_ids=[rand_ids(5, 61), rand_ids(4, 62)], rid=["pa", "pb"], stream=True,
+                                  sampling_params=[{"max_new_tokens": 3, "n": 2, "temperature": 1.0, "seed": 5,
+                                                    "ignore_eos": True},
+                                                   {"max_new_tokens": 2, "ignore_eos": True}]))
+    finals = {(d.group_rid, d.index): d for d in deltas if d.finished}
+    assert sorted(finals) == [("pa", 0), ("pa", 1), ("pb", 0)]
+    assert all(d.index == int(d.rid.rsplit("-", 1)[1]) for d in deltas if d.group_rid == "pa")
+    assert all(d.rid == "pb" and d.index == 0 for d in deltas if d.group_rid == "pb")
+    assert deltas[0]["index"] in (0, 1) and "group_rid" in deltas[0]
+    plain = StreamDelta("x", "", [])
+    assert plain.index == 0 and plain.group_rid == "x"
+
+
+def test_exit_without_shutdown_is_clean(tiny_engine_model, tmp_path):
+    """A process that leaves its engine running (even mid-generation, its waiter a daemon
+    thread) exits 0, without "terminate called without an active exception"."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    loaded, _ = tiny_engine_model
+    script = tmp_path / "leave_engine_running.py"
+    script.write_text(
+        "import sys, threading, time\n"
+        "from furca.runtime.engine import Engine\n"
+        "engine = Engine(sys.argv[1], max_total_tokens=256, device='cpu')\n"
+        "print(engine.generate('hi', sampling_params={'max_new_tokens': 2}).meta_info['completion_tokens'])\n"
+        "stream = engine.generate('hi', sampling_params={'max_new_tokens': 200, 'ignore_eos': True}, stream=True)\n"
+        "next(stream)\n"
+        "threading.Thread(target=lambda: engine.generate('yo', sampling_params={'max_new_tokens': 200,\n"
+        "                 'ignore_eos': True}), daemon=True).start()\n"
+        "time.sleep(0.2)\n"
+        "print('bye')\n"
+    )
+    repo = Path(__file__).resolve().parents[2]
+    for _ in range(2):
+        done = subprocess.run([sys.executable, str(script), str(loaded.model_path)], cwd=repo, capture_output=True,
+                              text=True, timeout=120)
+        assert "terminate called" not in done.stderr, done.stderr
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["2", "bye"]
+        assert "Traceback" not in done.stderr, done.stderr

@@ -189,3 +189,42 @@ def test_engine_failure_mid_stream_is_an_error_event():
     assert events[-1] == "[DONE]"
     err = httpx.Response(200, content=events[-2]).json()["error"]
     assert err["code"] == 503 and "shut down" in err["message"] and inflight == 0
+
+
+class SampleRidEngine(FakeEngine):
+    """Spells its sample rids its own way: deltas reach their output by (group_rid, index)."""
+
+    async def async_generate(self, prompt=None, *, input_ids=None, sampling_params=None, rid=None, stream=False):
+        batch = isinstance(rid, list)
+        rids, params = (rid, sampling_params) if batch else ([rid], [sampling_params])
+        engine = self
+
+        async def gen():
+            for step in range(3):
+                for r, p in zip(rids, params):
+                    for j in range(p.n):
+                        if step >= p.max_new_tokens:
+                            continue
+                        await asyncio.sleep(engine.token_s)
+                        last = step == p.max_new_tokens - 1
+                        yield StreamDelta(f"sample#{j}@{r}", f"{r[-1]}{j}", [100 + j], last,
+                                          _meta(r, step + 1, "length") if last else None, index=j, group_rid=r)
+
+        return gen()
+
+
+def test_stream_deltas_map_to_choices_by_their_index():
+    async def fn(c, app):
+        chat = await c.post("/v1/chat/completions", json={**CHAT, "n": 3, "max_tokens": 2})
+        native = await c.post("/generate", json={"input_ids": [[5], [6]], "rid": ["pa", "pb"],
+                                                 "sampling_params": [{"max_new_tokens": 1, "n": 2},
+                                                                     {"max_new_tokens": 2}]})
+        return chat, native
+
+    chat, native = asyncio.run(_with_app(SampleRidEngine(), ServerArgs(), fn))
+    assert chat.status_code == 200, chat.text
+    choices = sorted(chat.json()["choices"], key=lambda ch: ch["index"])
+    suffix = [ch["message"]["content"][-1] for ch in choices]
+    assert suffix == ["0", "1", "2"] and all(len(ch["message"]["content"]) == 4 for ch in choices)
+    assert native.status_code == 200, native.text
+    assert [o["text"] for o in native.json()] == ["a0", "a1", "b0b0"]

@@ -92,6 +92,8 @@ def test_tokenize_detokenize_model_info(http):
     assert http.post("/detokenize", json={"tokens": t["tokens"]}).json()["text"] == "hello world"
     info = http.get("/get_model_info").json()
     assert info["is_generation"] and info["model_path"].endswith("SmolLM2-135M-Instruct")
+    assert "<|im_start|>" in info["chat_template"]  # what clients render roles with
+    assert (info["bos_token"], info["eos_token"]) == ("<|im_start|>", "<|im_end|>")
 
 
 def test_server_info_flush_abort_health(http, server):

@@ -142,13 +142,29 @@ def test_tool_request_validation(kw):
         ChatCompletionRequest(messages=[{"role": "user", "content": "x"}], **{"tools": TOOLS, **kw})
 
 
+def _real_tokenizer():
+    """A furca `Tokenizer` over a three-token word-level vocabulary, with _Tok's template."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import models
+    from transformers import PreTrainedTokenizerFast
+
+    from furca.runtime.tokenizer import Tokenizer
+
+    backend = HFTokenizer(models.WordLevel({"<s>": 0, "</s>": 1, "<unk>": 2}, unk_token="<unk>"))
+    hf = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                 chat_template=_Tok.chat_template)
+    return Tokenizer(hf)
+
+
 def test_chat_template_override(tmp_path):
     text = "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}" \
            "{% if tools %}T{% endif %}{% if add_generation_prompt %}<assistant>{% endif %}"
-    r = ChatRenderer(_Tok(), text)
+    tok = _real_tokenizer()
+    r = ChatRenderer(tok, text)  # rendered by the tokenizer's public apply_chat_template(chat_template=...)
     assert r.render([{"role": "user", "content": "hi"}]) == "<s><user>hi<assistant>"
+    assert ChatRenderer(tok).render([{"role": "user", "content": "hi"}]) == "[user]hi"
     path = tmp_path / "t.jinja"
     path.write_text(text.replace("{% if tools %}T{% endif %}", "{% if tools %}{{ tools | tojson }}{% endif %}"
                                  "{# tool_call #}"))
-    r = ChatRenderer(_Tok(), str(path))
+    r = ChatRenderer(tok, str(path))
     assert r.supports_tools and '"get_weather"' in r.render([{"role": "user", "content": "hi"}], TOOLS)

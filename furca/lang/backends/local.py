@@ -118,10 +118,8 @@ class LocalBackend:
             alone = [[e[1] for e in option] for option in entries]
             outs = self.engine.generate(input_ids=alone, sampling_params={
                 "max_new_tokens": 0, "return_logprob": True, "logprob_start_len": 0, "return_text_in_logprobs": True})
+            # a one-token option comes back as its one [None, id, text] entry
             unconditional = [list(o.meta_info["input_token_logprobs"]) for o in outs]
-            for option, uncond in zip(entries, unconditional):
-                if not uncond:  # a one-token prompt may come back without its (None) entry
-                    uncond.append([None, option[0][1], option[0][2]])
         return decide(request.choices_method, request.choices, entries, unconditional)
 
     def cache_prefix(self, text: str) -> None:

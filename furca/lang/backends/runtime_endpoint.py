@@ -1,10 +1,11 @@
 """`RuntimeEndpoint`: programs on a server speaking SGLang's native API (``/generate``),
 so a ``furca serve`` and a real SGLang server alike.
 
-Roles render with the model's chat template, found in this order: the
-``chat_template`` argument, ``chat_template`` in ``/get_model_info``, the
-tokenizer files under the reported ``model_path`` when it is a local directory, and
-last ChatML (with a warning).
+Roles render with the chat template the server uses, found in this order: the
+``chat_template`` argument, else ``chat_template`` in ``/get_model_info`` (furca
+reports it with ``bos_token`` / ``eos_token``; null: the server renders ChatML), else,
+for a server that does not report it (SGLang), the tokenizer files under the reported
+``model_path`` when that is a directory on this machine; last ChatML (with a warning).
 
 ``select`` tokenizes through ``/tokenize`` when the server has it (furca's does), so
 each option is scored on exactly its own tokens; otherwise it asks for a few tokens
@@ -111,8 +112,12 @@ class RuntimeEndpoint:
 
     def chat_format(self) -> ChatFormat:
         if self._chat is None:
-            template = (self._template or self.model_info.get("chat_template")
-                        or _local_chat_template(self.model_info.get("model_path")))
+            template = self._template
+            if template is None:
+                if "chat_template" in self.model_info:  # the server says which (furca serve)
+                    template = self.model_info["chat_template"]
+                else:  # a server that does not say: the model's files, if they are on this machine
+                    template = _local_chat_template(self.model_info.get("model_path"))
             if template is None:
                 logger.warning("no chat template from %s; roles are rendered as ChatML (pass chat_template=)",
                                self.base_url)
