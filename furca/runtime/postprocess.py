@@ -18,15 +18,18 @@ from furca.runtime.sampler import SamplingBatch, compute_logprobs, sample, termi
 _LOGPROB_ROWS = 512  # prompt-logprob rows per log-softmax call
 
 
-def apply_token_bitmask_(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
-    """In place: ``logits[i, t] = -inf`` where bit ``t % 32`` of ``bitmask[i, t // 32]``
-    is 0. ``bitmask``: int32 ``[B, ceil(V / 32)]`` (bit set = allowed). Reference for
-    kernels/token_bitmask.py."""
-    batch, width = logits.shape
-    shifts = torch.arange(32, dtype=torch.int32, device=bitmask.device)
-    allowed = ((bitmask.to(torch.int32).unsqueeze(-1) >> shifts) & 1).bool()  # (B, W, 32)
-    allowed = allowed.reshape(batch, -1)[:, :width].to(logits.device)
-    logits.masked_fill_(~allowed, float("-inf"))
+def apply_token_bitmask_(logits: torch.Tensor, bitmask: torch.Tensor, indices: list[int]) -> None:
+    """In place: rows ``indices`` of ``logits`` get ``-inf`` where their bit in ``bitmask``
+    (int32 ``[B, ceil(V / 32)]``, bit set = allowed) is 0. The Triton kernel on CUDA,
+    furca.constrain's torch version elsewhere (the kernel's reference)."""
+    if logits.is_cuda:
+        from furca.kernels.token_bitmask import apply_token_bitmask_ as kernel
+
+        kernel(logits, bitmask.to(logits.device, non_blocking=True), torch.tensor(indices, device=logits.device))
+    else:
+        from furca.constrain import apply_token_bitmask_ as reference
+
+        reference(logits, bitmask, indices)
 
 
 class Postprocessor:
@@ -84,9 +87,7 @@ class Postprocessor:
             bitmask = torch.full((len(reqs), (vocab + 31) // 32), -1, dtype=torch.int32)
             for i in masked:
                 reqs[i].grammar.fill_bitmask(bitmask, i)
-            sub = x[masked]
-            apply_token_bitmask_(sub, bitmask[masked])
-            x[masked] = sub
+            apply_token_bitmask_(x, bitmask, masked)
         params = [r.params for r in reqs]
         needs_prompt = any(p.repetition_penalty != 1.0 for p in params)
         batch = SamplingBatch.build(
