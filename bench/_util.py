@@ -13,14 +13,38 @@ import torch
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def machine() -> dict:
     return {
-        "date": _dt.date.today().isoformat(),
-        "cpu": platform.processor() or platform.machine(),
+        "date": _dt.datetime.now().isoformat(timespec="seconds"),
+        "cpu": _cpu_name(),
         "cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
+        # other processes' load skews wall-clock figures; CPU-time figures less so
+        "loadavg_1m": round(os.getloadavg()[0], 2),
     }
+
+
+def add_threads_arg(ap) -> None:
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads for both sides (default: torch's default)")
+
+
+def set_threads(args) -> None:
+    """Apply ``--threads`` before any model runs; both sides then use the same count."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
 
 def save(name: str, record: dict) -> Path:
