@@ -60,6 +60,10 @@ def main():
     ap.add_argument("--tokenizer", default=None)
     ap.add_argument("--eos", default="<|eot_id|>")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--files", default=None, help="file with schema names, one per line (instead of --sample)")
+    ap.add_argument("--dump", default=None,
+                    help="write one JSON line per schema (status, ttfm_ns, per-step ns of the valid instances) here; "
+                         "bench/constrain_compare_dumps.py compares two dumps over the schemas both passed")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time with this thread's CPU time (time.thread_time_ns) instead of wall time: "
                          "steadier on a loaded machine")
@@ -86,6 +90,9 @@ def main():
     bm = engines.alloc_bitmask(info.vocab_size)
     engines.warm_up(eng, tok.encode(engines.WARM_UP_TEXT, add_special_tokens=False).ids, eos, info.vocab_size)
     names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
+    if a.files:  # an explicit list (one schema file name per line), e.g. the schemas every engine passed
+        with open(a.files, encoding="utf-8") as f:
+            names = [ln.strip() for ln in f if ln.strip()]
     counts = {}
     ttfm, steps = [], []
     slow = []  # (ttfm ns, max step ns, name)
@@ -95,7 +102,11 @@ def main():
         raise Timeout()
 
     signal.signal(signal.SIGALRM, alarm)
+    dump = open(a.dump, "w") if a.dump else None
+    mem = []  # CompiledGrammar.memory_size_bytes() after all of a schema's instances
     for name in names:
+        n_steps, n_ttfm = len(steps), len(ttfm)
+        g = None
         with open(os.path.join(a.data, name), encoding="utf-8") as f:
             d = json.load(f)
         status, why = "pass", ""
@@ -132,6 +143,15 @@ def main():
         finally:
             signal.alarm(0)
         counts[status] = counts.get(status, 0) + 1
+        if g is not None and status != "compile_error":
+            try:
+                mem.append(g.memory_size_bytes())
+            except Exception:  # noqa: BLE001
+                pass
+        if dump:
+            dump.write(json.dumps({"file": name, "status": status, "ttfm_ns": ttfm[n_ttfm] if len(ttfm) > n_ttfm else None,
+                                   "steps_ns": steps[n_steps:], "mem_bytes": mem[-1] if mem else None}) + "\n")
+            dump.flush()
         if a.verbose or status != "pass":
             print(f"{status:16s} {name} {why}")
     print(json.dumps(counts))
@@ -144,6 +164,9 @@ def main():
 
     print(f"TTFM ms   p50 {p(ttfm, 50) / 1e3:.2f}  p90 {p(ttfm, 90) / 1e3:.2f}  p99 {p(ttfm, 99) / 1e3:.2f}  "
           f"max {max(ttfm) / 1e6 if ttfm else float('nan'):.1f}")
+    if mem:
+        print(f"memory per compiled grammar (after its instances) MB  p50 {np.percentile(mem, 50) / 1e6:.2f}  "
+              f"p90 {np.percentile(mem, 90) / 1e6:.2f}  max {max(mem) / 1e6:.1f}")
     print(f"token µs  p50 {p(steps, 50):.1f}  p90 {p(steps, 90):.1f}  p99 {p(steps, 99):.1f}  "
           f"max {max(steps) / 1e3 if steps else float('nan'):.0f}  (n={len(steps)})")
 

@@ -10,6 +10,14 @@ walk(i, node_state, parent, byte, end, trans, expanded, tok_start, tok_ids, word
     (plus the root's children), so a restrictive state's mask costs microseconds.
     Stops and returns i at the first node whose parent state has no transition row yet
     (the caller expands it and resumes from i); returns len(parent) when done.
+
+get_walk_range() -> walk_range or None:
+walk_range(i, stop, node_state, parent, byte, end, trans, expanded, tok_start, tok_ids, words, acc, rec) -> int
+    The same walk over nodes i .. stop-1 (a subtree: stop = end[root]), and, when
+    rec has room (len(rec) > 1), records in rec[1 : 1 + rec[0]] the live nodes whose
+    state is accepting (acc[state]): for an abstract state (automaton._context) those
+    are the nodes where the rule returns to its caller. Returns i early also when rec
+    is full (the caller grows it and resumes).
 """
 
 from __future__ import annotations
@@ -25,20 +33,25 @@ _WALK: list = []  # [walk or None] once resolved
 
 def get_walk():
     if _WALK:
-        return _WALK[0]
+        return _WALK[0][0]
     with _LOCK:
         if not _WALK:
             _WALK.append(_build())
-    return _WALK[0]
+    return _WALK[0][0]
+
+
+def get_walk_range():
+    get_walk()
+    return _WALK[0][1]
 
 
 def _build():
     if os.environ.get("FURCA_NO_NUMBA", "") not in ("", "0"):
-        return None
+        return None, None
     try:
         from numba import njit
     except ImportError:  # numba is optional
-        return None
+        return None, None
 
     @njit(cache=True, nogil=True)
     def walk(i, node_state, parent, byte, end, trans, expanded, tok_start, tok_ids, words):
@@ -59,4 +72,60 @@ def _build():
                 i += 1
         return n
 
-    return walk
+    @njit(cache=True, nogil=True)
+    def walk_range(i, stop, node_state, parent, byte, end, trans, expanded, tok_start, tok_ids, words, acc, rec):
+        one = np.uint32(1)
+        cap = rec.shape[0]
+        record = cap > 1
+        while i < stop:
+            ps = node_state[parent[i]]
+            if not expanded[ps]:
+                return i
+            s = trans[ps, byte[i]]
+            if s == 0:
+                i = end[i]
+                continue
+            if record and acc[s]:
+                c = rec[0]
+                if c + 1 >= cap:
+                    return i
+                rec[c + 1] = i
+                rec[0] = c + 1
+            node_state[i] = s
+            for k in range(tok_start[i], tok_start[i + 1]):
+                t = tok_ids[k]
+                words[t >> 5] |= one << np.uint32(t & 31)
+            i += 1
+        return stop
+
+    @njit(cache=True, nogil=True)
+    def walk_roots(j, i, roots, start, node_state, parent, byte, end, trans, expanded, tok_start, tok_ids, words):
+        """For each root x in roots[j:]: the subtree below x walked from state `start`
+        (x's own tokens excluded). Returns (j, i) to resume after expanding the parent
+        state of node i; j == len(roots) when done. Start with i = -1."""
+        one = np.uint32(1)
+        nr = roots.shape[0]
+        while j < nr:
+            x = roots[j]
+            stop = end[x]
+            if i <= x:
+                node_state[x] = start
+                i = x + 1
+            while i < stop:
+                ps = node_state[parent[i]]
+                if not expanded[ps]:
+                    return j, i
+                s = trans[ps, byte[i]]
+                node_state[i] = s
+                if s == 0:
+                    i = end[i]
+                else:
+                    for k in range(tok_start[i], tok_start[i + 1]):
+                        t = tok_ids[k]
+                        words[t >> 5] |= one << np.uint32(t & 31)
+                    i += 1
+            j += 1
+            i = -1
+        return j, i
+
+    return walk, (walk_range, walk_roots)

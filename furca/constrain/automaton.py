@@ -22,6 +22,7 @@ are written before a state is marked expanded).
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -33,15 +34,29 @@ from .tokenizer import TokenizerInfo
 MAX_CONFIGS = 4096  # configurations in one state (ambiguity bound)
 MAX_STACK_DEPTH = 512  # nesting bound
 MAX_STATES = 1 << 20  # states per compiled grammar (~1 GB of transition rows)
+RESERVE_AFTER = 4096  # past this many states the tables are reserved at MAX_STATES (see _grow)
 MAX_JUMP = 4096
 SPARSE_WORDS = 256  # masks with at most this many non-zero words are stored sparse
 MAX_MASK_BYTES = 256 << 20  # per compiled grammar
+CUT_RET = -2  # return node of the context frame of abstract states (see _context)
 UNBOUNDED = 1 << 30  # slice depth of a state no slice string can kill
-SLICE_BUDGET = 12  # new per-state slice steps one mask may spend proving its slice depth
+SLICE_BUDGET = int(os.environ.get("FURCA_SLICE_BUDGET", 24))  # new slice steps one search may spend
+SLICE_BUDGET_TOTAL = int(os.environ.get("FURCA_SLICE_BUDGET_TOTAL", 400))  # ... one mask, nested searches included
 
 
 class AutomatonLimit(Exception):
     """A state would exceed MAX_CONFIGS, MAX_STACK_DEPTH or MAX_STATES."""
+
+
+def _node_template(edges):
+    """[(start, stop, target nodes)] over the byte classes of one node's edges."""
+    cuts = sorted({0, 256} | {lo for lo, _h, _t in edges} | {hi + 1 for _l, hi, _t in edges})
+    out = []
+    for a, b in zip(cuts, cuts[1:]):
+        targets = tuple(sorted({t for lo, hi, t in edges if lo <= a and b - 1 <= hi}))
+        if targets:
+            out.append((a, b, targets))
+    return out
 
 
 class LazyAutomaton:
@@ -52,12 +67,14 @@ class LazyAutomaton:
         self._stack_ids = {}
         self._stack_depth = [0]
         self._closure_cache = {}
+        self._rel_cache = {}  # NFA node -> _closure_rel
         self._state_ids = {}
         self._configs = []  # state id -> tuple of (node, stack)
         self.accepting = []  # state id -> bool
         self._cap = 64
         self.trans = np.zeros((self._cap, 256), dtype=np.int32)
         self.expanded = np.zeros(self._cap, dtype=bool)
+        self.acc = np.zeros(self._cap, dtype=bool)  # accepting, for the compiled walk
         self.masks: dict[int, object] = {}
         self._canon: dict[int, int] = {}
         self._canon_stack: dict[int, int] = {}
@@ -66,8 +83,16 @@ class LazyAutomaton:
         self._jump: dict[int, bytes] = {}
         self._slice_steps: dict[str, dict] = {}
         self._slice_depth: dict[str, dict] = {}
+        self._tmpl: dict[int, list] = {}  # NFA node -> [(lo, hi + 1, target nodes)]
+        self._budget = 0
+        self._abs_stack: dict[int, int | None] = {}  # stack -> innermost call frame cut (see _config_bound)
+        self._abs_single: dict[tuple, int] = {}  # configuration -> its abstract single-configuration state
+        self._ctx: dict[int, tuple | None] = {}  # state -> (abstract state, continuation state) or None
+        self._cont: dict[int, int] = {}  # context stack -> state after returning from it
+        self._abs: dict[int, tuple] = {}  # abstract state -> (mask words, return nodes, trie)
         self._intern((), False)  # dead state 0
         self.expanded[0] = True
+        self._cut = self._push(CUT_RET, 0)
         self.start = self._intern(*self._closure_of([(nfa.start, 0)]))
 
     @property
@@ -95,11 +120,112 @@ class LazyAutomaton:
         if hit is not None:
             return hit
         nfa = self.nfa
-        edges, eps, call, is_end, is_tail, counter = nfa.edges, nfa.eps, nfa.call, nfa.is_end, nfa.is_tail, nfa.counter
+        edges, eps, is_end, call, counter = nfa.edges, nfa.eps, nfa.is_end, nfa.call, nfa.counter
         if not eps[node] and node not in is_end and node not in call and node not in counter:
             res = ((key,) if edges[node] else (), False)  # a plain node (e.g. inside a UTF-8 sequence)
             self._closure_cache[key] = res
             return res
+        # the part that stays above `stack` is the same for every stack (_closure_rel, cached
+        # per node); only returns below it depend on the stack (followed here, iteratively)
+        out, accept = [], False
+        push, stacks, cache = self._push, self._stacks, self._closure_cache
+        seen = set()
+        work = [key]
+        while work:
+            n0, st0 = work.pop()
+            if (n0, st0) in seen:
+                continue
+            seen.add((n0, st0))
+            if (n0, st0) != key:
+                sub = cache.get((n0, st0))
+                if sub is not None:
+                    out.extend(sub[0])
+                    accept |= sub[1]
+                    continue
+            rel_out, returns = self._closure_rel(n0)
+            mat = {(): st0}
+            for n, rel in rel_out:
+                st = mat.get(rel)
+                if st is None:
+                    st = st0
+                    for ret, k in rel:
+                        st = push(ret, st, k)
+                    mat[rel] = st
+                out.append((n, st))
+            if returns:
+                if st0 == 0:
+                    accept = True
+                    continue
+                ret, parent, k = stacks[st0]
+                if k:  # a counter frame: k bodies done
+                    body, done, lo, hi = counter[ret]
+                    if k < hi:
+                        work.append((body, push(ret, parent, k + 1)))
+                    if k >= lo:
+                        work.append((done, parent))
+                elif ret == CUT_RET:  # an abstract state's context: the rule ends here
+                    accept = True
+                else:
+                    work.append((ret, parent))
+        res = (tuple(dict.fromkeys(out)), accept)
+        cache[key] = res
+        return res
+
+    def _closure_rel(self, node):
+        """The stack-independent part of node's closure: ((node', frames), ...), returns)
+        where frames are the (return node, count) pairs pushed above the caller's stack
+        (bottom first), and returns: whether node's rule can end without consuming (pop
+        the caller's top frame). Cached per NFA node."""
+        hit = self._rel_cache.get(node)
+        if hit is not None:
+            return hit
+        nfa = self.nfa
+        edges, eps, call, is_end, is_tail, counter = nfa.edges, nfa.eps, nfa.call, nfa.is_end, nfa.is_tail, nfa.counter
+        out, returns = [], False
+        start = (node, ())
+        seen = {start}
+        todo = [start]
+        while todo:
+            n, rel = todo.pop()
+            if edges[n]:
+                out.append((n, rel))
+            nxt = [(t, rel) for t in eps[n]]
+            c = call.get(n)
+            if c is not None:
+                callee, ret = c
+                nxt.append((callee, rel if ret in is_tail else rel + ((ret, 0),)))
+            if n in counter:
+                body, done, lo, hi = counter[n]
+                nxt.append((body, rel + ((n, 1),)))
+                if lo == 0:
+                    nxt.append((done, rel))
+            if n in is_end:
+                if not rel:
+                    returns = True
+                else:
+                    ret, k = rel[-1]
+                    parent = rel[:-1]
+                    if k:
+                        body, done, lo, hi = counter[ret]
+                        if k < hi:
+                            nxt.append((body, parent + ((ret, k + 1),)))
+                        if k >= lo:
+                            nxt.append((done, parent))
+                    else:
+                        nxt.append((ret, parent))
+            for x in nxt:
+                if x not in seen:
+                    seen.add(x)
+                    todo.append(x)
+        res = (tuple(out), returns)
+        self._rel_cache[node] = res
+        return res
+
+    def _closure_old(self, node, stack):
+        """The direct closure (reference for tests)."""
+        key = (node, stack)
+        nfa = self.nfa
+        edges, eps, call, is_end, is_tail, counter = nfa.edges, nfa.eps, nfa.call, nfa.is_end, nfa.is_tail, nfa.counter
         out, accept = [], False
         seen = {key}
         todo = [key]
@@ -128,15 +254,15 @@ class LazyAutomaton:
                             nxt.append((body, self._push(ret, parent, k + 1)))
                         if k >= lo:
                             nxt.append((done, parent))
+                    elif ret == CUT_RET:  # an abstract state's context: the rule ends here
+                        accept = True
                     else:
                         nxt.append((ret, parent))
             for x in nxt:
                 if x not in seen:
                     seen.add(x)
                     todo.append(x)
-        res = (tuple(out), accept)
-        self._closure_cache[key] = res
-        return res
+        return tuple(out), accept
 
     def _closure_of(self, pairs):
         configs, accept = set(), False
@@ -161,13 +287,37 @@ class LazyAutomaton:
             self._configs.append(key[0])
             self.accepting.append(accept)
             if sid >= self._cap:
-                self._cap *= 2
-                trans = np.zeros((self._cap, 256), dtype=np.int32)
-                trans[: len(self.trans)] = self.trans
-                expanded = np.zeros(self._cap, dtype=bool)
-                expanded[: len(self.expanded)] = self.expanded
-                self.trans, self.expanded = trans, expanded
+                self._grow()
+            self.acc[sid] = accept
         return sid
+
+    def _grow(self):
+        """Doubles the tables; past RESERVE_AFTER states, reserves room for MAX_STATES at
+        once instead: np.zeros of that size is a lazily zeroed mapping (pages become
+        resident only when rows are written), so a big grammar never pays the copy of a
+        64 MB+ table in the middle of a request (a 50-150 ms step)."""
+        if self._cap >= RESERVE_AFTER and self._cap < MAX_STATES:
+            try:
+                trans = np.zeros((MAX_STATES, 256), dtype=np.int32)
+            except MemoryError:  # strict overcommit: keep doubling
+                trans = None
+            if trans is not None:
+                n = self._cap
+                trans[:n] = self.trans[:n]
+                expanded = np.zeros(MAX_STATES, dtype=bool)
+                expanded[:n] = self.expanded[:n]
+                acc = np.zeros(MAX_STATES, dtype=bool)
+                acc[:n] = self.acc[:n]
+                self.trans, self.expanded, self.acc, self._cap = trans, expanded, acc, MAX_STATES
+                return
+        self._cap = min(2 * self._cap, MAX_STATES)
+        trans = np.empty((self._cap, 256), dtype=np.int32)
+        trans[: len(self.trans)] = self.trans
+        expanded = np.zeros(self._cap, dtype=bool)
+        expanded[: len(self.expanded)] = self.expanded
+        acc = np.zeros(self._cap, dtype=bool)
+        acc[: len(self.acc)] = self.acc
+        self.trans, self.expanded, self.acc = trans, expanded, acc
 
     # ---- transitions ---------------------------------------------------------------
     def expand(self, s: int):
@@ -179,6 +329,28 @@ class LazyAutomaton:
                 return
             edges = self.nfa.edges
             configs = self._configs[s]
+            if len(configs) == 1:  # most states (one position in a rule): a per-node template
+                n, st = configs[0]
+                tmpl = self._tmpl.get(n)
+                if tmpl is None:
+                    tmpl = self._tmpl[n] = _node_template(edges[n])
+                memo = {}
+                spans = []
+                for a, b, targets in tmpl:
+                    sid = memo.get(targets)
+                    if sid is None:
+                        if len(targets) == 1:
+                            sid = self._intern(*self._closure(targets[0], st))
+                        else:
+                            sid = self._intern(*self._closure_of([(t, st) for t in targets]))
+                        memo[targets] = sid
+                    spans.append((a, b, sid))
+                row = self.trans[s]  # after the interning: it may have grown (reallocated) the table
+                row[:] = 0
+                for a, b, sid in spans:
+                    row[a:b] = sid
+                self.expanded[s] = True
+                return
             cuts = {0, 256}
             for n, _ in configs:
                 for lo, hi, _t in edges[n]:
@@ -256,7 +428,7 @@ class LazyAutomaton:
             with self.lock:
                 m = self.masks.get(s)
                 if m is None:
-                    packed = self._compute_mask(s)
+                    packed = self._compute_mask_ctx(s)
                     nz = np.flatnonzero(packed)
                     m = (nz.astype(np.int32), packed[nz].copy()) if len(nz) <= SPARSE_WORDS else packed
                     size = m[0].nbytes * 2 if isinstance(m, tuple) else m.nbytes
@@ -264,6 +436,9 @@ class LazyAutomaton:
                         for k in list(self.masks)[: len(self.masks) // 2 + 1]:
                             old = self.masks.pop(k)
                             self.mask_bytes -= old[0].nbytes * 2 if isinstance(old, tuple) else old.nbytes
+                        for old in self._abs.values():
+                            self.mask_bytes -= old[3]
+                        self._abs.clear()
                     self.masks[s] = m
                     self.mask_bytes += size
         return m
@@ -288,7 +463,102 @@ class LazyAutomaton:
             out[:n] = m
             out[n:] = 0
 
-    def _compute_mask(self, s):
+    # ---- context-independent masks (xgrammar's adaptive token mask cache) -----------
+    def _lca(self, x, y):
+        d, st = self._stack_depth, self._stacks
+        while d[x] > d[y]:
+            x = st[x][1]
+        while d[y] > d[x]:
+            y = st[y][1]
+        while x != y:
+            x, y = st[x][1], st[y][1]
+        return x
+
+    def _context(self, s):
+        """(abstract state, continuation state) for s, or None.
+
+        C = the innermost call frame (not a counter frame) below which every
+        configuration of s shares its stack: s is "inside the rule called by C", and
+        C is the context (who called it, and everything under that). The abstract state
+        has the same configurations with C replaced by a context frame that returns to
+        nowhere: reaching the rule's end there marks the state accepting instead of
+        returning. Its mask is the same for every context, so it is computed once
+        (automaton states and all) and shared by every caller, every nesting depth.
+        The tokens that pass the rule's end are the context-dependent ones: for each
+        trie node where the abstract walk reached the end, the rest of its subtree is
+        walked from the continuation state (the caller's state after the return)."""
+        if s in self._ctx:
+            return self._ctx[s]
+        configs = self._configs[s]
+        res = None
+        stacks = self._stacks
+        if configs:
+            a = configs[0][1]
+            for _, st in configs:
+                if a == 0:
+                    break
+                if st != a:
+                    a = self._lca(a, st)
+            while a and stacks[a][2]:  # keep counter frames in the abstract state
+                a = stacks[a][1]
+            if a and stacks[a][0] != CUT_RET:
+                memo = {a: self._cut}
+
+                def rebase(st):
+                    r = memo.get(st)
+                    if r is None:
+                        ret, parent, k = stacks[st]
+                        r = memo[st] = self._push(ret, rebase(parent), k)
+                    return r
+
+                ab = self._intern([(n, rebase(st)) for n, st in configs], False)
+                cont = self._cont.get(a)
+                if cont is None:
+                    ret, parent, _k = stacks[a]
+                    cont = self._cont[a] = self._intern(*self._closure_of([(ret, parent)]))
+                res = (ab, cont)
+        self._ctx[s] = res
+        return res
+
+    def _compute_mask_ctx(self, s):
+        """s's packed mask: the context-independent part (its abstract state's, shared)
+        plus the context-dependent tokens re-walked from the continuation state."""
+        fns = _walk.get_walk_range()
+        ctx = self._context(s) if fns is not None else None
+        if ctx is None:
+            return self._compute_mask(s)
+        ab, cont = ctx
+        hit = self._abs.get(ab)
+        if hit is None:
+            words, roots, trie = self._compute_mask(ab, record=True)
+            nz = np.flatnonzero(words)
+            stored = (nz.astype(np.int32), words[nz].copy()) if len(nz) <= SPARSE_WORDS else words.copy()
+            size = (stored[0].nbytes * 2 if isinstance(stored, tuple) else stored.nbytes) + roots.nbytes
+            hit = self._abs[ab] = (stored, roots, trie, size)
+            self.mask_bytes += size
+        stored, roots, trie, _ = hit
+        if isinstance(stored, tuple):
+            words = np.zeros(self.info.num_words, dtype=np.uint32)
+            words[stored[0]] = stored[1]
+        else:
+            words = stored.copy()
+        if len(roots) and cont:
+            walk_roots = fns[1]
+            node_state = np.empty(trie.num_nodes, dtype=np.int32)
+            parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
+            j, i = 0, -1
+            while True:
+                j, i = walk_roots(j, i, roots, cont, node_state, parent, byte, end, self.trans, self.expanded,
+                                  trie.tok_start, trie.tok_ids, words)
+                if j >= len(roots):
+                    break
+                self.expand(int(node_state[parent[i]]))
+        packed = words.view("<i4")
+        if self.accepting[s]:
+            packed |= self.info.eos_mask
+        return packed
+
+    def _compute_mask(self, s, record=False):
         info = self.info
         trie, words = info.trie, np.zeros(info.num_words, dtype=np.uint32)
         if s != 0:
@@ -301,6 +571,8 @@ class LazyAutomaton:
                         words |= level[1].view(np.uint32)
                         trie = level[2]
                         break
+        if record:
+            return words, self._walk_recording(s, trie, words), trie
         if _walk.get_walk() is not None:
             self._walk_compiled(s, trie, words)
         else:
@@ -319,25 +591,86 @@ class LazyAutomaton:
             return hit
         succ = set()
         res = None
+        expanded, expand = self.expanded, self.expand
+        rows = {}  # (state, lo, hi) -> successor set (the UTF-8 sequences share prefixes)
         for seq in sl.utf8_seqs:
-            cur = np.array([s], dtype=np.int32)
+            cur = (s,)
             for lo, hi in seq:
-                for u in cur.tolist():
-                    if not self.expanded[u]:
-                        self.expand(u)
-                cur = np.unique(self.trans[cur, lo : hi + 1])
-                if cur[0] == 0:
+                nxt = set()
+                for u in cur:
+                    key = (u, lo, hi)
+                    r = rows.get(key)
+                    if r is None:
+                        full = rows.get(u)
+                        if full is None:
+                            if not expanded[u]:
+                                expand(u)
+                                expanded = self.expanded
+                            full = rows[u] = self.trans[u].tolist()
+                        r = rows[key] = set(full[lo : hi + 1])
+                    nxt |= r
+                if 0 in nxt:
                     res = (True, ())
                     break
+                cur = nxt
             if res is not None:
                 break
-            succ.update(cur.tolist())
+            succ |= cur
         if res is None:
             res = (False, tuple(succ))
         cache[s] = res
         return res
 
-    def slice_depth(self, s: int, sl) -> int:
+    def _abstract_stack(self, st):
+        """st with its innermost call frame replaced by the context frame (counter frames
+        above it kept), or None when st has no call frame."""
+        hit = self._abs_stack.get(st, -1)
+        if hit != -1:
+            return hit
+        stacks = self._stacks
+        frames, x = [], st
+        while x and stacks[x][2]:
+            frames.append(stacks[x])
+            x = stacks[x][1]
+        if not x:
+            res = None
+        elif stacks[x][0] == CUT_RET:
+            res = st
+        else:
+            res = self._cut
+            for ret, _parent, k in reversed(frames):
+                res = self._push(ret, res, k)
+        self._abs_stack[st] = res
+        return res
+
+    def _config_bound(self, x, sl, memo, level):
+        """max over the configurations c of x of the slice depth of c alone, inside the
+        rule it is in (its stack cut at the innermost call: a slice string that would
+        return from that rule counts as dying). A lower bound of x's depth (x is live
+        if any of its configurations is), shared by every call site of the rule: the
+        same key-rest / string rule called from a hundred places is measured once."""
+        best = 0
+        singles = self._abs_single
+        top = sl.max_level
+        for c in self._configs[x]:
+            ab = singles.get(c)
+            if ab is None:
+                st = self._abstract_stack(c[1])
+                ab = singles[c] = 0 if st is None or st == c[1] else self._intern([(c[0], st)], False)
+            if not ab:
+                continue
+            d = memo.get(ab)
+            if d is None:
+                if level > 1 or self._budget <= 0:  # inside another single's search, or out of budget
+                    continue
+                d = self.slice_depth(ab, sl, nested=level)
+            if d > best:
+                best = d
+                if best >= top:
+                    break
+        return best
+
+    def slice_depth(self, s: int, sl, nested: int = 0) -> int:
         """A lower bound of d, the largest n such that every string of at most n slice
         characters leads from s to a live state (UNBOUNDED when the search closes: every
         state reachable through slice characters was seen and none dies). A breadth-first
@@ -353,8 +686,14 @@ class LazyAutomaton:
         steps = self._slice_steps.setdefault(sl.name, {})
         canon = self._canonical if self.nfa.counter else None
         top = sl.max_level
+        if not nested:
+            self._budget = SLICE_BUDGET_TOTAL
+        lb = self._config_bound(s, sl, memo, nested + 1)
+        if lb >= top:
+            memo[s] = lb
+            return lb
         best = UNBOUNDED
-        budget = SLICE_BUDGET
+        local = SLICE_BUDGET
         level, seen = [s], {s}
         for i in range(top):
             nxt = []
@@ -363,11 +702,17 @@ class LazyAutomaton:
                 if m is not None:
                     best = min(best, i + m)
                     continue
+                if x != s:
+                    m = self._config_bound(x, sl, memo, nested + 1)
+                    if i + m >= top:
+                        best = min(best, i + m)
+                        continue
                 if x not in steps:
-                    if budget == 0:
+                    if self._budget <= 0 or local <= 0:
                         best = min(best, i)
                         break
-                    budget -= 1
+                    self._budget -= 1
+                    local -= 1
                 dies, succ = self._slice_step(x, sl)
                 if dies:
                     best = min(best, i)
@@ -383,7 +728,7 @@ class LazyAutomaton:
             level = nxt
         else:
             best = min(best, top)  # frontier still open after max_level levels
-        best = min(best, UNBOUNDED)
+        best = max(min(best, UNBOUNDED), lb)
         memo[s] = best
         return best
 
@@ -399,6 +744,28 @@ class LazyAutomaton:
             i = walk(i, node_state, parent, byte, end, self.trans, self.expanded, trie.tok_start, trie.tok_ids, words)
             if i < n:
                 self.expand(int(node_state[parent[i]]))
+
+    def _walk_recording(self, s, trie, words):
+        """_walk_compiled for an abstract state; returns the trie nodes (DFS order) where
+        its rule returned to the context (accepting states)."""
+        n = trie.num_nodes
+        node_state = np.empty(n, dtype=np.int32)
+        node_state[0] = s
+        i = 1 if s != 0 else n
+        parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
+        walk_range = _walk.get_walk_range()[0]
+        rec = np.zeros(257, dtype=np.int32)
+        while i < n:
+            i = walk_range(i, n, node_state, parent, byte, end, self.trans, self.expanded, trie.tok_start,
+                           trie.tok_ids, words, self.acc, rec)
+            if i < n:
+                if not self.expanded[node_state[parent[i]]]:
+                    self.expand(int(node_state[parent[i]]))
+                else:  # rec full
+                    grown = np.zeros(2 * len(rec) - 1, dtype=np.int32)
+                    grown[: len(rec)] = rec
+                    rec = grown
+        return rec[1 : 1 + rec[0]].copy()
 
     def _walk_numpy(self, s, trie, words):
         """Same as _walk_compiled, level by level with numpy gathers (BFS order)."""

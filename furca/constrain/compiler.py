@@ -8,7 +8,9 @@ state's mask too, so a request's first fill_bitmask is a copy.
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import threading
 from collections import OrderedDict
 
@@ -20,10 +22,12 @@ from .gbnf import parse_gbnf
 from .matcher import CompiledGrammar
 from .nfa import build_nfa, prepare
 from .regex import regex_grammar
+from .schema_ir import ir_from_rules
 from .tokenizer import TokenizerInfo
 
 
-REFRESH_STATES = 200_000  # a cached grammar with more automaton states is compiled afresh
+REFRESH_STATES = 200_000
+_USE_SCHEMA_IR = os.environ.get("FURCA_SCHEMA_VIA_GBNF", "") in ("", "0")  # 1: always go through GBNF text  # a cached grammar with more automaton states is compiled afresh
 
 
 class GrammarCompiler:
@@ -88,12 +92,16 @@ class GrammarCompiler:
 
         def build():
             try:
-                from .json_schema import schema_to_gbnf
+                from . import json_schema
             except ImportError as e:
                 raise CompileError(f"JSON schema support is not available ({e})") from None
             if max_whitespace is not None:
                 kw["max_whitespace"] = max_whitespace
-            text = schema_to_gbnf(schema, strict=strict, whitespace=whitespace, **kw)
+            to_grammar = getattr(json_schema, "schema_to_grammar", None)
+            if to_grammar is not None and _USE_SCHEMA_IR:  # the translator's grammar object, no text round trip
+                g = to_grammar(schema, strict=strict, whitespace=whitespace, **kw)
+                return ir_from_rules(g.rules if hasattr(g, "rules") else g)
+            text = json_schema.schema_to_gbnf(schema, strict=strict, whitespace=whitespace, **kw)
             return parse_gbnf(text)
 
         return self._cached(key, build)
@@ -149,9 +157,13 @@ class GrammarCompiler:
                 hit = self._cache.get(key)
                 if hit is not None:
                     return hit
-            try:
+            gc_was_enabled = gc.isenabled()
+            gc.disable()  # compiling allocates ~10^5 small lists and tuples that all live on:
+            try:          # the cyclic GC would rescan them again and again (2-3x the compile time)
                 compiled = self._compile(build(), key)
             finally:
+                if gc_was_enabled:
+                    gc.enable()
                 with self._lock:
                     self._key_locks.pop(key, None)
             with self._lock:
@@ -189,6 +201,11 @@ def _warm_walk():
         z = np.zeros(2, dtype=np.int32)
         walk(1, z, z, z, z + 2, np.zeros((1, 256), np.int32), np.ones(1, bool), np.zeros(3, np.int32),
              z, np.zeros(1, np.uint32))
+        walk_range, walk_roots = _walk.get_walk_range()
+        walk_range(1, 2, z, z, z, z + 2, np.zeros((1, 256), np.int32), np.ones(1, bool), np.zeros(3, np.int32),
+                   z, np.zeros(1, np.uint32), np.zeros(1, bool), np.zeros(1, np.int32))
+        walk_roots(0, -1, np.zeros(1, np.int32), 0, z, z, z, z + 2, np.zeros((1, 256), np.int32), np.ones(1, bool),
+                   np.zeros(3, np.int32), z, np.zeros(1, np.uint32))
     _WARM.append(True)
 
 

@@ -48,10 +48,15 @@ def alt(items):
     return flat[0] if len(flat) == 1 else ("alt", flat)
 
 
+_BYTE = [("byte", ((b, b),)) for b in range(256)]
+
+
 def literal(data: bytes | str):
     if isinstance(data, str):
         data = data.encode("utf-8")
-    return seq([("byte", ((b, b),)) for b in data])
+    if len(data) == 1:
+        return _BYTE[data[0]]
+    return ("seq", [_BYTE[b] for b in data])
 
 
 def normalize_ranges(ranges):
@@ -121,19 +126,43 @@ def _split_same_len(lo, hi, out):
 
 
 def char_class(ranges):
-    """IR for one character (code point) in the union of the given inclusive ranges."""
+    """IR for one character (code point) in the union of the given inclusive ranges.
+
+    The UTF-8 byte-range sequences share their common tails (the continuation bytes):
+    ``[E1-EC] [80-BF] [80-BF] | E0 [A0-BF] [80-BF]`` becomes ``([E1-EC] [80-BF] | E0
+    [A0-BF]) [80-BF]``, so the NFA has one node per "continuation bytes still due" and
+    the automaton one state per such node, not one per sequence and byte (a string
+    position inside a multi-byte character: ~8 states instead of ~19 for [^"\\])."""
+    key = tuple(normalize_ranges(ranges))
+    hit = _CLASS_CACHE.get(key)
+    if hit is not None:
+        return hit
+    seqs = []
+    for lo, hi in key:
+        seqs.extend(tuple(s) for s in _split_utf8(lo, hi))
+    res = _suffix_shared(seqs) if seqs else NOTHING
+    if len(_CLASS_CACHE) >= 4096:
+        _CLASS_CACHE.clear()
+    _CLASS_CACHE[key] = res  # IR values are never mutated in place; sharing them is safe
+    return res
+
+
+_CLASS_CACHE: dict = {}
+
+
+def _suffix_shared(seqs):
+    """IR for the union of byte-range sequences, grouped by their last byte range."""
+    singles, groups = [], {}
+    for s in seqs:
+        if len(s) == 1:
+            singles.append(s[0])
+        else:
+            groups.setdefault(s[-1], []).append(s[:-1])
     parts = []
-    ascii_ranges = []
-    for lo, hi in normalize_ranges(ranges):
-        for s in _split_utf8(lo, hi):
-            if len(s) == 1:
-                ascii_ranges.append(s[0])
-            else:
-                parts.append(seq([("byte", (r,)) for r in s]))
-    if ascii_ranges:
-        parts.insert(0, ("byte", tuple(ascii_ranges)))
-    if not parts:
-        return NOTHING
+    if singles:
+        parts.append(("byte", tuple(normalize_ranges(singles))))
+    for last, prefixes in groups.items():
+        parts.append(seq([_suffix_shared(prefixes), ("byte", (last,))]))
     return parts[0] if len(parts) == 1 else ("alt", parts)
 
 

@@ -25,7 +25,8 @@ class CompiledGrammar:
 
     def memory_size_bytes(self) -> int:
         a = self.automaton
-        return int(a.trans.nbytes + a.mask_bytes)
+        # transition rows in use (the table may be reserved larger, see automaton._grow), masks
+        return int(a.num_states * a.trans.shape[1] * a.trans.itemsize + a.mask_bytes)
 
 
 class _Hist:

@@ -279,10 +279,24 @@ def build_nfa(g: ir.Grammar) -> NFA:
         nfa.is_end.add(frag(e, s))
         if len(edges) >= MAX_NODES:
             raise CompileError(f"grammar too large: more than {MAX_NODES} automaton nodes (large bounded repetitions?)")
-    nfa.call = {c: (nfa.rule_start[name], r) for c, (name, r) in nfa.call.items()}
+    nfa.call = {c: (nfa.rule_start[name], _merge_return(nfa, r)) for c, (name, r) in nfa.call.items()}
     nfa.start = nfa.rule_start[g.root]
     nfa.is_tail = _tails(nfa)
     return nfa
+
+
+def _merge_return(nfa, r):
+    """The node a call may return to instead of r: r's chain of plain epsilon steps (a node
+    with no byte edge, no call, no counter, not a rule end and exactly one epsilon
+    successor behaves as its successor). Calls whose continuations join (the alternatives
+    of a key trie each calling key-rest, then `":"`) then push the same frame, so the
+    automaton states inside the callee are shared instead of one set per call site."""
+    edges, eps, call, counter, is_end = nfa.edges, nfa.eps, nfa.call, nfa.counter, nfa.is_end
+    for _ in range(10_000):
+        if edges[r] or len(eps[r]) != 1 or r in call or r in counter or r in is_end:
+            break
+        r = eps[r][0]
+    return r
 
 
 def _tails(nfa):

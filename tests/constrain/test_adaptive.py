@@ -1,0 +1,148 @@
+"""Context-independent masks (automaton._context), the relative closure, suffix-shared
+UTF-8 classes and the translator-IR entry point: each checked against a brute-force
+reference (every token stepped through the real automaton)."""
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from furca.constrain import GrammarCompiler, ir
+from furca.constrain.gbnf import parse_gbnf
+from furca.constrain.schema_ir import ir_from_rules
+
+from .conftest import BYTE_EOS, allowed_set, byte_info
+
+EXTRA = ['"', '",', '"x', 'ab"', '"}', '"x,', '日本"', "日", "本", '"]', "a\"", "{\"", '",b"', "zz", "\xe6", "abcdefghij"]
+
+# one string rule called from several places and nesting depths, a bounded repetition
+# (counter frames) and a recursive rule: the abstract states are shared between them
+GRAMMAR = r'''
+root ::= "{" item ("," item)* "}"
+item ::= "a" str | "b" str "x" | "[" root "]" | "c" str str
+str ::= "\"" [a-z日本]{0,40} "\""
+'''
+
+
+def brute(m, info):
+    bits = np.zeros(info.vocab_size, dtype=bool)
+    for t in range(info.vocab_size):
+        bits[t] = m.fork().accept_token(t)
+    return bits
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_masks_equal_brute_force_on_random_walks(seed):
+    info = byte_info(EXTRA)
+    g = GrammarCompiler(info).compile_grammar(GRAMMAR)
+    rng = random.Random(seed)
+    m = g.matcher()
+    for _ in range(60):
+        bits = allowed_set(m, info)[: info.vocab_size].astype(bool)
+        ref = brute(m, info)
+        ref[BYTE_EOS] = m.can_terminate()
+        assert (bits == ref).all(), np.flatnonzero(bits != ref)[:10]
+        choices = [t for t in np.flatnonzero(bits) if t != BYTE_EOS]
+        if not choices:
+            break
+        # prefer the multi-byte tokens, to cross rule ends inside tokens
+        t = rng.choice([c for c in choices if c > 257] or choices) if rng.random() < 0.5 else rng.choice(choices)
+        assert m.accept_token(int(t))
+    from furca.constrain import _walk
+
+    if _walk.get_walk_range() is not None:  # numba installed (the numpy walk has no abstract masks)
+        assert g.automaton._abs, "no context-independent mask was shared"
+
+
+def test_relative_closure_matches_direct_closure():
+    info = byte_info(EXTRA)
+    g = GrammarCompiler(info).compile_grammar(GRAMMAR)
+    m = g.matcher()
+    rng = random.Random(1)
+    for _ in range(40):
+        bits = allowed_set(m, info)
+        choices = [t for t in np.flatnonzero(bits[: info.vocab_size]) if t != BYTE_EOS]
+        if not choices:
+            break
+        m.accept_token(int(rng.choice(choices)))
+    a = g.automaton
+    for key, (configs, accept) in list(a._closure_cache.items()):
+        c2, a2 = a._closure_old(*key)
+        assert set(configs) == set(c2) and accept == a2, key
+
+
+def test_utf8_class_shares_continuation_states():
+    # [^"\\] as UTF-8: one node per "continuation bytes still due" (and the E0/ED/F0/F4
+    # second bytes), not one per byte-range sequence
+    e = ir.char_class([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)])
+    from furca.constrain.nfa import build_nfa, prepare
+
+    nfa = build_nfa(prepare(ir.Grammar({"root": e})))
+    assert sum(1 for e in nfa.edges if e) <= 9  # 19 with one path per sequence
+    info = byte_info()
+    g = GrammarCompiler(info).compile_grammar('root ::= [^"\\\\]')
+    for text in ["a", "é", "日", "😀", "\U0010FFFF", "\ue000"]:
+        m = g.matcher()
+        assert m.accept_string(text) and m.can_terminate(), text
+    for bad in [b"\xed\xa0\x80", b"\xc0\x80", b"\xf4\x90\x80\x80", b'"']:
+        assert not g.matcher().accept_string(bad), bad
+
+
+@dataclass(frozen=True)
+class Lit:
+    text: str
+
+
+@dataclass(frozen=True)
+class Cls:
+    ranges: tuple
+
+
+@dataclass(frozen=True)
+class Seq:
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Alt:
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Rep:
+    item: object
+    min: int
+    max: object
+
+
+@dataclass(frozen=True)
+class Ref:
+    name: str
+
+
+def _norm(e):
+    if e[0] == "ref":
+        return ("ref", e[1])
+    if e[0] in ("seq", "alt"):
+        return (e[0], tuple(_norm(x) for x in e[1]))
+    if e[0] == "rep":
+        return ("rep", _norm(e[1]), e[2], e[3])
+    return e
+
+
+def test_ir_from_translator_nodes_equals_parsed_gbnf():
+    rules = {
+        "root": Seq((Lit('{"k":'), Ref("val"), Lit(""), Rep(Alt((Lit(",é"), Ref("val"))), 0, None), Lit("}"))),
+        "val": Alt((Seq((Lit('"'), Rep(Cls(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF))), 0, 20), Lit('"'))),
+                    Rep(Cls(((0x30, 0x39),)), 1, None), Rep(Lit("x"), 0, 1), Alt(()))),
+    }
+    text = r'''root ::= "{\"k\":" val "" (",é" | val)* "}"
+val ::= "\"" [^\x00-\x1f"\\]{0,20} "\"" | [0-9]+ | "x"? | nothing
+'''
+    # 'nothing' stands for the empty alternation, which GBNF cannot write: compare the rest
+    got = ir_from_rules(rules)
+    ref = parse_gbnf(text.replace(" | nothing", ""))
+    assert _norm(got.rules["root"]) == _norm(ref.rules["root"])
+    assert _norm(got.rules["val"])[1][:3] == _norm(ref.rules["val"])[1][:3]
+    assert got.rules["val"][1][3] == ir.NOTHING
