@@ -165,6 +165,29 @@ def engine_accept():
     return accept
 
 
+def real_tokenizer_accept(info, compiler, tokenizer):
+    """accept(grammar_text, text) with a real tokenizer: the text is encoded as the
+    tokenizer would (no special tokens); at every step the token's bit must be set in
+    the full-vocabulary mask and accept_token must take it; then EOS must be in the
+    mask, accepted, and the matcher terminated."""
+    import numpy as np
+
+    bitmask = np.zeros((1, info.num_words), dtype=np.int32)
+    eos = info.eos_token_ids[0]
+
+    def allowed(m, t):
+        m.fill_bitmask(bitmask, 0)
+        return (int(bitmask[0, t >> 5]) >> (t & 31)) & 1 == 1
+
+    def accept(grammar_text, text):
+        m = compiler.compile_grammar(grammar_text, syntax="gbnf").matcher()
+        for t in tokenizer.encode(text, add_special_tokens=False).ids:
+            if not allowed(m, t) or not m.accept_token(t):
+                return False
+        return allowed(m, eos) and m.accept_token(eos) and m.is_terminated()
+    return accept
+
+
 def _error_kind(msg):
     for k in ("keyword '", "format '", "oneOf", "$ref", "allOf", "patternProperties", "invalid schema", "pattern"):
         if k in msg:

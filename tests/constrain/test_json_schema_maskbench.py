@@ -13,7 +13,7 @@ not intersect).
 """
 import pytest
 
-from .test_json_schema_helpers import Counts, check_case, engine_accept, maskbench_cases
+from .test_json_schema_helpers import real_tokenizer_accept, Counts, check_case, engine_accept, maskbench_cases
 
 MODES = {  # name: (schema_to_gbnf keywords, passing floor, engine: every n-th schema, its floor)
     "default": ({}, 99, 4, 24),  # undeclared-member grammars are slower to walk: every 4th schema
@@ -49,3 +49,13 @@ def test_maskbench_sample_with_engine(mode):
     print(mode, "engine", counts.as_dict())
     assert counts.invalid_accepted == 0, [f for f in counts.failures if f[1] == "invalid_accepted"]
     assert counts.passing >= floor, (counts.as_dict(), counts.failures)
+
+
+def test_maskbench_sample_with_real_128k_tokenizer(llama):
+    """The 100-schema sample token by token with the Llama-3.1 tokenizer, as the
+    benchmark walks it."""
+    kw, _, _, _ = MODES["default"]
+    counts = _run(kw, real_tokenizer_accept(*llama))
+    print("llama-3.1", counts.as_dict())
+    assert counts.invalid_accepted == 0, [f for f in counts.failures if f[1] == "invalid_accepted"]
+    assert counts.passing >= 99, (counts.as_dict(), counts.failures)

@@ -20,7 +20,7 @@ them when the code does better.
 """
 import pytest
 
-from .test_json_schema_helpers import Counts, check_case, engine_accept, suite_cases
+from .test_json_schema_helpers import real_tokenizer_accept, Counts, check_case, engine_accept, suite_cases
 
 FLOORS = {"draft2020-12": 226, "draft7": 218}  # passing cases (of 461 and 321)
 MAX_VALID_REJECTED = {"draft2020-12": 34, "draft7": 17}
@@ -49,6 +49,16 @@ def test_suite_with_engine(draft):
         pytest.skip("furca.constrain.GrammarCompiler is not importable")
     counts = _run(draft, accept)
     print(draft, "engine", counts.as_dict())
+    assert counts.invalid_accepted == 0, [f for f in counts.failures if f[1] == "invalid_accepted"]
+    assert counts.passing >= FLOORS[draft], counts.as_dict()
+
+
+@pytest.mark.parametrize("draft", sorted(FLOORS))
+def test_suite_with_real_128k_tokenizer(draft, llama):
+    """The same check, token by token with the Llama-3.1 tokenizer (128k): every token
+    of a valid instance in the mask and accepted, EOS at the end; no invalid one."""
+    counts = _run(draft, real_tokenizer_accept(*llama))
+    print(draft, "llama-3.1", counts.as_dict())
     assert counts.invalid_accepted == 0, [f for f in counts.failures if f[1] == "invalid_accepted"]
     assert counts.passing >= FLOORS[draft], counts.as_dict()
 
