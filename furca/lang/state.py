@@ -9,10 +9,11 @@ from typing import Any, AsyncIterator, Iterator
 
 from furca.lang.errors import ProgramError
 from furca.lang.interpreter import Executor
-from furca.lang.ir import ConcatStates, Expr, RoleBegin, RoleEnd, Seq, VarScopeBegin, VarScopeEnd
+from furca.lang.writer import RoleWriter
+from furca.lang.ir import ConcatStates, Expr
 
 
-class ProgramState:
+class ProgramState(RoleWriter):
     def __init__(self, executor: Executor):
         self.executor = executor
         self.ret_value: Any = None
@@ -28,35 +29,8 @@ class ProgramState:
         self.executor.submit(other)
         return self
 
-    def _role(self, role: str, expr: Any = None):
-        if expr is not None:
-            node = Seq.of(RoleBegin(role), expr, RoleEnd(role))
-            self.executor.submit(node)
-            return node
-
-        @contextmanager
-        def scope():
-            self.executor.submit(RoleBegin(role))
-            yield
-            self.executor.submit(RoleEnd(role))
-
-        return scope()
-
-    def system(self, expr: Any = None):
-        return self._role("system", expr)
-
-    def user(self, expr: Any = None):
-        return self._role("user", expr)
-
-    def assistant(self, expr: Any = None):
-        return self._role("assistant", expr)
-
-    @contextmanager
-    def var_scope(self, name: str):
-        """The text written inside the block becomes variable ``name``."""
-        self.executor.submit(VarScopeBegin(name))
-        yield
-        self.executor.submit(VarScopeEnd(name))
+    def _write(self, node: Any) -> None:
+        self.executor.submit(node)
 
     def fork(self, size: int = 1, position_ids_offset: Any = None) -> "ProgramStateGroup":
         """``size`` copies of this state (text, messages, variables); the text so far is

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from furca.lang.chat import Message
+from furca.lang.writer import RoleWriter
 from furca.lang.ir import (
     Argument, Expr, Gen, RoleBegin, RoleEnd, Select, Seq, StopTracing, Text, Variable, VarScopeBegin, VarScopeEnd,
     as_expr,
@@ -132,7 +133,7 @@ class _Tracer:
         raise StopTracing(f"the program calls another program ({function.__name__})")
 
 
-class TracerState:
+class TracerState(RoleWriter):
     """What a traced program gets as ``s``: records instead of running."""
 
     def __init__(self, tracer: _Tracer, branch: str = "s", last: int | None = None,
@@ -156,33 +157,8 @@ class TracerState:
                 self._setters[item.name] = node.id
         return self
 
-    def _role(self, role: str, expr: Any = None):
-        if expr is not None:
-            self += Seq.of(RoleBegin(role), expr, RoleEnd(role))
-            return None
-
-        @contextmanager
-        def scope():
-            self.__iadd__(RoleBegin(role))
-            yield
-            self.__iadd__(RoleEnd(role))
-
-        return scope()
-
-    def system(self, expr: Any = None):
-        return self._role("system", expr)
-
-    def user(self, expr: Any = None):
-        return self._role("user", expr)
-
-    def assistant(self, expr: Any = None):
-        return self._role("assistant", expr)
-
-    @contextmanager
-    def var_scope(self, name: str):
-        self += VarScopeBegin(name)
-        yield
-        self += VarScopeEnd(name)
+    def _write(self, node: Any) -> None:
+        self += node
 
     def __getitem__(self, name: str) -> Variable:
         return Variable(name, self._setters.get(name))
