@@ -221,49 +221,6 @@ class LazyAutomaton:
         self._rel_cache[node] = res
         return res
 
-    def _closure_old(self, node, stack):
-        """The direct closure (reference for tests)."""
-        key = (node, stack)
-        nfa = self.nfa
-        edges, eps, call, is_end, is_tail, counter = nfa.edges, nfa.eps, nfa.call, nfa.is_end, nfa.is_tail, nfa.counter
-        out, accept = [], False
-        seen = {key}
-        todo = [key]
-        while todo:
-            n, st = todo.pop()
-            if edges[n]:
-                out.append((n, st))
-            nxt = [(t, st) for t in eps[n]]
-            c = call.get(n)
-            if c is not None:
-                callee, ret = c
-                nxt.append((callee, st if ret in is_tail else self._push(ret, st)))
-            if n in counter:
-                body, done, lo, hi = counter[n]
-                nxt.append((body, self._push(n, st, 1)))
-                if lo == 0:
-                    nxt.append((done, st))
-            if n in is_end:
-                if st == 0:
-                    accept = True
-                else:
-                    ret, parent, k = self._stacks[st]
-                    if k:  # a counter frame: k bodies done
-                        body, done, lo, hi = counter[ret]
-                        if k < hi:
-                            nxt.append((body, self._push(ret, parent, k + 1)))
-                        if k >= lo:
-                            nxt.append((done, parent))
-                    elif ret == CUT_RET:  # an abstract state's context: the rule ends here
-                        accept = True
-                    else:
-                        nxt.append((ret, parent))
-            for x in nxt:
-                if x not in seen:
-                    seen.add(x)
-                    todo.append(x)
-        return tuple(out), accept
-
     def _closure_of(self, pairs):
         configs, accept = set(), False
         for n, st in pairs:

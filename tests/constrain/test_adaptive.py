@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from furca.constrain import GrammarCompiler, ir
+from furca.constrain.automaton import CUT_RET
 from furca.constrain.gbnf import parse_gbnf
 from furca.constrain.schema_ir import ir_from_rules
 
@@ -24,6 +25,51 @@ item ::= "a" str | "b" str "x" | "[" root "]" | "c" str str
 str ::= "\"" [a-z日本]{0,40} "\""
 '''
 
+
+
+def direct_closure(a, node, stack):
+    """The closure of (node, stack) computed directly, without the per-node caches: the
+    reference the automaton's cached closure is checked against."""
+    key = (node, stack)
+    nfa = a.nfa
+    edges, eps, call, is_end, is_tail, counter = nfa.edges, nfa.eps, nfa.call, nfa.is_end, nfa.is_tail, nfa.counter
+    out, accept = [], False
+    seen = {key}
+    todo = [key]
+    while todo:
+        n, st = todo.pop()
+        if edges[n]:
+            out.append((n, st))
+        nxt = [(t, st) for t in eps[n]]
+        c = call.get(n)
+        if c is not None:
+            callee, ret = c
+            nxt.append((callee, st if ret in is_tail else a._push(ret, st)))
+        if n in counter:
+            body, done, lo, hi = counter[n]
+            nxt.append((body, a._push(n, st, 1)))
+            if lo == 0:
+                nxt.append((done, st))
+        if n in is_end:
+            if st == 0:
+                accept = True
+            else:
+                ret, parent, k = a._stacks[st]
+                if k:  # a counter frame: k bodies done
+                    body, done, lo, hi = counter[ret]
+                    if k < hi:
+                        nxt.append((body, a._push(ret, parent, k + 1)))
+                    if k >= lo:
+                        nxt.append((done, parent))
+                elif ret == CUT_RET:  # an abstract state's context: the rule ends here
+                    accept = True
+                else:
+                    nxt.append((ret, parent))
+        for x in nxt:
+            if x not in seen:
+                seen.add(x)
+                todo.append(x)
+    return tuple(out), accept
 
 def brute(m, info):
     bits = np.zeros(info.vocab_size, dtype=bool)
@@ -68,7 +114,7 @@ def test_relative_closure_matches_direct_closure():
         m.accept_token(int(rng.choice(choices)))
     a = g.automaton
     for key, (configs, accept) in list(a._closure_cache.items()):
-        c2, a2 = a._closure_old(*key)
+        c2, a2 = direct_closure(a, *key)
         assert set(configs) == set(c2) and accept == a2, key
 
 
