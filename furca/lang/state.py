@@ -9,8 +9,8 @@ from typing import Any, AsyncIterator, Iterator
 
 from furca.lang.errors import ProgramError
 from furca.lang.interpreter import Executor
-from furca.lang.writer import RoleWriter
-from furca.lang.ir import ConcatStates, Expr
+from furca.lang.writer import ForkGroup, RoleWriter
+from furca.lang.ir import ConcatStates
 
 
 class ProgramState(RoleWriter):
@@ -171,39 +171,12 @@ class _Wait:
         self.event = event
 
 
-class ProgramStateGroup:
-    """The branches of a fork. ``group += x`` appends ``x`` to every branch (a list gives
-    one item per branch, a callable is called with the branch index)."""
+class ProgramStateGroup(ForkGroup):
+    """The branches of a fork of a running program (see `ForkGroup`)."""
 
     def __init__(self, states: list[ProgramState], src_state: ProgramState | None = None):
-        self.states = states
+        super().__init__(states)
         self.src_state = src_state
-
-    def __getitem__(self, i: int) -> ProgramState:
-        return self.states[i]
-
-    def __setitem__(self, i: int, value: ProgramState) -> None:
-        if value is not self.states[i]:
-            raise ProgramError("fork branches cannot be replaced; use forks[i] += ...")
-
-    def __len__(self) -> int:
-        return len(self.states)
-
-    def __iter__(self) -> Iterator[ProgramState]:
-        return iter(self.states)
-
-    def __iadd__(self, other: Any) -> "ProgramStateGroup":
-        if callable(other) and not isinstance(other, Expr):
-            items = [other(i) for i in range(len(self.states))]
-        elif isinstance(other, (list, tuple)):
-            if len(other) != len(self.states):
-                raise ProgramError(f"got {len(other)} items for {len(self.states)} fork branches")
-            items = list(other)
-        else:
-            items = [other] * len(self.states)
-        for state, item in zip(self.states, items):
-            state += item
-        return self
 
     def join(self, mode: str = "gather_variable") -> None:
         """``gather_variable``: each variable the branches set becomes a list (one value

@@ -19,10 +19,10 @@ from __future__ import annotations
 import contextvars
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from furca.lang.chat import Message
-from furca.lang.writer import RoleWriter
+from furca.lang.writer import ForkGroup, RoleWriter
 from furca.lang.ir import (
     Argument, Expr, Gen, RoleBegin, RoleEnd, Select, Seq, StopTracing, Text, Variable, VarScopeBegin, VarScopeEnd,
     as_expr,
@@ -191,33 +191,10 @@ class TracerState(RoleWriter):
         raise StopTracing("the program reads its messages")
 
 
-class TracerGroup:
+class TracerGroup(ForkGroup):
     def __init__(self, states: list[TracerState], src: TracerState):
-        self.states = states
+        super().__init__(states)
         self.src = src
-
-    def __getitem__(self, i: int) -> TracerState:
-        return self.states[i]
-
-    def __setitem__(self, i: int, value: Any) -> None:
-        pass
-
-    def __len__(self) -> int:
-        return len(self.states)
-
-    def __iter__(self) -> Iterator[TracerState]:
-        return iter(self.states)
-
-    def __iadd__(self, other: Any) -> "TracerGroup":
-        if callable(other) and not isinstance(other, Expr):
-            items = [other(i) for i in range(len(self.states))]
-        elif isinstance(other, (list, tuple)):
-            items = list(other)
-        else:
-            items = [other] * len(self.states)
-        for state, item in zip(self.states, items):
-            state += item
-        return self
 
     def join(self, mode: str = "gather_variable") -> None:
         deps = [s._last for s in self.states if s._last is not None]
