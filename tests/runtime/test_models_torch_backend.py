@@ -1,5 +1,7 @@
 """TorchAttentionBackend against a naive per-query reference, with scattered KV slots,
-grouped-query heads and every request kind (fresh extend, prefix extend, decode)."""
+grouped-query heads and every request kind (fresh extend, prefix extend, decode), on
+both decode paths: gather + SDPA, and the numba kernel reading the pool directly
+(``cpu_decode``, fp32 pools only)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,13 @@ import math
 import pytest
 import torch
 
+from furca.runtime.attention.cpu_decode import get_decode
 from furca.runtime.attention.torch_backend import TorchAttentionBackend
 from furca.runtime.forward_batch import ForwardBatch
 from furca.runtime.kv_cache import KVCache
 
 H, KV, D = 6, 2, 16
+HAS_NUMBA = get_decode() is not None
 
 
 def naive_attention(q, keys, values, scaling):
@@ -25,6 +29,8 @@ def naive_attention(q, keys, values, scaling):
     return out
 
 
+@pytest.mark.parametrize("direct", [True, False])
+@pytest.mark.parametrize("heads", [(H, KV, D), (8, 8, 64), (16, 2, 64)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("kinds", [
     [(0, 7), (5, 1), (9, 4), (0, 1)],  # fresh extend, decode, prefix extend, first token
@@ -33,7 +39,8 @@ def naive_attention(q, keys, values, scaling):
     # decodes of very different lengths (split into length groups) between extends
     [(299, 1), (2, 1), (0, 6), (289, 1), (4, 1), (7, 3), (280, 1)],
 ])
-def test_matches_naive_reference(kinds, dtype):
+def test_matches_naive_reference(kinds, dtype, heads, direct):
+    H, KV, D = heads
     g = torch.Generator().manual_seed(0)
     num_slots = 64 + sum(p + n for p, n in kinds)
     cache = KVCache(num_slots, 1, KV, D, dtype)
@@ -53,13 +60,16 @@ def test_matches_naive_reference(kinds, dtype):
     q = torch.randn(num_tokens, H, D, generator=g).to(dtype)
     k = torch.randn(num_tokens, KV, D, generator=g).to(dtype)
     v = torch.randn(num_tokens, KV, D, generator=g).to(dtype)
-    backend = TorchAttentionBackend()
+    backend = TorchAttentionBackend(direct_decode=direct)
     batch = ForwardBatch.build(prefix_lens=prefix_lens, qo_lens=qo_lens, kv_indices=torch.tensor(kv_indices),
                                out_cache_loc=torch.tensor(out_loc), logits_indices=torch.tensor([0]),
                                kv_cache=cache, attn_backend=backend)
     scaling = 1 / math.sqrt(D)
     out = backend.forward(q, k, v, 0, batch, scaling)
     assert out.shape == q.shape and out.dtype == dtype
+    has_decode = 1 in qo_lens
+    uses_kernel = direct and HAS_NUMBA and dtype == torch.float32 and has_decode
+    assert (backend._plan.direct is not None) == uses_kernel  # the path under test is the one taken
     torch.testing.assert_close(cache.k[0][out_loc], k)  # new rows were stored first
     torch.testing.assert_close(cache.v[0][out_loc], v)
 

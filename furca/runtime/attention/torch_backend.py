@@ -9,6 +9,9 @@ Per forward pass the backend sorts requests into *decode* rows (one new token) a
   into ``(B, KV, L_max, D)``, and the ``G = H / KV`` query heads sharing a KV head
   are the ``G`` "queries" of one ``scaled_dot_product_attention`` call, so each KV
   head is read once, with a padding mask only when lengths differ;
+- on CPU with an fp32 pool and numba installed, decode requests skip the gather:
+  ``cpu_decode``'s kernel reads K/V straight from the pool through ``kv_indices``
+  (one plan for all decode rows, whatever their lengths);
 - extend requests run one by one with a causal mask shifted by the prefix length
   (query ``j`` sees KV ``0 .. prefix_len + j``); without a prefix the new K/V rows
   are used as they are (no gather).
@@ -22,9 +25,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+from furca.runtime.attention.cpu_decode import get_decode
 from furca.runtime.forward_batch import ForwardBatch
 
 # A decode group's fixed cost (index_selects, one SDPA call, output copy) expressed in
@@ -52,11 +57,21 @@ class _Extend:
 
 
 @dataclass
+class _DirectDecode:
+    """All decode rows for ``cpu_decode``'s kernel (numpy views, int64)."""
+    rows: "np.ndarray"  # (n,) row of each request in q
+    kv_start: "np.ndarray"  # (n,) offset of its slots in kv_indices
+    kv_len: "np.ndarray"  # (n,)
+    kv_indices: "np.ndarray"
+
+
+@dataclass
 class _Plan:
     dtype: torch.dtype
     decode_groups: list[_DecodeGroup]
     extends: list[_Extend]
-    is_decode_only: bool  # one group covering rows 0 .. T-1 in order
+    is_decode_only: bool  # every row is a decode row (one group in order, or direct)
+    direct: _DirectDecode | None = None  # set: decode rows go to the numba kernel
 
 
 class TorchAttentionBackend:
@@ -67,8 +82,9 @@ class TorchAttentionBackend:
     model's dtype.
     """
 
-    def __init__(self, compute_dtype: torch.dtype | None = torch.float32):
+    def __init__(self, compute_dtype: torch.dtype | None = torch.float32, direct_decode: bool = True):
         self.compute_dtype = compute_dtype
+        self.direct_decode = direct_decode  # use cpu_decode's kernel where it applies
         self._plan_for: ForwardBatch | None = None
         self._plan: _Plan | None = None
 
@@ -81,10 +97,18 @@ class TorchAttentionBackend:
         plan = self._get_plan(batch, dtype)
         num_tokens, num_heads, head_dim = q.shape
         num_kv_heads = k_buf.shape[0]
-        if plan.is_decode_only:
+        if plan.direct is not None:
+            out = torch.empty((num_tokens, num_heads, head_dim), dtype=torch.float32)
+            d = plan.direct
+            get_decode()(q.to(torch.float32).contiguous().numpy(), k_buf.numpy(), v_buf.numpy(), d.rows,
+                         d.kv_start, d.kv_len, d.kv_indices, float(scaling), out.numpy())
+            if plan.is_decode_only:
+                return out.to(q.dtype)
+            out = out.to(q.dtype)
+        elif plan.is_decode_only:
             return _decode(q, k_buf, v_buf, plan.decode_groups[0], dtype, scaling).to(q.dtype)
-
-        out = torch.empty_like(q)  # (T, H, D)
+        else:
+            out = torch.empty_like(q)  # (T, H, D)
         for g in plan.decode_groups:
             od = _decode(q, k_buf, v_buf, g, dtype, scaling).to(q.dtype)
             if g.rows is None:
@@ -106,6 +130,12 @@ class TorchAttentionBackend:
         return out
 
     # ---------------------------------------------------------------- planning
+    def _can_decode_directly(self, batch: ForwardBatch, dtype: torch.dtype) -> bool:
+        cache = batch.kv_cache
+        return (self.direct_decode and dtype == torch.float32 and cache.dtype == torch.float32
+                and cache.device.type == "cpu" and batch.kv_indices.dtype == torch.int64
+                and get_decode() is not None)
+
     def _get_plan(self, batch: ForwardBatch, dtype: torch.dtype) -> _Plan:
         if self._plan_for is batch and self._plan is not None and self._plan.dtype == dtype:
             return self._plan
@@ -131,10 +161,18 @@ class TorchAttentionBackend:
                                        batch.kv_indices[kv_start:kv_start + s_len], mask))
             q_start += q_len
             kv_start += s_len
-        groups = [_make_group(part, batch.kv_indices, dtype) for part in _split_groups(decodes)]
-        is_decode_only = (not extends and len(groups) == 1 and groups[0].rows is None
-                          and groups[0].row_start == 0 and groups[0].num_reqs == q_start)
-        plan = _Plan(dtype, groups, extends, is_decode_only)
+        direct = None
+        if decodes and self._can_decode_directly(batch, dtype):
+            kv = batch.kv_indices.numpy()
+            rows, lens, starts = (np.array(c, dtype=np.int64) for c in zip(*decodes))
+            direct = _DirectDecode(rows, starts, lens, kv)
+            groups = []
+            is_decode_only = not extends
+        else:
+            groups = [_make_group(part, batch.kv_indices, dtype) for part in _split_groups(decodes)]
+            is_decode_only = (not extends and len(groups) == 1 and groups[0].rows is None
+                              and groups[0].row_start == 0 and groups[0].num_reqs == q_start)
+        plan = _Plan(dtype, groups, extends, is_decode_only, direct)
         self._plan_for, self._plan = batch, plan
         return plan
 
