@@ -94,3 +94,43 @@ def test_decode_groups_partition_by_length():
     assert sorted(d for g in groups for d in g) == sorted(decodes)
     assert {d[1] for d in groups[0]} == {300, 290, 280}
     assert _split_groups(decodes[:1]) == [decodes[:1]] and _split_groups([]) == []
+
+
+@pytest.mark.skipif(not HAS_NUMBA, reason="numba not installed")
+def test_direct_decode_kernel_is_safe_from_several_threads():
+    """The kernel runs on numba's workqueue layer (not the OpenMP one torch uses), and
+    two engines' scheduler threads may call it at once: calls take turns, results stay
+    exact."""
+    import threading
+
+    import numba
+    import numpy as np
+
+    decode = get_decode()
+    g = torch.Generator().manual_seed(1)
+    k_buf = torch.randn(2, 500, 64, generator=g)
+    v_buf = torch.randn(2, 500, 64, generator=g)
+    q = torch.randn(8, 6, 64, generator=g)
+    lens = np.array([1, 37, 200, 499, 5, 64, 300, 2], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+    kv_indices = np.concatenate([np.random.default_rng(0).permutation(499)[:n] + 1 for n in lens]).astype(np.int64)
+    rows = np.arange(8, dtype=np.int64)
+    want = torch.stack([naive_attention(q[r], k_buf.transpose(0, 1)[kv_indices[s:s + n]],
+                                        v_buf.transpose(0, 1)[kv_indices[s:s + n]], 0.125)
+                        for r, (s, n) in enumerate(zip(starts, lens))])
+    errors = []
+
+    def work():
+        for _ in range(50):
+            out = torch.empty_like(q)
+            decode(q.numpy(), k_buf.numpy(), v_buf.numpy(), rows, starts, lens, kv_indices, 0.125, out.numpy())
+            if not torch.allclose(out, want, atol=1e-5, rtol=1e-5):
+                errors.append((out - want).abs().max().item())
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert numba.threading_layer() == "workqueue"
