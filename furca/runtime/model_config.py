@@ -6,12 +6,15 @@ is implemented (see ``SUPPORTED_ARCHITECTURES``); anything else raises
 ``UnsupportedModelError`` naming the architecture.
 
 Sliding-window attention (Mistral's ``sliding_window``, Qwen's ``use_sliding_window``)
-is recorded but ignored: furca always attends to the full context, which is exact for
-sequences shorter than the window (4096+ tokens for every model that sets one).
+is not implemented: furca always attends to the full context, which is exact only for
+sequences no longer than the window. So a window shorter than the model's positions
+caps ``context_length`` at the window (Mistral-7B-v0.1: 4,096 of 32,768): a longer
+prompt is a ``ContextLengthError``, never a silently different answer.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +34,11 @@ _MODEL_TYPE_TO_ARCH = {
 }
 # rope types implemented by models/rope.py ("default" is stored as rope_scaling=None)
 SUPPORTED_ROPE_TYPES = ("linear", "llama3")
+# furca's own rope type (no transformers equivalent): explicit per-frequency divisors,
+# ``{"rope_type": "freq_factors", "freq_factors": [head_dim // 2 floats]}``; inverse
+# frequency i is base_inv_freq[i] / freq_factors[i]. The GGUF loader builds it from
+# llama.cpp's ``rope_freqs.weight`` (how llama3 scaling is stored in Llama-3.x GGUFs).
+FREQ_FACTORS_ROPE_TYPE = "freq_factors"
 
 
 @dataclass(frozen=True)
@@ -83,16 +91,22 @@ class ModelConfig:
             )
         if self.rope_scaling is not None:
             rope_type = self.rope_scaling.get("rope_type")
-            if rope_type not in SUPPORTED_ROPE_TYPES:
+            if rope_type == FREQ_FACTORS_ROPE_TYPE:
+                _check_freq_factors(self.rope_scaling.get("freq_factors"), self.head_dim)
+            elif rope_type not in SUPPORTED_ROPE_TYPES:
                 raise UnsupportedModelError(
                     f"rope scaling type {rope_type!r} is not supported "
                     f"(supported: default, {', '.join(SUPPORTED_ROPE_TYPES)})"
                 )
-            if "factor" not in self.rope_scaling:
+            elif "factor" not in self.rope_scaling:
                 raise ModelLoadError(f"model config: rope_scaling {self.rope_scaling} has no 'factor'")
 
     @property
     def context_length(self) -> int:
+        """Tokens a sequence may hold: the model's positions, capped at its sliding
+        window (see the module docstring)."""
+        if self.sliding_window is not None:
+            return min(self.max_position_embeddings, self.sliding_window)
         return self.max_position_embeddings
 
     @classmethod
@@ -159,6 +173,18 @@ def as_id_list(value: Any) -> list[int]:
     if isinstance(value, (list, tuple)):
         return [int(v) for v in value]
     return [int(value)]
+
+
+def _check_freq_factors(factors: Any, head_dim: int) -> None:
+    n = head_dim // 2
+    if not isinstance(factors, (list, tuple)) or len(factors) != n:
+        got = f"{len(factors)} values" if isinstance(factors, (list, tuple)) else repr(factors)
+        raise ModelLoadError(
+            f"model config: rope_scaling 'freq_factors' must hold head_dim / 2 = {n} numbers, got {got}")
+    for f in factors:
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not (math.isfinite(f) and f > 0):
+            raise ModelLoadError(
+                f"model config: rope_scaling 'freq_factors' must be positive finite numbers, got {f!r}")
 
 
 def _rope_from_hf(d: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:

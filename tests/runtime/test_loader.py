@@ -117,6 +117,14 @@ def test_model_config_from_both_config_styles():
                                       "use_sliding_window": False, "eos_token_id": [5, 6]})
     assert qwen2.attention_bias and not qwen2.o_proj_bias and qwen2.sliding_window is None
     assert qwen2.eos_token_ids == (5, 6)
+    assert qwen2.context_length == qwen2.max_position_embeddings == 2048
+    # a sliding window shorter than the positions caps the context (full attention is exact up to it)
+    mistral = ModelConfig.from_hf_dict({**base, "architectures": ["MistralForCausalLM"], "sliding_window": 512,
+                                        "max_position_embeddings": 4096})
+    assert mistral.sliding_window == 512 and mistral.context_length == 512
+    wide = ModelConfig.from_hf_dict({**base, "architectures": ["MistralForCausalLM"], "sliding_window": 8192,
+                                     "max_position_embeddings": 4096})
+    assert wide.context_length == 4096
     with pytest.raises(UnsupportedModelError, match="yarn"):
         ModelConfig.from_hf_dict({**base, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})
     with pytest.raises(UnsupportedModelError, match="GPT2LMHeadModel"):

@@ -4,6 +4,7 @@ its config, tokenizer and generation defaults. ``path=None`` loads the default m
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,11 @@ def _build(config: ModelConfig, weights, dtype: torch.dtype, device) -> torch.nn
 def _finish(model, config: ModelConfig, tokenizer: Tokenizer, gen: dict[str, Any], path: Path) -> LoadedModel:
     gen = dict(gen)
     gen["eos_token_id"] = list(tokenizer.eos_token_ids)
+    if config.context_length < config.max_position_embeddings:
+        logging.getLogger("furca").warning(
+            "%s: context length capped at its sliding window, %d of %d positions (furca attends to the "
+            "full context, exact only within the window)", path.name, config.context_length,
+            config.max_position_embeddings)
     return LoadedModel(model=model, config=config, tokenizer=tokenizer, generation_defaults=gen,
                        context_length=config.context_length, model_path=path)
 

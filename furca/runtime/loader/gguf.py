@@ -2,6 +2,13 @@
 HF names (undoing the q/k row permutation llama.cpp's converter applies to Llama),
 and the gpt2-style BPE tokenizer rebuilt as a ``tokenizers`` tokenizer.
 
+RoPE: plain, linear scaling (``rope.scaling.type``), or per-frequency factors in the
+tensor ``rope_freqs.weight``, which is how llama.cpp's converter stores Llama-3.x's
+llama3 scaling (``rope.scaling.type`` absent). The factors are config, not a weight:
+they become furca's ``freq_factors`` rope type (inverse frequency i divided by factor
+i, as llama.cpp does), so such files run exactly, but cannot be converted to an HF
+directory (transformers has no rope type holding explicit factors).
+
 ``read_gguf`` is used both to load a ``.gguf`` directly and by ``convert_gguf_to_hf``
 (the one-off conversion ``furca pull`` does, so transformers can load the same weights).
 """
@@ -18,6 +25,7 @@ import numpy as np
 import torch
 
 from furca.errors import ModelLoadError, UnsupportedModelError
+from furca.runtime.model_config import FREQ_FACTORS_ROPE_TYPE
 
 # GGUF general.architecture -> (HF architecture, model_type, q/k permuted by llama.cpp)
 _ARCHS = {
@@ -44,6 +52,7 @@ _BLOCK_TENSORS = {
     "ffn_down": "mlp.down_proj",
 }
 _BLOCK_RE = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
+_ROPE_FREQS = "rope_freqs.weight"  # llama3 rope factors: read into the config, not a weight
 
 # llama.cpp pre-tokenizer names -> how the text is split before BPE
 _LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -68,26 +77,34 @@ class GGUFModel:
     _permute_qk: bool
 
     def tensors(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """``(hf_name, fp32 tensor)`` for every tensor, dequantized one at a time."""
-        from gguf.quants import dequantize
-
+        """``(hf_name, fp32 tensor)`` for every weight tensor, dequantized one at a time
+        (``rope_freqs.weight`` is not one: ``read_gguf`` put it in ``hf_config``)."""
         heads = self.hf_config["num_attention_heads"]
         kv_heads = self.hf_config["num_key_value_heads"]
         for t in self._reader.tensors:
+            if t.name == _ROPE_FREQS:
+                continue
             name = _hf_tensor_name(t.name)
-            shape = tuple(int(d) for d in reversed(t.shape.tolist()))  # numpy (row-major) order
-            try:
-                array = dequantize(t.data, t.tensor_type).reshape(shape)
-            except NotImplementedError as e:
-                raise UnsupportedModelError(
-                    f"GGUF tensor {t.name!r} has quantization {t.tensor_type.name}, which gguf-py "
-                    f"cannot dequantize: {e}") from None
-            tensor = torch.from_numpy(np.array(array, dtype=np.float32, order="C"))  # a writable copy
+            tensor = torch.from_numpy(_dequantize(t))
             if self._permute_qk and name.endswith(("q_proj.weight", "q_proj.bias")):
                 tensor = _unpermute(tensor, heads)
             elif self._permute_qk and name.endswith(("k_proj.weight", "k_proj.bias")):
                 tensor = _unpermute(tensor, kv_heads)
             yield name, tensor
+
+
+def _dequantize(t: Any) -> np.ndarray:
+    """A reader tensor as a writable fp32 array in numpy (row-major) shape order."""
+    from gguf.quants import dequantize
+
+    shape = tuple(int(d) for d in reversed(t.shape.tolist()))
+    try:
+        array = dequantize(t.data, t.tensor_type).reshape(shape)
+    except NotImplementedError as e:
+        raise UnsupportedModelError(
+            f"GGUF tensor {t.name!r} has quantization {t.tensor_type.name}, which gguf-py "
+            f"cannot dequantize: {e}") from None
+    return np.array(array, dtype=np.float32, order="C")  # a writable copy
 
 
 def _unpermute(w: torch.Tensor, n_head: int) -> torch.Tensor:
@@ -101,10 +118,6 @@ def _hf_tensor_name(name: str) -> str:
     m = _BLOCK_RE.fullmatch(name)
     if m and m.group(2) in _BLOCK_TENSORS:
         return f"model.layers.{m.group(1)}.{_BLOCK_TENSORS[m.group(2)]}.{m.group(3)}"
-    if name == "rope_freqs.weight":
-        raise UnsupportedModelError(
-            "GGUF files with llama3 rope frequency factors (rope_freqs.weight) are not supported; "
-            "load the HF checkpoint instead")
     raise UnsupportedModelError(f"GGUF tensor {name!r} is not part of a supported Llama-family model")
 
 
@@ -154,7 +167,7 @@ def read_gguf(path: str | Path) -> GGUFModel:
         "hidden_act": "silu",
         "rms_norm_eps": float(meta.get(f"{arch}.attention.layer_norm_rms_epsilon")),
         "rope_theta": float(meta.get(f"{arch}.rope.freq_base", 10000.0)),
-        "rope_scaling": _rope_scaling(meta, arch),
+        "rope_scaling": _rope_scaling(meta, arch, names.get(_ROPE_FREQS), head_dim, path),
         "max_position_embeddings": int(meta.get(f"{arch}.context_length")),
         "tie_word_embeddings": "output.weight" not in names,
         "attention_bias": has_qkv_bias if arch != "qwen2" else True,
@@ -173,13 +186,36 @@ def read_gguf(path: str | Path) -> GGUFModel:
     return GGUFModel(path, hf_config, generation_config, hf_tokenizer, reader, permute_qk)
 
 
-def _rope_scaling(meta: "_Metadata", arch: str) -> dict[str, Any] | None:
+def _rope_scaling(meta: "_Metadata", arch: str, rope_freqs: Any, head_dim: int,
+                  path: Path) -> dict[str, Any] | None:
+    """HF-style ``rope_scaling`` from ``rope.scaling.*`` metadata and the optional
+    ``rope_freqs.weight`` tensor (furca's ``freq_factors`` rope type)."""
     kind = meta.get(f"{arch}.rope.scaling.type", "none")
+    if kind not in ("none", "linear"):
+        raise UnsupportedModelError(f"GGUF rope scaling type {kind!r} is not supported (only linear)")
+    if rope_freqs is not None:
+        if kind != "none":
+            raise UnsupportedModelError(
+                f"GGUF file {path} has both rope scaling type {kind!r} and per-frequency rope factors "
+                f"({_ROPE_FREQS}); furca supports either, not both")
+        return {"rope_type": FREQ_FACTORS_ROPE_TYPE, "freq_factors": _rope_freq_factors(rope_freqs, head_dim, path)}
     if kind == "none":
         return None
-    if kind == "linear":
-        return {"rope_type": "linear", "factor": float(meta.get(f"{arch}.rope.scaling.factor"))}
-    raise UnsupportedModelError(f"GGUF rope scaling type {kind!r} is not supported (only linear)")
+    return {"rope_type": "linear", "factor": float(meta.get(f"{arch}.rope.scaling.factor"))}
+
+
+def _rope_freq_factors(t: Any, head_dim: int, path: Path) -> list[float]:
+    """The ``head_dim / 2`` positive factors of ``rope_freqs.weight``, as Python floats."""
+    n = head_dim // 2
+    shape = [int(d) for d in t.shape.tolist()]
+    if shape != [n]:
+        raise ModelLoadError(
+            f"GGUF file {path}: tensor {_ROPE_FREQS!r} has shape {shape}, but a model with head_dim "
+            f"{head_dim} needs one factor per rotary frequency, shape [{n}]")
+    factors = _dequantize(t)
+    if not (np.isfinite(factors).all() and (factors > 0).all()):
+        raise ModelLoadError(f"GGUF file {path}: tensor {_ROPE_FREQS!r} holds non-positive or non-finite factors")
+    return [float(f) for f in factors]
 
 
 class _Metadata:
@@ -267,6 +303,10 @@ def convert_gguf_to_hf(gguf_path: str | Path, out_dir: str | Path, *, progress: 
 
     out_dir = Path(out_dir)
     model = read_gguf(gguf_path)
+    if (model.hf_config["rope_scaling"] or {}).get("rope_type") == FREQ_FACTORS_ROPE_TYPE:
+        raise UnsupportedModelError(
+            f"GGUF file {gguf_path} stores its rope scaling as per-frequency factors ({_ROPE_FREQS}), "
+            "which a transformers config.json cannot express; load the .gguf directly instead")
     with open(out_dir / "config.json", "w", encoding="utf-8") as f:
         json.dump(model.hf_config, f, indent=2)
     with open(out_dir / "generation_config.json", "w", encoding="utf-8") as f:

@@ -1,6 +1,7 @@
 """Rotary position embedding (the "rotate-half"/NeoX layout HF Llama checkpoints use)
-with plain, linear and llama3 frequency scaling, from a cos/sin cache indexed by
-absolute positions."""
+with plain, linear and llama3 frequency scaling, or explicit per-frequency factors
+(``freq_factors``, from a GGUF's ``rope_freqs.weight``), from a cos/sin cache indexed
+by absolute positions."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 
 import torch
 
+from furca.runtime.model_config import FREQ_FACTORS_ROPE_TYPE
+
 
 def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None) -> torch.Tensor:
     """fp32 ``[head_dim // 2]`` inverse frequencies, computed as transformers does."""
@@ -16,6 +19,9 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None) -
     if scaling is None:
         return inv_freq
     rope_type = scaling["rope_type"]
+    if rope_type == FREQ_FACTORS_ROPE_TYPE:
+        # as llama.cpp applies rope_freqs.weight (ggml_rope_ext's freq_factors): theta_i / f_i
+        return inv_freq / torch.tensor(scaling["freq_factors"], dtype=torch.float32)
     factor = float(scaling["factor"])
     if rope_type == "linear":
         return inv_freq / factor
