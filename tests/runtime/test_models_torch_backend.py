@@ -97,40 +97,64 @@ def test_decode_groups_partition_by_length():
 
 
 @pytest.mark.skipif(not HAS_NUMBA, reason="numba not installed")
-def test_direct_decode_kernel_is_safe_from_several_threads():
-    """The kernel runs on numba's workqueue layer (not the OpenMP one torch uses), and
-    two engines' scheduler threads may call it at once: calls take turns, results stay
-    exact."""
+def test_direct_decode_kernel_threads():
+    """The kernel splits its tasks over torch's thread count; the result is the same to
+    the bit whatever the split, and several callers (two engines) may run it at once."""
     import threading
 
-    import numba
     import numpy as np
 
     decode = get_decode()
     g = torch.Generator().manual_seed(1)
-    k_buf = torch.randn(2, 500, 64, generator=g)
-    v_buf = torch.randn(2, 500, 64, generator=g)
+    k_buf = torch.randn(2, 6000, 64, generator=g)
+    v_buf = torch.randn(2, 6000, 64, generator=g)
     q = torch.randn(8, 6, 64, generator=g)
-    lens = np.array([1, 37, 200, 499, 5, 64, 300, 2], dtype=np.int64)
+    lens = np.array([1, 37, 2000, 4999, 5, 640, 3000, 2], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
-    kv_indices = np.concatenate([np.random.default_rng(0).permutation(499)[:n] + 1 for n in lens]).astype(np.int64)
+    rng = np.random.default_rng(0)
+    kv_indices = np.concatenate([rng.permutation(5999)[:n] + 1 for n in lens]).astype(np.int64)
     rows = np.arange(8, dtype=np.int64)
     want = torch.stack([naive_attention(q[r], k_buf.transpose(0, 1)[kv_indices[s:s + n]],
                                         v_buf.transpose(0, 1)[kv_indices[s:s + n]], 0.125)
                         for r, (s, n) in enumerate(zip(starts, lens))])
-    errors = []
 
-    def work():
-        for _ in range(50):
-            out = torch.empty_like(q)
-            decode(q.numpy(), k_buf.numpy(), v_buf.numpy(), rows, starts, lens, kv_indices, 0.125, out.numpy())
-            if not torch.allclose(out, want, atol=1e-5, rtol=1e-5):
-                errors.append((out - want).abs().max().item())
+    def run() -> torch.Tensor:
+        out = torch.empty_like(q)
+        decode(q.numpy(), k_buf.numpy(), v_buf.numpy(), rows, starts, lens, kv_indices, 0.125, out.numpy())
+        return out
 
-    threads = [threading.Thread(target=work) for _ in range(3)]
-    for t in threads:
+    threads_before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = run()
+        torch.set_num_threads(2)
+        two = run()
+    finally:
+        torch.set_num_threads(threads_before)
+    torch.testing.assert_close(one, want, atol=1e-5, rtol=1e-5)
+    assert torch.equal(one, two)
+
+    results = []
+    callers = [threading.Thread(target=lambda: results.extend(run() for _ in range(20))) for _ in range(3)]
+    for t in callers:
         t.start()
-    for t in threads:
+    for t in callers:
         t.join()
-    assert not errors
-    assert numba.threading_layer() == "workqueue"
+    assert len(results) == 60 and all(torch.equal(r, one) for r in results)
+
+
+def test_split_tasks_covers_every_task_once_and_balances_context():
+    import numpy as np
+
+    from furca.runtime.attention.cpu_decode import _MIN_WORK_PER_THREAD, split_tasks
+
+    lens = np.array([5000, 10, 10, 10, 4000, 3000, 20], dtype=np.int64)
+    for threads in (1, 2, 3, 8):
+        runs = split_tasks(lens, 3, threads)
+        assert runs[0][0] == 0 and runs[-1][1] == 21 and len(runs) <= threads
+        assert all(a[1] == b[0] for a, b in zip(runs, runs[1:])) and all(lo < hi for lo, hi in runs)
+    per_task = np.repeat(lens, 3)
+    work = [int(per_task[lo:hi].sum()) for lo, hi in split_tasks(lens, 3, 2)]
+    assert len(work) == 2 and max(work) < 0.75 * sum(work)  # not all on one thread
+    assert split_tasks(np.array([300]), 3, 8) == [(0, 3)]  # too little work to split
+    assert len(split_tasks(np.array([_MIN_WORK_PER_THREAD]), 3, 8)) == 3

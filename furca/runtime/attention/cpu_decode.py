@@ -16,29 +16,37 @@ context once and copies nothing. Semantics, in torch::
 get_decode() -> decode or None (numba missing, or FURCA_NO_NUMBA=1: the caller keeps
 the gather + SDPA path). numba is imported on the first call, not at import.
 
-Threads: the kernel runs on numba's ``workqueue`` threading layer, as many threads as
-torch uses (``torch.get_num_threads()`` at each call). Not the ``omp`` layer numba
-picks by default: it shares torch's OpenMP runtime, and alternating the two teams
-cost ~2-8 ms per call here (a 300-token decode took 2.2 ms instead of 0.1 ms). So
-``get_decode`` selects ``workqueue`` when numba has launched no parallel code yet, and
-returns None (the gather path) when another layer is already running. workqueue may
-not be entered by two threads at once, so calls are serialised by a process-wide lock
-(two engines in one process take turns for this kernel only).
-
 decode(q, k_buf, v_buf, rows, kv_start, kv_len, kv_indices, scale, out) -> None
     q, out: float32 (T, H, D); k_buf, v_buf: float32 (KV, num_slots, D); rows,
     kv_start, kv_len: int64 (n,); kv_indices: int64. Writes ``out[rows]`` only. Two
-    passes per task (scores, then the weighted sum of V), fp32 throughout; releases
-    the GIL and runs the tasks on numba's threads (the same OpenMP runtime as torch).
+    passes per task (scores, then the weighted sum of V), fp32 throughout.
+
+Threads: the compiled kernel is serial and releases the GIL; ``decode`` cuts the tasks
+into contiguous runs of about equal context and runs them on up to
+``torch.get_num_threads()`` threads (the caller's and a small shared pool), one run
+alone when the work is too small to split. Not numba's ``parallel=True``: its default
+``omp`` layer shares torch's OpenMP runtime and alternating the two teams cost
+milliseconds per call here, its ``workqueue`` layer is process-global and must not be
+entered by two threads at once, and a parallel kernel took 12 s to compile instead of
+3. Each task is computed by one thread in a fixed order, so the result does not depend
+on how the tasks were split.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
 
 _LOCK = threading.Lock()
 _DECODE: list = []  # [decode or None] once resolved
+_POOL: list[ThreadPoolExecutor] = []
+
+# Below this many (context token x KV head) pairs per thread, a split costs more than
+# it saves (a thread hand-off is ~20-40 us; a task reads ~0.1 us per pair).
+_MIN_WORK_PER_THREAD = 4096
 
 
 def get_decode():
@@ -50,39 +58,45 @@ def get_decode():
     return _DECODE[0]
 
 
+def _pool() -> ThreadPoolExecutor:
+    if not _POOL:
+        with _LOCK:
+            if not _POOL:
+                _POOL.append(ThreadPoolExecutor(max(1, (os.cpu_count() or 2) - 1),
+                                                thread_name_prefix="furca-attn"))
+    return _POOL[0]
+
+
+def split_tasks(kv_len: np.ndarray, num_kv_heads: int, num_threads: int) -> list[tuple[int, int]]:
+    """Cut tasks ``0 .. len(kv_len) * num_kv_heads`` (request-major) into at most
+    ``num_threads`` contiguous runs of about equal context, none below
+    ``_MIN_WORK_PER_THREAD``."""
+    num_tasks = int(kv_len.shape[0]) * num_kv_heads
+    total = int(kv_len.sum()) * num_kv_heads
+    parts = max(1, min(num_threads, num_tasks, total // _MIN_WORK_PER_THREAD))
+    if parts == 1:
+        return [(0, num_tasks)]
+    cost = np.repeat(kv_len, num_kv_heads).cumsum()
+    cuts = (np.searchsorted(cost, total * np.arange(1, parts) / parts) + 1).tolist()  # run ends after the task reaching its share
+    bounds = [0, *sorted(set(min(max(c, 1), num_tasks - 1) for c in cuts)), num_tasks]
+    return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+
+
 def _build():
     if os.environ.get("FURCA_NO_NUMBA", "") not in ("", "0"):
         return None
     try:
-        import numba
-        import numpy as np
-        from numba import njit, prange
+        from numba import njit
     except ImportError:  # numba is optional
         return None
-
     import torch
-    from numba.np.ufunc import parallel as numba_parallel
 
-    if numba_parallel._is_initialized:  # some other code chose the layer already
-        if numba.threading_layer() != "workqueue":
-            return None
-    else:
-        numba.config.THREADING_LAYER = "workqueue"
-    max_threads = numba.config.NUMBA_NUM_THREADS
-    launch_lock = threading.Lock()
-
-    def decode(q, k_buf, v_buf, rows, kv_start, kv_len, kv_indices, scale, out):
-        with launch_lock:
-            numba.set_num_threads(max(1, min(torch.get_num_threads(), max_threads)))
-            _decode(q, k_buf, v_buf, rows, kv_start, kv_len, kv_indices, scale, out)
-
-    @njit(parallel=True, fastmath=True, nogil=True, cache=True)
-    def _decode(q, k_buf, v_buf, rows, kv_start, kv_len, kv_indices, scale, out):
+    @njit(fastmath=True, nogil=True, cache=True)
+    def decode_tasks(q, k_buf, v_buf, rows, kv_start, kv_len, kv_indices, scale, out, lo, hi):
         num_heads, head_dim = q.shape[1], q.shape[2]
         num_kv_heads = k_buf.shape[0]
         group = num_heads // num_kv_heads
-        n = rows.shape[0]
-        for task in prange(n * num_kv_heads):
+        for task in range(lo, hi):
             r = task // num_kv_heads
             h = task - r * num_kv_heads
             row, start, length = rows[r], kv_start[r], kv_len[r]
@@ -117,5 +131,16 @@ def _build():
             for g in range(group):
                 for d in range(head_dim):
                     out[row, h * group + g, d] = acc_o[g, d]
+
+    def decode(q, k_buf, v_buf, rows, kv_start, kv_len, kv_indices, scale, out):
+        scale = np.float32(scale)
+        runs = split_tasks(kv_len, k_buf.shape[0], torch.get_num_threads())
+        args = (q, k_buf, v_buf, rows, kv_start, kv_len, kv_indices, scale, out)
+        futures = [_pool().submit(decode_tasks, *args, lo, hi) for lo, hi in runs[1:]]
+        try:
+            decode_tasks(*args, *runs[0])
+        finally:
+            for f in futures:
+                f.result()
 
     return decode
