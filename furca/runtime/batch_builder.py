@@ -4,7 +4,8 @@ Each scheduled request computes ``fill[start : start + num_new]`` (a prefill chu
 the one token sampled last). Its KV for those positions already has slots in
 ``req_to_token[row, start : start + num_new]``. Logits are computed only for the rows
 that need them: the last row when the request samples next, plus the rows whose next
-token is a prompt token whose logprob was asked for.
+token is a prompt token, or a forced output token (jump-forward), whose logprob was
+asked for.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ def plan_logits(item: ScheduledReq) -> None:
         lo = max(req.params.logprob_start_len - 1, 0, start)
         hi = min(req.prompt_len - 1, end)
         positions = list(range(lo, hi))
+    first = req.first_output_logprob_position
+    if first is not None:
+        # logits at position q score forced output token q + 1 (jump-forward), q + 1 < fill_len
+        positions.extend(range(max(first, start), min(req.fill_len - 1, end)))
     if item.samples and (not positions or positions[-1] != end - 1):
         positions.append(end - 1)
     item.logit_positions = positions

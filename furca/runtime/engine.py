@@ -99,7 +99,8 @@ class Engine:
     def generate(self, prompt=None, *, input_ids=None, sampling_params=None, rid=None, stream: bool = False):
         """`Output` (one prompt, n == 1) or a list in input order (a prompt's n samples
         adjacent); with ``stream=True`` an iterator of `StreamDelta` (the last one of each
-        request has ``finished=True`` and its ``meta_info``)."""
+        request has ``finished=True`` and its ``meta_info``; a delta's ``retract`` takes back
+        ids streamed before it: accumulate ids with `StreamDelta.apply_ids`)."""
         results: queue.Queue = queue.Queue()
         reqs, as_list = self._prepare(prompt, input_ids, sampling_params, rid, stream,
                                       lambda i: lambda obj: results.put((i, obj)))

@@ -12,8 +12,19 @@ prefix of the final text.
 
 `plan_jump` is the pure part (tokens in, tokens out, checked: the new tail decodes, in
 context, to the old text + ``s``); `JumpForward.apply` moves a request (output ids,
-matcher, detokenizer, stream buffer, and ``kv_rollback_to`` for the scheduler).
-Requests with ``return_logprob`` never jump (forced tokens would have no logprob).
+matcher, detokenizer, stream buffer, logprobs, and ``kv_rollback_to`` for the scheduler).
+
+Streaming: a dropped token that was already streamed is taken back through the next
+`StreamDelta`'s ``retract`` (``Req.pending_retract``); one not streamed yet is simply
+not sent.
+
+Logprobs (``return_logprob``): the logprobs of dropped tokens are dropped with them. The
+forced tokens are scored like prompt tokens by the pass that computes them (their
+predecessors' logits, no mask, no temperature; `Postprocessor._forced_logprobs`), so
+``kv_rollback_to`` also moves back to the position whose logits score the first of them
+(``Req.first_output_logprob_position``), one position before it when tokens were dropped.
+A request that ends on forced tokens (a stop string in them, ``max_new_tokens``) gets
+that pass before its result is delivered.
 """
 
 from __future__ import annotations
@@ -103,7 +114,7 @@ class JumpForward:
         token is left to sample)."""
         g = req.grammar
         p = req.params
-        if g is None or p.return_logprob or not req.detok.can_append_forced:
+        if g is None or not req.detok.can_append_forced:
             return None
         if not hasattr(g, "rollback"):
             return None
@@ -135,12 +146,18 @@ class JumpForward:
                     g.accept_token(o)
                 return None
         del req.output_ids[n - drop:]
+        del req.output_token_logprobs[n - drop:]
+        del req.output_top_logprobs[n - drop:]
         req.output_ids.extend(new)
         stale = req.prompt_len + n - drop  # KV positions from here on held the old tokens
+        first = req.first_output_logprob_position  # logits that score the first forced token
+        if first is not None:
+            stale = min(stale, first)
         req.kv_rollback_to = stale if req.kv_rollback_to is None else min(req.kv_rollback_to, stale)
         k = min(drop, len(req.pending_ids))  # a dropped token not streamed yet is simply not sent
         if k:
             del req.pending_ids[-k:]
+        req.pending_retract += drop - k  # the rest was streamed: the next delta takes it back
         req.pending_ids.extend(new)
         req.jump_forward_tokens += len(new)
         req.jump_forward_dropped += drop

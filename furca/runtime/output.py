@@ -130,6 +130,13 @@ class Output(_DictLike):
 class StreamDelta(_DictLike):
     """One streamed piece of a request: new ``text`` and ``token_ids`` since the last delta.
 
+    ``retract``: how many trailing ids of the ids streamed so far (the earlier deltas'
+    ``token_ids``, their retractions applied) to drop *before* appending this delta's
+    ``token_ids``. Jump-forward re-tokenization can replace tokens that were already
+    streamed; the text never changes that way (it only grows), so ``text`` deltas need
+    no retraction. Applying every delta in order (`apply_ids`) gives, at the end, exactly
+    the final ``Output.output_ids``. Usually 0.
+
     ``finished`` is True on the last delta of a request, which carries the full
     ``meta_info``; earlier deltas carry ``meta_info`` None (or progress, engine's choice).
     ``index`` is the sample's index among its prompt's ``n`` samples (0 when n == 1) and
@@ -144,9 +151,20 @@ class StreamDelta(_DictLike):
     meta_info: dict[str, Any] | None = None
     index: int = 0
     group_rid: str | None = None  # None: the same as rid
+    retract: int = 0
 
-    _KEYS = ("rid", "text", "token_ids", "finished", "meta_info", "index", "group_rid")
+    _KEYS = ("rid", "text", "token_ids", "finished", "meta_info", "index", "group_rid", "retract")
 
     def __post_init__(self) -> None:
         if self.group_rid is None:
             self.group_rid = self.rid
+
+    def apply_ids(self, ids: list[int]) -> list[int]:
+        """In place: drop ``retract`` trailing ids of ``ids`` (the ids streamed so far),
+        append ``token_ids``; returns ``ids``."""
+        if self.retract:
+            if self.retract > len(ids):
+                raise ValueError(f"retract {self.retract} exceeds the {len(ids)} ids streamed so far")
+            del ids[len(ids) - self.retract:]
+        ids.extend(self.token_ids)
+        return ids

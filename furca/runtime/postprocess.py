@@ -49,11 +49,16 @@ class Postprocessor:
             req = item.req
             if req.wants_prompt_logprobs:
                 self._prompt_logprobs(item, logits)
+            if req.first_output_logprob_position is not None:
+                self._forced_logprobs(item, logits)
             if item.samples:
                 sampling.append(item)
-            elif req.kv_len == req.fill_len and req.remaining_new_tokens == 0 and not req.is_finished:
+            elif req.is_finished:
+                if req.kv_len == req.fill_len:  # its forced tokens are scored: deliver it now
+                    finished.append(req)
+            elif req.kv_len == req.fill_len and req.remaining_new_tokens == 0:
                 # max_new_tokens == 0: the prompt is scored, nothing to generate
-                self._end(req, finish_length(req.params.max_new_tokens))
+                self.end(req, finish_length(req.params.max_new_tokens))
                 finished.append(req)
         if sampling:
             finished.extend(self._sample(sampling, logits))
@@ -76,6 +81,27 @@ class Postprocessor:
             req.input_token_logprobs.extend([lp, t] for lp, t in zip(chosen.tolist(), ids.tolist()))
             if k > 0:
                 req.input_top_logprobs.extend(top)
+
+    def _forced_logprobs(self, item: ScheduledReq, logits: torch.Tensor) -> None:
+        """Logprobs of forced output tokens (jump-forward), from the rows this pass computed
+        them in, exactly as prompt tokens': the model's distribution, no mask, no
+        temperature. Appended in order after the tokens already scored."""
+        req = item.req
+        first = req.first_output_logprob_position
+        base = item.logit_offset
+        pairs = [(base + i, q) for i, q in enumerate(item.logit_positions) if first <= q < req.fill_len - 1]
+        if not pairs:
+            return
+        if pairs[0][1] != first or pairs[-1][1] - first != len(pairs) - 1:  # kv_len passed `first`
+            raise RuntimeError(f"request {req.rid}: forced-token logit rows {[q for _, q in pairs]} "
+                               f"do not continue at position {first} (scheduler bug)")
+        k = req.params.top_logprobs_num
+        rows = logits[pairs[0][0] : pairs[-1][0] + 1]
+        ids = torch.tensor([req.output_ids[q + 1 - req.prompt_len] for _, q in pairs], device=rows.device)
+        chosen, top = compute_logprobs(rows, ids, [k] * len(pairs))
+        req.output_token_logprobs.extend([lp, t] for lp, t in zip(chosen.tolist(), ids.tolist()))
+        if k > 0:
+            req.output_top_logprobs.extend(top)
 
     def _sample(self, items: list[ScheduledReq], logits: torch.Tensor) -> list[Req]:
         reqs = [it.req for it in items]
@@ -135,23 +161,25 @@ class Postprocessor:
             if reason is None and len(req.output_ids) >= req.params.max_new_tokens:
                 reason = finish_length(req.params.max_new_tokens)
         if reason is not None:
-            self._end(req, reason)
-            return True
+            self.end(req, reason)
+            # forced tokens without logprobs yet: one more pass scores them, then it is delivered
+            return req.first_output_logprob_position is None
         if req.stream and req.pending_text:
-            req.emit(StreamDelta(req.rid, req.pending_text, req.pending_ids,
-                                 index=req.sample_index, group_rid=req.group_rid))
-            req.pending_text, req.pending_ids = "", []
+            req.emit(StreamDelta(req.rid, req.pending_text, req.pending_ids, index=req.sample_index,
+                                 group_rid=req.group_rid, retract=req.pending_retract))
+            req.pending_text, req.pending_ids, req.pending_retract = "", [], 0
         return False
 
     # -- finishing -----------------------------------------------------------------------
 
-    def _end(self, req: Req, reason: dict) -> None:
+    def end(self, req: Req, reason: dict) -> None:
+        """Mark `req` finished for `reason` (its text ends here); delivers nothing."""
         req.pending_text += req.detok.finish(reason)  # "" if the detokenizer already stopped
         req.finished_reason = reason
 
     def finish(self, req: Req, reason: dict) -> None:
         """End `req` now (abort) and deliver its result."""
-        self._end(req, reason)
+        self.end(req, reason)
         self.emit_final(req)
 
     def emit_final(self, req: Req) -> None:
@@ -187,8 +215,8 @@ class Postprocessor:
             meta["jump_forward_retokenized"] = req.jump_forward_dropped
         if req.stream:
             out = StreamDelta(req.rid, req.pending_text, req.pending_ids, finished=True, meta_info=meta,
-                              index=req.sample_index, group_rid=req.group_rid)
+                              index=req.sample_index, group_rid=req.group_rid, retract=req.pending_retract)
         else:
             out = Output(req.rid, req.detok.text, list(req.output_ids), meta)
-        req.pending_text, req.pending_ids = "", []
+        req.pending_text, req.pending_ids, req.pending_retract = "", [], 0
         req.emit(out)

@@ -76,6 +76,7 @@ class Req:
     created_at: float = field(default_factory=time.perf_counter)
     pending_text: str = ""  # decoded, not yet streamed
     pending_ids: list[int] = field(default_factory=list)
+    pending_retract: int = 0  # streamed ids that jump-forward dropped (StreamDelta.retract)
 
     # jump-forward (jump_forward.py): KV positions >= kv_rollback_to hold tokens that were
     # re-tokenized away (the scheduler frees them after the step); counts for meta_info
@@ -128,7 +129,21 @@ class Req:
         limit = self.fill_len - 1
         if self.wants_prompt_logprobs and len(self.input_token_logprobs) < self.num_prompt_logprobs:
             limit = min(limit, max(self.params.logprob_start_len - 1, 0))
+        first = self.first_output_logprob_position
+        if first is not None:
+            limit = min(limit, first)
         return max(limit, 0)
+
+    @property
+    def first_output_logprob_position(self) -> int | None:
+        """Position whose logits score the first output token without a logprob yet, or
+        None. Only jump-forward leaves such tokens (forced, appended without sampling):
+        they are scored like prompt tokens when the next forward pass computes them, so
+        until then ``kv_len`` must not pass this position (see `JumpForward.apply`)."""
+        n = len(self.output_token_logprobs)
+        if not self.params.return_logprob or n >= len(self.output_ids):
+            return None
+        return self.prompt_len + n - 1
 
     @property
     def num_prompt_logprobs(self) -> int:

@@ -59,9 +59,13 @@ class Scheduler:
             reason = self.post.jump_forward.apply(req, initial=True)
             req.kv_rollback_to = None  # nothing computed yet
             if reason is not None:  # a stop string inside the forced text
-                self.post.finish(req, reason)
-                self.stats["finished"] += 1
-                return
+                if req.first_output_logprob_position is None:
+                    self.post.finish(req, reason)
+                    self.stats["finished"] += 1
+                    return
+                # its forced tokens (and prompt) still need their logprobs: one pass scores
+                # them, then postprocessing delivers it
+                self.post.end(req, reason)
         self.waiting.append(req)
         self.live.add(req)
 

@@ -99,7 +99,7 @@ async def _stream(stream: EngineStream, prompt_lens: list[int], params: list[Sam
     try:
         async for i, delta in stream:
             texts[i] += delta.text
-            ids[i] += list(delta.token_ids)
+            delta.apply_ids(ids[i])  # jump-forward may take back ids streamed before
             if delta.finished:
                 meta = delta.meta_info or {}
             else:

@@ -188,7 +188,7 @@ class EngineStream:
             await self.aclose()
             raise
         i = self.index[(delta.group_rid, delta.index)]
-        self.timers[i].on_tokens(len(delta.token_ids))
+        self.timers[i].on_tokens(len(delta.token_ids) - delta.retract)  # net new tokens
         if delta.finished:
             self.finished[i] = True
             self.timers[i].on_finish(delta.meta_info or {})
@@ -213,7 +213,7 @@ class EngineStream:
         try:
             async for i, delta in self:
                 outs[i]["text"] += delta.text
-                outs[i]["output_ids"] += list(delta.token_ids)
+                delta.apply_ids(outs[i]["output_ids"])
                 if delta.finished:
                     outs[i]["meta_info"] = delta.meta_info or {}
         finally:

@@ -394,7 +394,17 @@ def test_stream_deltas_carry_their_sample_index(engine):
     assert all(d.rid == "pb" and d.index == 0 for d in deltas if d.group_rid == "pb")
     assert deltas[0]["index"] in (0, 1) and "group_rid" in deltas[0]
     plain = StreamDelta("x", "", [])
-    assert plain.index == 0 and plain.group_rid == "x"
+    assert plain.index == 0 and plain.group_rid == "x" and plain.retract == 0
+
+
+def test_stream_delta_apply_ids_takes_back_then_appends():
+    ids = [5, 6, 7]
+    assert StreamDelta("x", "a", [8], retract=2).apply_ids(ids) == [5, 8] and ids == [5, 8]
+    assert StreamDelta("x", "", [9]).apply_ids(ids) == [5, 8, 9]
+    assert StreamDelta("x", "", [], retract=3).apply_ids(ids) == []
+    with pytest.raises(ValueError, match="retract 1 exceeds the 0 ids"):
+        StreamDelta("x", "", [1], retract=1).apply_ids([])
+    assert StreamDelta("x", "", [], retract=1)["retract"] == 1
 
 
 def test_exit_without_shutdown_is_clean(tiny_engine_model, tmp_path):

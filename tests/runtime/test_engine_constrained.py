@@ -506,3 +506,128 @@ def test_rollback_into_the_radix_tree_and_retraction(tiny_engine_model):
             check_valid(small, p, out, lambda t: jsonschema.validate(json.loads(t), SCHEMA))
         assert small.get_server_info()["stats"]["retractions"] > 0
         small.check_memory(idle=True)
+
+
+# ----------------------------------------------------------------------- jump-forward: streamed ids, logprobs
+
+
+def forced_flags(engine: Engine) -> dict[str, list[bool]]:
+    """Spy on jump-forward: per rid, which output tokens are forced (appended without
+    sampling), kept up to date through re-tokenization. Returns the live dict."""
+    jf = engine.scheduler.post.jump_forward
+    original = jf.apply
+    flags: dict[str, list[bool]] = {}
+
+    def spy(req, initial=False):
+        f = flags.setdefault(req.rid, [])
+        f.extend([False] * (len(req.output_ids) - len(f)))  # sampled since the last call
+        n, dropped = len(req.output_ids), req.jump_forward_dropped
+        reason = original(req, initial=initial)
+        keep = n - (req.jump_forward_dropped - dropped)
+        del f[keep:]
+        f.extend([True] * (len(req.output_ids) - keep))
+        return reason
+
+    jf.apply = spy
+    return flags
+
+
+def test_stream_takes_back_ids_that_re_tokenization_replaced(engines):
+    """Re-tokenization drops tokens already streamed: the next delta's ``retract`` takes
+    them back, so the streamed ids (retractions applied) are the final output ids."""
+    on, _ = engines
+    num_retracted = 0
+    for seed, prompt in enumerate(PROMPTS):
+        params = {"json_schema": SCHEMA, "temperature": 1.0 if seed else 0.0, "seed": seed, "max_new_tokens": 100}
+        deltas = list(on.generate(prompt, sampling_params=params, stream=True))
+        full = on.generate(prompt, sampling_params=params)
+        ids: list[int] = []
+        for d in deltas:
+            assert 0 <= d.retract <= len(ids)
+            d.apply_ids(ids)
+        assert ids == full.output_ids
+        assert "".join(d.text for d in deltas) == full.text
+        assert deltas[-1].finished and deltas[-1].meta_info["completion_tokens"] == len(ids)
+        num_retracted += sum(d.retract for d in deltas)
+    # the case really happens: in "tags", sampled `[` `"` `j` + forced `son"` become `["` `j` `s` `on` `"`
+    assert num_retracted > 0
+    on.check_memory(idle=True)
+
+
+def score_as_prompt(engine: Engine, prompt_ids: list[int], output_ids: list[int], k: int):
+    """The engine's logprobs of ``output_ids`` scored as the tail of a prompt."""
+    out = engine.generate(input_ids=prompt_ids + output_ids, sampling_params={
+        "max_new_tokens": 0, "return_logprob": True, "logprob_start_len": len(prompt_ids), "top_logprobs_num": k})
+    return out.meta_info["input_token_logprobs"], out.meta_info["input_top_logprobs"]
+
+
+@pytest.mark.parametrize("constraint", [{"json_schema": SCHEMA}, {"regex": REGEXES[0]}])
+def test_return_logprob_jumps_forward_and_scores_forced_tokens_as_prompt_tokens(tiny_engine_model, constraint):
+    """A request with logprobs jumps forward too. Each forced token's logprob (and top
+    logprobs) is the model's, exactly as when the final text is scored as a prompt;
+    sampled tokens keep theirs (after the constraint mask: never below the unmasked)."""
+    loaded, _ = tiny_engine_model
+    k = 3
+    with Engine(loaded, max_total_tokens=4096, check_memory=True) as engine:
+        flags = forced_flags(engine)
+        for seed, prompt in enumerate(PROMPTS[:3]):
+            params = {**constraint, "temperature": 1.0 if seed else 0.0, "seed": seed, "max_new_tokens": 80,
+                      "return_logprob": True, "top_logprobs_num": k}
+            steps = engine.get_server_info()["stats"]["steps"]
+            out = engine.generate(prompt, sampling_params=params, rid=f"lp{seed}")
+            steps = engine.get_server_info()["stats"]["steps"] - steps
+            meta, n = out.meta_info, len(out.output_ids)
+            forced = flags[f"lp{seed}"] + [False] * (n - len(flags[f"lp{seed}"]))
+            assert meta["jump_forward_tokens"] > 0 and any(forced)
+            assert steps < n  # one forward pass per sampled token at most; forced ones come free
+            assert [e[1] for e in meta["output_token_logprobs"]] == out.output_ids
+            assert len(meta["output_top_logprobs"]) == n
+            prompt_ids = engine.tokenizer.encode(prompt)
+            scored, scored_top = score_as_prompt(engine, prompt_ids, out.output_ids, k)
+            for i, is_forced in enumerate(forced):
+                lp, ref = meta["output_token_logprobs"][i][0], scored[i][0]
+                if is_forced:
+                    assert lp == pytest.approx(ref, abs=1e-4), (i, out.text)
+                    top, ref_top = meta["output_top_logprobs"][i], scored_top[i]
+                    assert [e[1] for e in top] == [e[1] for e in ref_top]
+                    assert [e[0] for e in top] == pytest.approx([e[0] for e in ref_top], abs=1e-4)
+                else:
+                    assert lp >= ref - 1e-4  # renormalized over the allowed tokens
+        engine.check_memory(idle=True)
+
+
+def test_return_logprob_when_forced_tokens_end_the_request(engines):
+    """A request that ends on forced tokens (max_new_tokens, a stop string inside the
+    forced text, also before the first pass) gets one more pass to score them: its
+    result has one logprob per output token, and prompt logprobs as asked."""
+    on, _ = engines
+    lp = {"return_logprob": True, "top_logprobs_num": 2}
+    cases = [{"json_schema": SCHEMA, "temperature": 0, "max_new_tokens": n, **lp} for n in (8, 13, 20)]
+    cases += [{"regex": r'\{"name": "[a-z]{1,8}"\}', "stop": ["name"], "temperature": 0, "max_new_tokens": 30,
+               "logprob_start_len": 0, **lp},
+              {"regex": r'\{"name": "[a-z]{1,8}", "version": [0-9]\}', "stop": ["version"], "temperature": 0,
+               "max_new_tokens": 30, **lp}]
+    for params in cases:
+        for stream in (False, True):
+            res = on.generate("Hello", sampling_params=params, stream=stream)
+            if stream:
+                deltas = list(res)
+                ids: list[int] = []
+                for d in deltas:
+                    d.apply_ids(ids)
+                text, meta = "".join(d.text for d in deltas), deltas[-1].meta_info
+            else:
+                ids, text, meta = res.output_ids, res.text, res.meta_info
+            assert meta["jump_forward_tokens"] > 0
+            assert [e[1] for e in meta["output_token_logprobs"]] == ids
+            assert len(meta["output_top_logprobs"]) == len(ids)
+            assert all(e[0] is not None and e[0] <= 0 for e in meta["output_token_logprobs"])
+            if "stop" in params:
+                assert meta["finish_reason"] == {"type": "stop", "matched": params["stop"][0]}
+                assert text.endswith('"') and params["stop"][0] not in text
+            else:
+                assert meta["finish_reason"] == {"type": "length", "length": params["max_new_tokens"]}
+                assert len(ids) == params["max_new_tokens"]
+        if params.get("logprob_start_len") == 0:
+            assert len(meta["input_token_logprobs"]) == len(on.tokenizer.encode("Hello"))
+    on.check_memory(idle=True)
