@@ -12,7 +12,7 @@ language may end.
 The trie (``TokenTrie``) holds every distinct non-empty token byte string, nodes in
 breadth-first order so that the children of a node are contiguous and each depth is a
 contiguous range: a mask is computed by walking the trie one depth at a time with
-numpy gathers (see ``automaton.py``).
+numpy gathers (see ``masks.py``).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ class TokenSlice:
             if pat.fullmatch(text):
                 char_len[i] = len(text)
         self.levels = []  # (L, packed mask of slice tokens with <= L chars, trie of the rest)
-        for L in (1 << 30,) + self.LEVELS:  # 1 << 30: every slice token (automaton.UNBOUNDED)
+        for L in (1 << 30,) + self.LEVELS:  # 1 << 30: every slice token (slices.UNBOUNDED)
             short = (char_len > 0) & (char_len <= L)
             rest = [None if short[i] else b for i, b in enumerate(info.token_bytes)]
             self.levels.append((L, np.packbits(short, bitorder="little").view("<i4").copy(), TokenTrie(rest)))

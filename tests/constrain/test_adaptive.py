@@ -1,4 +1,4 @@
-"""Context-independent masks (automaton._context), the relative closure, suffix-shared
+"""Context-independent masks (masks._context), the relative closure, suffix-shared
 UTF-8 classes and the translator-IR entry point: each checked against a brute-force
 reference (every token stepped through the real automaton)."""
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from furca.constrain import GrammarCompiler, ir
-from furca.constrain.automaton import CUT_RET
+from furca.constrain.masks import CUT_RET
 from furca.constrain.gbnf import parse_gbnf
 from furca.constrain.schema_ir import ir_from_rules
 
@@ -192,3 +192,26 @@ val ::= "\"" [^\x00-\x1f"\\]{0,20} "\"" | [0-9]+ | "x"? | nothing
     assert _norm(got.rules["root"]) == _norm(ref.rules["root"])
     assert _norm(got.rules["val"])[1][:3] == _norm(ref.rules["val"])[1][:3]
     assert got.rules["val"][1][3] == ir.NOTHING
+
+
+def test_step_without_rows_matches_expanded_rows():
+    # step() moves through states without building their rows (_step_byte); the state
+    # it reaches on each byte must be the one the row built later holds
+    info = byte_info(EXTRA)
+    g = GrammarCompiler(info).compile_grammar(GRAMMAR)
+    a = g.automaton
+    rng = random.Random(2)
+    checked = 0
+    for _ in range(30):
+        s = a.start
+        for _ in range(40):
+            if not a.expanded[s]:
+                stepped = [a.step(s, bytes([b])) for b in range(256)]
+                a.expand(s)
+                assert a.trans[s].tolist() == stepped, s
+                checked += 1
+            live = np.flatnonzero(a.trans[s])
+            if not len(live):
+                break
+            s = int(a.trans[s, rng.choice(live.tolist())])
+    assert checked > 50

@@ -1,0 +1,180 @@
+"""Slice bounds: how deep a state provably allows any string of slice characters.
+
+SliceBounds is a mixin of automaton.LazyAutomaton. slice_depth(s, sl) is a lower bound
+of the number of characters of sl (a tokenizer.TokenSlice, e.g. "JSON string
+character") that every string may have and still leave s alive; masks.TokenMasks then
+ORs in the slice's bitmask for that length and walks only the rest of the vocabulary.
+A lower bound is always safe (a search cut short only means walking more of the trie).
+"""
+
+from __future__ import annotations
+
+import os
+
+from .masks import CUT_RET
+
+UNBOUNDED = 1 << 30  # slice depth of a state no slice string can kill
+SLICE_BUDGET = int(os.environ.get("FURCA_SLICE_BUDGET", 24))  # new slice steps one search may spend
+SLICE_BUDGET_TOTAL = int(os.environ.get("FURCA_SLICE_BUDGET_TOTAL", 400))  # ... one mask, nested searches included
+
+
+class SliceBounds:
+    """slice_depth(s, sl), memoised per slice; the searches create automaton states
+    (through the automaton's _intern / expand) like any walk."""
+
+    def _init_slices(self):
+        self._slice_steps: dict[str, dict] = {}
+        self._slice_depth: dict[str, dict] = {}
+        self._budget = 0
+        self._abs_stack: dict[int, int | None] = {}  # stack -> innermost call frame cut (see _config_bound)
+        self._abs_single: dict[tuple, int] = {}  # configuration -> its abstract single-configuration state
+
+    def _slice_step(self, s: int, sl):
+        """(dies, successors): whether some character of the slice leads from s to the
+        dead state, else the states after one slice character. Cached per state."""
+        cache = self._slice_steps.setdefault(sl.name, {})
+        hit = cache.get(s)
+        if hit is not None:
+            return hit
+        succ = set()
+        res = None
+        expanded, expand = self.expanded, self.expand
+        rows = {}  # (state, lo, hi) -> successor set (the UTF-8 sequences share prefixes)
+        for seq in sl.utf8_seqs:
+            cur = (s,)
+            for lo, hi in seq:
+                nxt = set()
+                for u in cur:
+                    key = (u, lo, hi)
+                    r = rows.get(key)
+                    if r is None:
+                        full = rows.get(u)
+                        if full is None:
+                            if not expanded[u]:
+                                expand(u)
+                                expanded = self.expanded
+                            full = rows[u] = self.trans[u].tolist()
+                        r = rows[key] = set(full[lo : hi + 1])
+                    nxt |= r
+                if 0 in nxt:
+                    res = (True, ())
+                    break
+                cur = nxt
+            if res is not None:
+                break
+            succ |= cur
+        if res is None:
+            res = (False, tuple(succ))
+        cache[s] = res
+        return res
+
+    def _abstract_stack(self, st):
+        """st with its innermost call frame replaced by the context frame (counter frames
+        above it kept), or None when st has no call frame."""
+        hit = self._abs_stack.get(st, -1)
+        if hit != -1:
+            return hit
+        stacks = self._stacks
+        frames, x = [], st
+        while x and stacks[x][2]:
+            frames.append(stacks[x])
+            x = stacks[x][1]
+        if not x:
+            res = None
+        elif stacks[x][0] == CUT_RET:
+            res = st
+        else:
+            res = self._cut
+            for ret, _parent, k in reversed(frames):
+                res = self._push(ret, res, k)
+        self._abs_stack[st] = res
+        return res
+
+    def _config_bound(self, x, sl, memo, level):
+        """max over the configurations c of x of the slice depth of c alone, inside the
+        rule it is in (its stack cut at the innermost call: a slice string that would
+        return from that rule counts as dying). A lower bound of x's depth (x is live
+        if any of its configurations is), shared by every call site of the rule: the
+        same key-rest / string rule called from a hundred places is measured once."""
+        best = 0
+        singles = self._abs_single
+        top = sl.max_level
+        for c in self._configs[x]:
+            ab = singles.get(c)
+            if ab is None:
+                st = self._abstract_stack(c[1])
+                ab = singles[c] = 0 if st is None or st == c[1] else self._intern([(c[0], st)], False)
+            if not ab:
+                continue
+            d = memo.get(ab)
+            if d is None:
+                if level > 1 or self._budget <= 0:  # inside another single's search, or out of budget
+                    continue
+                d = self.slice_depth(ab, sl, nested=level)
+            if d > best:
+                best = d
+                if best >= top:
+                    break
+        return best
+
+    def slice_depth(self, s: int, sl, nested: int = 0) -> int:
+        """A lower bound of d, the largest n such that every string of at most n slice
+        characters leads from s to a live state (UNBOUNDED when the search closes: every
+        state reachable through slice characters was seen and none dies). A breadth-first
+        search over slice characters, cut at sl.max_level levels, at states already
+        measured (memoised), and after SLICE_BUDGET new per-state steps (then the levels
+        completed so far are the bound: smaller is always safe, it only means walking
+        more of the trie). States are taken by their canonical form (a counter deep in
+        its range is one state), sound because the search spans less than a token."""
+        memo = self._slice_depth.setdefault(sl.name, {})
+        hit = memo.get(s)
+        if hit is not None:
+            return hit
+        steps = self._slice_steps.setdefault(sl.name, {})
+        canon = self._canonical if self.nfa.counter else None
+        top = sl.max_level
+        if not nested:
+            self._budget = SLICE_BUDGET_TOTAL
+        lb = self._config_bound(s, sl, memo, nested + 1)
+        if lb >= top:
+            memo[s] = lb
+            return lb
+        best = UNBOUNDED
+        local = SLICE_BUDGET
+        level, seen = [s], {s}
+        for i in range(top):
+            nxt = []
+            for x in level:
+                m = memo.get(x) if x != s else None
+                if m is not None:
+                    best = min(best, i + m)
+                    continue
+                if x != s:
+                    m = self._config_bound(x, sl, memo, nested + 1)
+                    if i + m >= top:
+                        best = min(best, i + m)
+                        continue
+                if x not in steps:
+                    if self._budget <= 0 or local <= 0:
+                        best = min(best, i)
+                        break
+                    self._budget -= 1
+                    local -= 1
+                dies, succ = self._slice_step(x, sl)
+                if dies:
+                    best = min(best, i)
+                    continue
+                for y in succ:
+                    if canon is not None:
+                        y = canon(y)
+                    if y not in seen:
+                        seen.add(y)
+                        nxt.append(y)
+            if i + 1 >= best or not nxt:
+                break
+            level = nxt
+        else:
+            best = min(best, top)  # frontier still open after max_level levels
+        best = max(min(best, UNBOUNDED), lb)
+        memo[s] = best
+        return best
