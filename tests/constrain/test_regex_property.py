@@ -1,8 +1,8 @@
-"""Property test: random regexes over a small alphabet agree with Python's re on random
-strings (fullmatch, ASCII), through the automaton and through the byte-token mask."""
+"""Property test: random regexes over a small alphabet agree with Python's re semantics
+(the ``regex`` module in V0 mode, which can time out) on random strings (fullmatch,
+ASCII), through the automaton and through the byte-token mask."""
 
-import re
-
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +33,13 @@ def test_regex_agrees_with_re(pattern, texts):
     g = _COMPILER.compile_regex(pattern)
     a = g.automaton
     for t in texts:
-        expected = re.fullmatch(pattern, t, re.ASCII) is not None
+        # the reference is a backtracking matcher: nested counted repeats of nullable parts
+        # ("(?:(?:x?){0,17}){17,18}") make it exponential on some texts. `regex` (re's
+        # semantics in V0 mode) can give up after a timeout; such a text is skipped.
+        try:
+            expected = regex.fullmatch(pattern, t, regex.ASCII | regex.V0, timeout=2.0) is not None
+        except TimeoutError:
+            continue
         s = a.step(a.start, t.encode())
         assert (s != 0 and a.accepting[s]) == expected, (pattern, t)
         if expected:  # and the token walk agrees: every byte allowed by the mask, then EOS
