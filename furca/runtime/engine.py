@@ -31,6 +31,32 @@ from furca.runtime.scheduler import Scheduler
 logger = logging.getLogger("furca")
 
 
+class _Results:
+    """What one `generate` call has received so far, in input order: the final `Output`
+    of each request (``outputs``) and whether it has finished (``done``). The sync and
+    async loops of `Engine` differ only in how they wait for the next item."""
+
+    def __init__(self, n: int):
+        self.outputs: list[Any] = [None] * n
+        self.done = [False] * n
+        self._left = n
+
+    @property
+    def complete(self) -> bool:
+        return self._left == 0
+
+    def take(self, i: int, obj: Any) -> Any:
+        """Record request ``i``'s `Output` or `StreamDelta`; re-raise an engine error."""
+        if isinstance(obj, BaseException):
+            raise obj
+        final = obj.finished if isinstance(obj, StreamDelta) else True  # an Output is final
+        if final and not self.done[i]:
+            self.done[i] = True
+            self._left -= 1
+        self.outputs[i] = obj
+        return obj
+
+
 def _resolve_device(name: str) -> str:
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -106,32 +132,23 @@ class Engine:
                                       lambda i: lambda obj: results.put((i, obj)))
         if stream:
             return self._stream(results, reqs)
-        outputs: list[Any] = [None] * len(reqs)
-        remaining = len(reqs)
+        got = _Results(len(reqs))
         try:
-            while remaining:
-                i, obj = results.get()
-                if isinstance(obj, BaseException):
-                    raise obj
-                outputs[i] = obj
-                remaining -= 1
+            while not got.complete:
+                got.take(*results.get())
         finally:
-            if remaining:
-                self._abort_unfinished(reqs, outputs)
-        return outputs if as_list else outputs[0]
+            if not got.complete:
+                self._abort_unfinished(reqs, got.done)
+        return got.outputs if as_list else got.outputs[0]
 
     def _stream(self, results: queue.Queue, reqs: list[Req]) -> Iterator[StreamDelta]:
-        done = [False] * len(reqs)
+        got = _Results(len(reqs))
         try:
-            while not all(done):
-                i, obj = results.get()
-                if isinstance(obj, BaseException):
-                    raise obj
-                done[i] = obj.finished
-                yield obj
+            while not got.complete:
+                yield got.take(*results.get())
         finally:
-            if not all(done):
-                self._abort_unfinished(reqs, done)
+            if not got.complete:
+                self._abort_unfinished(reqs, got.done)
 
     async def async_generate(self, prompt=None, *, input_ids=None, sampling_params=None, rid=None,
                              stream: bool = False):
@@ -158,32 +175,23 @@ class Engine:
             raise
         if stream:
             return self._astream(results, reqs)
-        outputs: list[Any] = [None] * len(reqs)
-        remaining = len(reqs)
+        got = _Results(len(reqs))
         try:
-            while remaining:
-                i, obj = await results.get()
-                if isinstance(obj, BaseException):
-                    raise obj
-                outputs[i] = obj
-                remaining -= 1
+            while not got.complete:
+                got.take(*await results.get())
         finally:
-            if remaining:
-                self._abort_unfinished(reqs, outputs)
-        return outputs if as_list else outputs[0]
+            if not got.complete:
+                self._abort_unfinished(reqs, got.done)
+        return got.outputs if as_list else got.outputs[0]
 
     async def _astream(self, results: asyncio.Queue, reqs: list[Req]) -> AsyncIterator[StreamDelta]:
-        done = [False] * len(reqs)
+        got = _Results(len(reqs))
         try:
-            while not all(done):
-                i, obj = await results.get()
-                if isinstance(obj, BaseException):
-                    raise obj
-                done[i] = obj.finished
-                yield obj
+            while not got.complete:
+                yield got.take(*await results.get())
         finally:
-            if not all(done):
-                self._abort_unfinished(reqs, done)
+            if not got.complete:
+                self._abort_unfinished(reqs, got.done)
 
     def abort(self, rid: str) -> None:
         """Abort a request (or all samples of an n > 1 request) mid-flight or waiting; its
