@@ -158,3 +158,41 @@ def test_split_tasks_covers_every_task_once_and_balances_context():
     assert len(work) == 2 and max(work) < 0.75 * sum(work)  # not all on one thread
     assert split_tasks(np.array([300]), 3, 8) == [(0, 3)]  # too little work to split
     assert len(split_tasks(np.array([_MIN_WORK_PER_THREAD]), 3, 8)) == 3
+
+
+@pytest.mark.skipif(not HAS_NUMBA or not hasattr(__import__("os"), "fork"), reason="numba or fork missing")
+def test_direct_decode_kernel_after_fork():
+    """A child forked after the kernel's thread pool started gets a pool of its own
+    (the parent's threads do not exist there): the kernel still runs and is exact."""
+    import multiprocessing
+
+    import numpy as np
+
+    decode = get_decode()
+    lens = np.array([3000, 3000], dtype=np.int64)
+    starts = np.array([0, 3000], dtype=np.int64)
+    kv_indices = np.arange(1, 6001, dtype=np.int64)
+    g = torch.Generator().manual_seed(2)
+    k_buf, v_buf = torch.randn(2, 6001, 64, generator=g), torch.randn(2, 6001, 64, generator=g)
+    q = torch.randn(2, 4, 64, generator=g)
+
+    def run() -> torch.Tensor:
+        out = torch.empty_like(q)
+        decode(q.numpy(), k_buf.numpy(), v_buf.numpy(), np.arange(2, dtype=np.int64), starts, lens, kv_indices,
+               0.125, out.numpy())
+        return out
+
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(2)  # two runs: the pool thread is used before the fork
+    try:
+        want = run()
+        ctx = multiprocessing.get_context("fork")
+        results = ctx.Queue()
+        child = ctx.Process(target=lambda: results.put(run().numpy()))  # a fork: no pickling of run
+        child.start()
+        got = torch.from_numpy(results.get(timeout=120))
+        child.join(timeout=60)
+    finally:
+        torch.set_num_threads(threads_before)
+    assert child.exitcode == 0
+    assert torch.equal(got, want)

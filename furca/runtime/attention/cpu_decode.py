@@ -43,6 +43,8 @@ import numpy as np
 _LOCK = threading.Lock()
 _DECODE: list = []  # [decode or None] once resolved
 _POOL: list[ThreadPoolExecutor] = []
+# a forked child has none of the parent's threads: it starts a pool of its own
+os.register_at_fork(after_in_child=_POOL.clear)
 
 # Below this many (context token x KV head) pairs per thread, a split costs more than
 # it saves (a thread hand-off is ~20-40 us; a task reads ~0.1 us per pair).
