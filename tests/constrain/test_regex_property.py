@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from furca.constrain import GrammarCompiler
+from furca.errors import CompileError
 
 from .conftest import BYTE_EOS, allowed_set, byte_info
 
@@ -30,7 +31,14 @@ def _regex(depth):
 @settings(max_examples=150, deadline=None)
 @given(_regex(3), st.lists(st.text(alphabet="abc1日x_\n", max_size=6), min_size=1, max_size=8))
 def test_regex_agrees_with_re(pattern, texts):
-    g = _COMPILER.compile_regex(pattern)
+    try:
+        g = _COMPILER.compile_regex(pattern)
+    except CompileError as e:
+        # a documented limit, not a bug: nested counted repeats of nullable parts
+        # ("(?:(?:x?){0,17}){17,18}") can need more than 4,096 simultaneous parses;
+        # anything without nested counts must compile
+        assert "parallel parses" in str(e) and pattern.count("{") >= 2, (pattern, str(e))
+        return
     a = g.automaton
     for t in texts:
         # the reference is a backtracking matcher: nested counted repeats of nullable parts
