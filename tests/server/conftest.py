@@ -121,3 +121,28 @@ def assert_idle(http: httpx.Client, timeout: float = 30.0) -> dict:
     assert info["free"] + info["evictable"] == info["capacity"], info
     assert info["server"]["num_inflight"] == 0 and info["server"]["num_active_rids"] == 0, info
     return info
+
+
+def _runtime_fixtures():
+    """tests/runtime/conftest.py as a module: its tiny-model builders."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "runtime" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("furca_runtime_test_fixtures", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A tiny random Llama with a real BPE tokenizer, loaded once per test module (for
+    in-process servers over a real `Engine`)."""
+    from furca.runtime.loader import load_model
+
+    fx = _runtime_fixtures()
+    tok = fx.build_tiny_hf_tokenizer()
+    out = tmp_path_factory.mktemp("server-tiny") / "tiny-llama"
+    fx.build_tiny_hf_model("llama", len(tok), seed=1).save_pretrained(out)
+    tok.save_pretrained(out)
+    return load_model(out, dtype="float32", device="cpu")

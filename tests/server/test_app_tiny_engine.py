@@ -5,33 +5,12 @@ template and special tokens, and stream deltas reach their choice by their index
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-from pathlib import Path
 
 import httpx
-import pytest
 
 from furca.server import ServerArgs, create_app
 
 
-def _runtime_fixtures():
-    path = Path(__file__).resolve().parents[1] / "runtime" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("furca_runtime_test_fixtures", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    from furca.runtime.loader import load_model
-
-    fx = _runtime_fixtures()
-    tok = fx.build_tiny_hf_tokenizer()
-    out = tmp_path_factory.mktemp("server-tiny") / "tiny-llama"
-    fx.build_tiny_hf_model("llama", len(tok), seed=1).save_pretrained(out)
-    tok.save_pretrained(out)
-    return load_model(out, dtype="float32", device="cpu")
 
 
 def _run(engine, args, fn):
