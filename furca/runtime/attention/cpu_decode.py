@@ -127,6 +127,14 @@ def _build():
             return context.get_dummy_value()
         return types.void(arr, i, j, k), codegen
 
+    @njit(inline="always", nogil=True)
+    def prefetch_rows(buf, h, kv_indices, at):
+        """Prefetch the rows of KV head ``h`` at slots ``kv_indices[at : at + 4]``."""
+        for t in range(4):
+            slot = kv_indices[at + t]
+            for d in range(0, buf.shape[2], 16):  # one cache line holds 16 floats
+                prefetch(buf, h, slot, d)
+
     @njit(fastmath=True, nogil=True, cache=True)
     def decode_tasks(q, k_buf, v_buf, rows, kv_start, kv_len, kv_indices, scale, out, lo, hi):
         num_heads, head_dim = q.shape[1], q.shape[2]
@@ -150,10 +158,7 @@ def _build():
             j = 0
             while j + 4 <= length:
                 if j + _PREFETCH_AHEAD + 4 <= length:
-                    for t in range(4):
-                        sl = kv_indices[start + j + _PREFETCH_AHEAD + t]
-                        for d in range(0, head_dim, 16):
-                            prefetch(k_buf, h, sl, d)
+                    prefetch_rows(k_buf, h, kv_indices, start + j + _PREFETCH_AHEAD)
                 k0 = k_buf[h, kv_indices[start + j]]
                 k1 = k_buf[h, kv_indices[start + j + 1]]
                 k2 = k_buf[h, kv_indices[start + j + 2]]
@@ -226,10 +231,7 @@ def _build():
             j = 0
             while j + 4 <= length:
                 if j + _PREFETCH_AHEAD + 4 <= length:
-                    for t in range(4):
-                        sl = kv_indices[start + j + _PREFETCH_AHEAD + t]
-                        for d in range(0, head_dim, 16):
-                            prefetch(v_buf, h, sl, d)
+                    prefetch_rows(v_buf, h, kv_indices, start + j + _PREFETCH_AHEAD)
                 v0 = v_buf[h, kv_indices[start + j]]
                 v1 = v_buf[h, kv_indices[start + j + 1]]
                 v2 = v_buf[h, kv_indices[start + j + 2]]
