@@ -59,10 +59,10 @@ class _Extend:
 @dataclass
 class _DirectDecode:
     """All decode rows for ``cpu_decode``'s kernel (numpy views, int64)."""
-    rows: "np.ndarray"  # (n,) row of each request in q
-    kv_start: "np.ndarray"  # (n,) offset of its slots in kv_indices
-    kv_len: "np.ndarray"  # (n,)
-    kv_indices: "np.ndarray"
+    rows: np.ndarray  # (n,) row of each request in q
+    kv_start: np.ndarray  # (n,) offset of its slots in kv_indices
+    kv_len: np.ndarray  # (n,)
+    kv_indices: np.ndarray
 
 
 @dataclass
