@@ -19,6 +19,9 @@ Split-KV (flash-decoding), two launches:
   per query head); it loops over ``BLOCK_N`` slots at a time with an online softmax and
   writes the partial output and its log-sum-exp (base 2) to fp32 scratch;
   stage 2, grid ``(B, H)``: merges the ``S`` partial results by log-sum-exp.
+``S`` is a runtime argument, not a constexpr: the split count follows the batch size
+and the longest context, and one compiled kernel serves them all (no JIT stall when a
+new batch size shows up mid-serving).
 Dot products run on the storage dtype (fp16/bf16 on tensor cores, fp32 with exact
 "ieee" precision) and accumulate in fp32; softmax, rescaling and merging are fp32.
 
@@ -56,8 +59,9 @@ def decode_attention_ref(q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tens
 def _decode_stage1_kernel(
     q_ptr, k_buf_ptr, v_buf_ptr, kv_indptr_ptr, kv_indices_ptr, mid_o_ptr, mid_lse_ptr,
     qk_scale,  # scaling * log2(e): the softmax runs in base 2
+    num_kv_splits,  # a runtime value: one compiled kernel serves every split count
     stride_q_tok, stride_q_head, stride_buf_slot, stride_buf_head,
-    GROUP_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, NUM_KV_SPLITS: tl.constexpr,
+    GROUP_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     b = tl.program_id(0)
@@ -66,7 +70,7 @@ def _decode_stage1_kernel(
     num_heads = tl.num_programs(1) * GROUP_SIZE
     kv_start = tl.load(kv_indptr_ptr + b).to(tl.int64)
     seq_len = (tl.load(kv_indptr_ptr + b + 1) - kv_start).to(tl.int32)
-    split_len = tl.cdiv(seq_len, NUM_KV_SPLITS)
+    split_len = tl.cdiv(seq_len, num_kv_splits)
     lo = split * split_len
     hi = tl.minimum(lo + split_len, seq_len)
     if hi > lo:
@@ -98,7 +102,7 @@ def _decode_stage1_kernel(
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
             l_i = l_i * alpha + tl.sum(p, 1)
             m_i = m_new
-        row = (b * num_heads + heads).to(tl.int64) * NUM_KV_SPLITS + split  # (B, H, S) index
+        row = (b * num_heads + heads).to(tl.int64) * num_kv_splits + split  # (B, H, S) index
         tl.store(mid_o_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], acc / l_i[:, None],
                  mask=mask_h[:, None] & mask_d[None, :])
         tl.store(mid_lse_ptr + row, m_i + tl.log2(l_i), mask=mask_h)
@@ -107,21 +111,21 @@ def _decode_stage1_kernel(
 @triton.jit
 def _decode_stage2_kernel(
     mid_o_ptr, mid_lse_ptr, out_ptr, kv_indptr_ptr,
-    stride_out_tok, stride_out_head,
-    HEAD_DIM: tl.constexpr, NUM_KV_SPLITS: tl.constexpr, BLOCK_D: tl.constexpr,
+    num_kv_splits, stride_out_tok, stride_out_head,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     b = tl.program_id(0)
     head = tl.program_id(1)
     num_heads = tl.num_programs(1)
     seq_len = (tl.load(kv_indptr_ptr + b + 1) - tl.load(kv_indptr_ptr + b)).to(tl.int32)
-    split_len = tl.cdiv(seq_len, NUM_KV_SPLITS)
+    split_len = tl.cdiv(seq_len, num_kv_splits)
     offs_d = tl.arange(0, BLOCK_D)
     mask_d = offs_d < HEAD_DIM
-    base = (b * num_heads + head).to(tl.int64) * NUM_KV_SPLITS
+    base = (b * num_heads + head).to(tl.int64) * num_kv_splits
     m = float("-inf")
     total = 0.0
     acc = tl.zeros([BLOCK_D], tl.float32)
-    for split in range(NUM_KV_SPLITS):
+    for split in range(num_kv_splits):
         if split * split_len < seq_len:  # empty splits wrote nothing
             o = tl.load(mid_o_ptr + (base + split) * HEAD_DIM + offs_d, mask=mask_d, other=0.0)
             lse = tl.load(mid_lse_ptr + base + split)
@@ -185,15 +189,16 @@ def decode_attention(
     mid_lse = torch.empty((batch, num_heads, splits), dtype=torch.float32, device=q.device)
     _decode_stage1_kernel[(batch, num_kv_heads, splits)](
         q, k_buf, v_buf, kv_indptr, kv_indices, mid_o, mid_lse,
-        scaling * math.log2(math.e),
+        scaling * math.log2(math.e), splits,
         q.stride(0), q.stride(1), k_buf.stride(0), k_buf.stride(1),
-        GROUP_SIZE=group, HEAD_DIM=head_dim, NUM_KV_SPLITS=splits,
+        GROUP_SIZE=group, HEAD_DIM=head_dim,
         BLOCK_H=max(16, triton.next_power_of_2(group)), BLOCK_N=block_n or 64, BLOCK_D=block_d,
         DOT_PRECISION="ieee" if k_buf.dtype == torch.float32 else "tf32",
-        num_warps=num_warps or 4, num_stages=num_stages or 2,
+        # fp32 dots run on FMA units: at 4 warps a D=128 tile needs 255 registers and spills
+        num_warps=num_warps or (8 if k_buf.dtype == torch.float32 else 4), num_stages=num_stages or 2,
     )
     _decode_stage2_kernel[(batch, num_heads)](
-        mid_o, mid_lse, out, kv_indptr, out.stride(0), out.stride(1),
-        HEAD_DIM=head_dim, NUM_KV_SPLITS=splits, BLOCK_D=block_d, num_warps=4 if head_dim <= 128 else 8,
+        mid_o, mid_lse, out, kv_indptr, splits, out.stride(0), out.stride(1),
+        HEAD_DIM=head_dim, BLOCK_D=block_d, num_warps=4 if head_dim <= 128 else 8,
     )
     return out

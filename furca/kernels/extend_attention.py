@@ -135,8 +135,13 @@ def _extend_attention_kernel(
                  out.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_d[None, :])
 
 
-def default_blocks(device: torch.device, head_dim: int) -> tuple[int, int, int, int]:
-    """``(BLOCK_M, BLOCK_N, num_warps, num_stages)``."""
+def default_blocks(device: torch.device, head_dim: int, dtype: torch.dtype) -> tuple[int, int, int, int]:
+    """``(BLOCK_M, BLOCK_N, num_warps, num_stages)``. On CUDA, fp32 tiles are smaller:
+    exact fp32 dots run on FMA units, not tensor cores, and need far more registers
+    (128x64 or 64x64 tiles spill kilobytes per thread on sm_80 and sm_90;
+    ``python -m furca.kernels.cross_compile`` checks every default)."""
+    if device.type == "cuda" and dtype == torch.float32:
+        return 32, 32, 8, 2
     if device.type == "cuda" and head_dim <= 128:
         return 128, 64, 8, 2
     return 64, 64, 4, 2 if head_dim <= 128 else 1
@@ -181,7 +186,7 @@ def extend_attention(
         max_qo_len = int((qo_indptr[1:] - qo_indptr[:-1]).max()) if batch > 0 else 0
     if batch == 0 or max_qo_len == 0:
         return out
-    bm, bn, warps, stages = default_blocks(q.device, head_dim)
+    bm, bn, warps, stages = default_blocks(q.device, head_dim, k_buf.dtype)
     block_m, block_n = block_m or bm, block_n or bn
     _extend_attention_kernel[(batch, num_heads, triton.cdiv(max_qo_len, block_m))](
         q, k, v, k_buf, v_buf, qo_indptr, kv_indptr, kv_indices, out,
