@@ -31,7 +31,7 @@ def _cmd_pull(args: argparse.Namespace) -> int:
 def _cmd_generate(args: argparse.Namespace) -> int:
     from furca.runtime.engine import Engine
 
-    engine_kwargs = {"dtype": args.dtype}
+    engine_kwargs = {"dtype": args.dtype, "linear_dtype": args.linear_dtype}
     with Engine(model=args.model, **engine_kwargs) as engine:
         prompt = args.prompt
         if args.chat:
@@ -63,6 +63,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return run(ServerArgs(**{k: v for k, v in vars(args).items() if k in names}))
 
 
+def _add_dtype_arguments(p: argparse.ArgumentParser) -> None:
+    choices = ["auto", "float32", "bfloat16", "float16"]
+    p.add_argument("--dtype", default="auto", choices=choices,
+                   help="activations and KV cache (auto: bfloat16 on CUDA, float32 elsewhere)")
+    p.add_argument("--linear-dtype", default="auto", choices=choices,
+                   help="the decoder layers' linear projections (auto: bfloat16 with an automatic float32 "
+                        "dtype on a CPU with native bf16, else --dtype)")
+
+
 def _add_serve_parser(sub) -> None:
     p = sub.add_parser("serve", help="serve a model over HTTP (OpenAI-compatible API and SGLang's native API)")
     p.add_argument("model", nargs="?", default=None, help="HF directory or .gguf file (default: the default model)")
@@ -77,7 +86,7 @@ def _add_serve_parser(sub) -> None:
     p.add_argument("--max-total-tokens", type=int, default=None, help="KV pool size in tokens")
     p.add_argument("--chunked-prefill-size", type=int, default=2048, help="-1 turns chunking off")
     p.add_argument("--schedule-policy", default="lpm", choices=["lpm", "fcfs"])
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    _add_dtype_arguments(p)
     p.add_argument("--device", default="auto")
     p.add_argument("--grammar-timeout", type=float, default=10.0, help="seconds a constraint may compile")
     p.add_argument("--shutdown-grace-period", type=float, default=30.0,
@@ -168,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    _add_dtype_arguments(p)
     p.add_argument("-v", "--verbose", action="store_true", help="print meta_info to stderr")
     p.set_defaults(func=_cmd_generate)
 

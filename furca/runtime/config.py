@@ -18,7 +18,10 @@ _POLICIES = ("lpm", "fcfs")
 @dataclass(frozen=True)
 class EngineConfig:
     # model
-    dtype: str = "auto"  # weights and KV cache: auto = the loader's choice
+    dtype: str = "auto"  # weights and KV cache: auto = bfloat16 on CUDA, float32 elsewhere
+    # the decoder layers' linear projections (weights and products): auto = bfloat16 where dtype is
+    # auto and resolves to float32 on a CPU with native bf16 dot products, else dtype
+    linear_dtype: str = "auto"
     device: str = "auto"  # auto = cuda if available, else cpu
     context_length: int | None = None  # None = the model's; may only shrink it
     attention_backend: str = "auto"  # auto = triton on CUDA (when installed), torch elsewhere
@@ -52,8 +55,9 @@ class EngineConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"{name} must be a positive int, got {value!r}")
 
-        if self.dtype not in _DTYPES:
-            raise ConfigError(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
+        for name in ("dtype", "linear_dtype"):
+            if getattr(self, name) not in _DTYPES:
+                raise ConfigError(f"{name} must be one of {_DTYPES}, got {getattr(self, name)!r}")
         if not isinstance(self.device, str) or not self.device:
             raise ConfigError(f"device must be a string like 'cpu', 'cuda', 'cuda:1' or 'auto', got {self.device!r}")
         if self.attention_backend not in ("auto", "torch", "triton"):

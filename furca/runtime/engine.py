@@ -21,7 +21,7 @@ import torch
 
 from furca.errors import ConfigError
 from furca.runtime.config import EngineConfig
-from furca.runtime.engine_loop import SchedulerLoop
+from furca.runtime.engine_loop import SchedulerLoop, in_short_lived_thread
 from furca.runtime.model_runner import ModelRunner
 from furca.runtime.output import StreamDelta
 from furca.runtime.request import Req
@@ -57,6 +57,20 @@ class _Results:
         return obj
 
 
+def resolve_dtypes(dtype: str, linear_dtype: str, device: str) -> tuple[str, str]:
+    """The model's (dtype, linear_dtype) from the config's, where either may be "auto":
+    dtype bfloat16 on CUDA and float32 elsewhere; linear_dtype bfloat16 over an automatic
+    float32 on a CPU with native bf16 dot products (about 2x faster linears there), else
+    dtype. An explicit dtype is honoured throughout unless linear_dtype is explicit too."""
+    from furca.runtime.cpu_features import has_native_bf16
+
+    if dtype == "auto":
+        dtype = "bfloat16" if device.startswith("cuda") else "float32"
+        if linear_dtype == "auto" and dtype == "float32" and device.startswith("cpu") and has_native_bf16():
+            linear_dtype = "bfloat16"
+    return dtype, (dtype if linear_dtype == "auto" else linear_dtype)
+
+
 def _resolve_device(name: str) -> str:
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -77,6 +91,14 @@ class Engine:
 
     def __init__(self, model: Any = None, *, grammar_backend: Any = None, **config: Any):
         self.config = EngineConfig.from_kwargs(**config)
+        in_short_lived_thread(lambda: self._set_up(model, grammar_backend))
+        self._loop = SchedulerLoop(self.scheduler, self.config.check_memory)
+        self._loop.thread.start()
+        # an engine nobody references stops its thread (the thread holds the loop, not self)
+        self._finalizer = weakref.finalize(self, self._loop.stop, False)
+
+    def _set_up(self, model: Any, grammar_backend: Any) -> None:
+        """Load the model, size the KV pool, build the scheduler (off the caller's thread)."""
         loaded = self._load(model)
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer
@@ -104,21 +126,18 @@ class Engine:
         self._limits = Limits(ctx, runner.capacity, runner.vocab_size)
         self._device = runner.device
 
-        self._loop = SchedulerLoop(self.scheduler, self.config.check_memory)
-        self._loop.thread.start()
-        # an engine nobody references stops its thread (the thread holds the loop, not self)
-        self._finalizer = weakref.finalize(self, self._loop.stop, False)
-
     def _load(self, model: Any):
         if model is not None and hasattr(model, "model") and hasattr(model, "tokenizer"):
             return model
         from furca.runtime.loader import load_model
 
         device = _resolve_device(self.config.device)
-        dtype = self.config.dtype
-        if dtype == "auto":
-            dtype = "bfloat16" if device.startswith("cuda") else "float32"
-        return load_model(None if model is None else Path(model), dtype=dtype, device=device)
+        dtype, linear_dtype = resolve_dtypes(self.config.dtype, self.config.linear_dtype, device)
+        if linear_dtype != dtype:
+            logger.info("linear projections in %s, the rest (LM head, attention, KV cache) in %s: this CPU "
+                        "has native bf16 dot products; dtype='float32' runs all in fp32", linear_dtype, dtype)
+        return load_model(None if model is None else Path(model), dtype=dtype, device=device,
+                          linear_dtype=linear_dtype)
 
     # -- public API ------------------------------------------------------------------------
 

@@ -432,7 +432,9 @@ def test_default_model_json_schema_with_and_without_jump_forward():
     choices = {"choices": ["Paris is the capital of France.", "Tokyo is the capital of Japan.",
                            "Rome is the capital of Italy."], "temperature": 0, "max_new_tokens": 40}
     capitals = ["What is the capital of France?", "What is the capital of Japan?"]
-    with Engine(max_total_tokens=4096, check_memory=True) as on:
+    # all fp32: outputs with and without jump-forward are compared token for token, and bf16
+    # products round differently with the batch's shape (near-ties could flip)
+    with Engine(max_total_tokens=4096, check_memory=True, dtype="float32") as on:
         tok = on.tokenizer
         chat = lambda q: tok.encode(tok.apply_chat_template([{"role": "user", "content": q}]))  # noqa: E731
         ids, ids2 = [chat(q) for q in questions], [chat(q) for q in capitals]

@@ -85,6 +85,35 @@ def test_half_precision_close_to_fp32(dtype, make_tiny_model_dir, model_harness)
     assert (half.argmax(-1) == ref.argmax(-1)).float().mean() > 0.8
 
 
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])  # tied head; untied with q/k/v bias
+def test_bf16_projections_in_an_fp32_model(arch, make_tiny_model_dir, model_harness):
+    """``linear_dtype=bfloat16``: the decoder layers' projections (and biases) are bf16,
+    everything else (embeddings, norms, LM head) and the KV cache stay fp32, and the logits
+    stay close to the all-fp32 model's."""
+    model_dir, _ = make_tiny_model_dir(arch)
+    ids = list(range(3, 40))
+    ref_model = load_model(model_dir).model
+    loaded = load_model(model_dir, dtype="float32", linear_dtype="bfloat16")
+    model = loaded.model
+    for name, p in model.named_parameters():
+        projection = name.endswith((".weight", ".bias")) and "_proj." in name
+        assert p.dtype == (torch.bfloat16 if projection else torch.float32), name
+    assert model.lm_head_weight.dtype == torch.float32
+    assert any(n.endswith("qkv_proj.bias") for n, _ in model.named_parameters()) == (arch == "qwen2")
+    for name, p in model.named_parameters():  # the same weights, rounded to bf16
+        want = dict(ref_model.named_parameters())[name].to(p.dtype)
+        assert torch.equal(p, want), name
+    results = []
+    for m in (ref_model, model):
+        run = model_harness(m, loaded.config)
+        [(logits, _)] = run.forward([([], ids)], all_logits=True)
+        results.append(logits)
+    ref, mixed = results
+    assert mixed.dtype == torch.float32 and not torch.equal(mixed, ref)  # bf16 products really ran
+    rel = (mixed - ref).norm() / ref.norm()
+    assert rel < 0.02, f"bf16 projections deviate from fp32 by {rel:.4f} (relative L2)"
+
+
 def test_logits_indices_select_rows(make_tiny_model_dir, model_harness):
     """The LM head runs only on ``logits_indices`` rows, in the order given."""
     from furca.runtime.forward_batch import ForwardBatch

@@ -47,55 +47,58 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
 
 
 def load_model(path: str | Path | None = None, *, dtype: str | torch.dtype = "float32",
-               device: str | torch.device = "cpu") -> LoadedModel:
-    """Load weights, config and tokenizer. Raises ``ModelLoadError`` (missing path,
-    unreadable files, missing tensors) or ``UnsupportedModelError`` (architecture)."""
+               device: str | torch.device = "cpu", linear_dtype: str | torch.dtype | None = None) -> LoadedModel:
+    """Load weights, config and tokenizer. ``linear_dtype`` (None = ``dtype``): the linear
+    layers' and LM head's dtype (see ``furca.runtime.models.llama``). Raises
+    ``ModelLoadError`` (missing path, unreadable files, missing tensors) or
+    ``UnsupportedModelError`` (architecture)."""
     from furca.runtime.pull import resolve_model_path
 
-    torch_dtype = resolve_dtype(dtype)
+    torch_dtypes = (resolve_dtype(dtype), None if linear_dtype is None else resolve_dtype(linear_dtype))
     model_path = resolve_model_path(path)
     if model_path.is_file():
         if model_path.suffix.lower() != ".gguf":
             raise ModelLoadError(f"{model_path} is a file but not a .gguf; pass a model directory or a .gguf")
-        return _load_gguf(model_path, torch_dtype, device)
+        return _load_gguf(model_path, torch_dtypes, device)
     if not (model_path / "config.json").exists():
         ggufs = sorted(model_path.glob("*.gguf"))
         if len(ggufs) == 1:  # a directory holding just a GGUF file
-            return _load_gguf(ggufs[0], torch_dtype, device)
+            return _load_gguf(ggufs[0], torch_dtypes, device)
         if ggufs:
             raise ModelLoadError(
                 f"{model_path} has no config.json and several .gguf files "
                 f"({', '.join(p.name for p in ggufs)}); pass one of them")
-    return _load_hf_dir(model_path, torch_dtype, device)
+    return _load_hf_dir(model_path, torch_dtypes, device)
 
 
-def _load_hf_dir(model_dir: Path, dtype: torch.dtype, device) -> LoadedModel:
+def _load_hf_dir(model_dir: Path, dtypes: tuple[torch.dtype, torch.dtype | None], device) -> LoadedModel:
     from furca.runtime.loader.hf import iter_safetensors, read_generation_config, read_json, safetensors_files
 
     hf_config = read_json(model_dir / "config.json")
     config = ModelConfig.from_hf_dict(hf_config)
     gen = read_generation_config(model_dir)
     files = safetensors_files(model_dir)
-    model = _build(config, iter_safetensors(files), dtype, device)
+    model = _build(config, iter_safetensors(files), dtypes, device)
     extra_eos = [*as_id_list(gen.get("eos_token_id")), *config.eos_token_ids]
     tokenizer = Tokenizer.from_pretrained(model_dir, extra_eos_token_ids=extra_eos)
     return _finish(model, config, tokenizer, gen, model_dir)
 
 
-def _load_gguf(path: Path, dtype: torch.dtype, device) -> LoadedModel:
+def _load_gguf(path: Path, dtypes: tuple[torch.dtype, torch.dtype | None], device) -> LoadedModel:
     from furca.runtime.loader.gguf import read_gguf
 
     gguf_model = read_gguf(path)
     config = ModelConfig.from_hf_dict(gguf_model.hf_config)
-    model = _build(config, gguf_model.tensors(), dtype, device)
+    model = _build(config, gguf_model.tensors(), dtypes, device)
     gen = dict(gguf_model.generation_config)
     tokenizer = Tokenizer(gguf_model.hf_tokenizer,
                           extra_eos_token_ids=[*as_id_list(gen.get("eos_token_id")), *config.eos_token_ids])
     return _finish(model, config, tokenizer, gen, path)
 
 
-def _build(config: ModelConfig, weights, dtype: torch.dtype, device) -> torch.nn.Module:
-    model = get_model_class(config.architecture)(config, dtype=dtype, device=device)
+def _build(config: ModelConfig, weights, dtypes: tuple[torch.dtype, torch.dtype | None], device) -> torch.nn.Module:
+    dtype, linear_dtype = dtypes
+    model = get_model_class(config.architecture)(config, dtype=dtype, device=device, linear_dtype=linear_dtype)
     model.load_weights(weights)
     return model.eval()
 

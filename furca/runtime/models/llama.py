@@ -2,7 +2,15 @@
 (q/k/v bias) and Qwen3 (per-head q/k RMSNorm). Grouped-query attention throughout.
 
 Flattened layout: every tensor has one row per new token of the batch (``T`` rows,
-see ``ForwardBatch``); attention is the backend's business. Parameters are created
+see ``ForwardBatch``); attention is the backend's business.
+
+Two dtypes: ``dtype`` for activations, norms, embeddings, the LM head and the KV cache,
+and ``linear_dtype`` (default: the same) for the decoder layers' linear projections,
+whose weights are stored in it and whose products are computed in it (inputs cast to
+it, outputs cast back). bf16 projections in an fp32 model halve the bytes a decode step
+reads and run on a CPU's bf16 dot-product units (``docs/runtime.md``, "bf16 linears on
+CPU"). The head stays in ``dtype``: bf16 logits are rounded to steps of 1/8 at
+magnitudes 16-32, which turned a greedy margin of 0.08 into a tie. Parameters are created
 uninitialised and filled by ``load_weights`` from HF-named checkpoint tensors; q/k/v
 and gate/up are fused at load time (``qkv_proj``, ``gate_up_proj``).
 """
@@ -48,6 +56,13 @@ class RMSNorm(nn.Module):
         return self.weight * xf.to(x.dtype)
 
 
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear`` in the weight's dtype, returned in ``x``'s."""
+    if x.dtype == weight.dtype:
+        return F.linear(x, weight, bias)
+    return F.linear(x.to(weight.dtype), weight, bias).to(x.dtype)
+
+
 class Linear(nn.Module):
     """A bias-optional linear layer without initialisation (weights come from disk)."""
 
@@ -57,11 +72,11 @@ class Linear(nn.Module):
         self.bias = _param(out_features, dtype=dtype, device=device) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight, self.bias)
+        return linear(x, self.weight, self.bias)
 
 
 class LlamaAttention(nn.Module):
-    def __init__(self, config: ModelConfig, layer_id: int, rope: RotaryEmbedding, dtype, device):
+    def __init__(self, config: ModelConfig, layer_id: int, rope: RotaryEmbedding, dtype, linear_dtype, device):
         super().__init__()
         self.layer_id = layer_id
         self.num_heads = config.num_attention_heads
@@ -72,8 +87,8 @@ class LlamaAttention(nn.Module):
         self.scaling = self.head_dim ** -0.5
         self.shard_sizes = (self.q_size, self.kv_size, self.kv_size)
         self.qkv_proj = Linear(config.hidden_size, self.q_size + 2 * self.kv_size,
-                               config.attention_bias, dtype, device)
-        self.o_proj = Linear(self.q_size, config.hidden_size, config.o_proj_bias, dtype, device)
+                               config.attention_bias, linear_dtype, device)
+        self.o_proj = Linear(self.q_size, config.hidden_size, config.o_proj_bias, linear_dtype, device)
         if config.qk_norm:
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, dtype, device)
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, dtype, device)
@@ -96,13 +111,13 @@ class LlamaAttention(nn.Module):
 
 
 class LlamaMLP(nn.Module):
-    def __init__(self, config: ModelConfig, dtype, device):
+    def __init__(self, config: ModelConfig, linear_dtype, device):
         super().__init__()
         self.intermediate_size = config.intermediate_size
         self.shard_sizes = (config.intermediate_size, config.intermediate_size)
         self.gate_up_proj = Linear(config.hidden_size, 2 * config.intermediate_size,
-                                   config.mlp_bias, dtype, device)
-        self.down_proj = Linear(config.intermediate_size, config.hidden_size, config.mlp_bias, dtype, device)
+                                   config.mlp_bias, linear_dtype, device)
+        self.down_proj = Linear(config.intermediate_size, config.hidden_size, config.mlp_bias, linear_dtype, device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
@@ -110,12 +125,12 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self, config: ModelConfig, layer_id: int, rope: RotaryEmbedding, dtype, device):
+    def __init__(self, config: ModelConfig, layer_id: int, rope: RotaryEmbedding, dtype, linear_dtype, device):
         super().__init__()
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, device)
-        self.self_attn = LlamaAttention(config, layer_id, rope, dtype, device)
+        self.self_attn = LlamaAttention(config, layer_id, rope, dtype, linear_dtype, device)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, device)
-        self.mlp = LlamaMLP(config, dtype, device)
+        self.mlp = LlamaMLP(config, linear_dtype, device)
 
     def forward(self, h: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor],
                 batch: ForwardBatch) -> torch.Tensor:
@@ -124,28 +139,32 @@ class LlamaDecoderLayer(nn.Module):
 
 
 class LlamaModel(nn.Module):
-    def __init__(self, config: ModelConfig, rope: RotaryEmbedding, dtype, device):
+    def __init__(self, config: ModelConfig, rope: RotaryEmbedding, dtype, linear_dtype, device):
         super().__init__()
         self.embed_tokens = nn.Module()
         self.embed_tokens.weight = _param(config.vocab_size, config.hidden_size, dtype=dtype, device=device)
         self.layers = nn.ModuleList(
-            LlamaDecoderLayer(config, i, rope, dtype, device) for i in range(config.num_hidden_layers)
+            LlamaDecoderLayer(config, i, rope, dtype, linear_dtype, device) for i in range(config.num_hidden_layers)
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, device)
 
 
 class LlamaForCausalLM(nn.Module):
     """``forward(input_ids (T,), positions (T,), batch) -> fp32 logits (N, vocab)`` for the
-    ``N = len(batch.logits_indices)`` selected rows. Inference only (no autograd)."""
+    ``N = len(batch.logits_indices)`` selected rows. Inference only (no autograd).
+
+    ``dtype``: activations, norms, embeddings, LM head, KV cache; ``linear_dtype`` (None =
+    ``dtype``): the decoder layers' linear projections."""
 
     def __init__(self, config: ModelConfig, dtype: torch.dtype = torch.float32,
-                 device: torch.device | str = "cpu"):
+                 device: torch.device | str = "cpu", linear_dtype: torch.dtype | None = None):
         super().__init__()
         self.config = config
         self.dtype = dtype
+        self.linear_dtype = linear_dtype = linear_dtype or dtype
         self.rotary_emb = RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling,
                                           min(config.max_position_embeddings, 4096), device)
-        self.model = LlamaModel(config, self.rotary_emb, dtype, device)
+        self.model = LlamaModel(config, self.rotary_emb, dtype, linear_dtype, device)
         if config.tie_word_embeddings:
             self.lm_head = None
         else:
