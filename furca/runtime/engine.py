@@ -21,12 +21,13 @@ import torch
 
 from furca.errors import ConfigError
 from furca.runtime.config import EngineConfig
-from furca.runtime.engine_loop import SchedulerLoop, in_short_lived_thread
+from furca.runtime.engine_loop import SchedulerLoop
 from furca.runtime.model_runner import ModelRunner
 from furca.runtime.output import StreamDelta
 from furca.runtime.request import Req
 from furca.runtime.request_builder import Limits, build_requests
 from furca.runtime.scheduler import Scheduler
+from furca.runtime.threads import in_short_lived_thread
 
 logger = logging.getLogger("furca")
 

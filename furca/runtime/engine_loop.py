@@ -48,34 +48,6 @@ def _stop_live_loops() -> None:
             logger.warning("furca scheduler thread still running at exit after %.0f s", EXIT_JOIN_TIMEOUT)
 
 
-def in_short_lived_thread(fn: Callable[[], Any]) -> Any:
-    """``fn()`` run in a new thread that ends with it; its result, or its exception.
-
-    The engine's heavy set-up (loading and converting weights, zero-filling the KV pool)
-    runs this way, off the caller's thread. libgomp, PyTorch's OpenMP runtime on CPU, keeps
-    an OpenMP thread pool per thread that has opened a parallel region, for as long as
-    that thread lives. Had the caller's (often the main) thread opened regions during the
-    set-up, its idle pool would outlive it next to the scheduler thread's own, and with
-    more OpenMP threads than cores libgomp throttles the spin-waits of all of them: a
-    two-core decode step of SmolLM2-135M then ran on about one core (batch 32: 200-226 ms
-    against 131-136 ms; ``docs/runtime.md``, "One OpenMP pool"). A pool dies with its
-    thread, so the scheduler thread's is the only one left."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["result"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the caller as is
-            box["error"] = e
-
-    thread = threading.Thread(target=run, name="furca-setup")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
-
-
 def _is_final(obj: Any) -> bool:
     return isinstance(obj, (Output, BaseException)) or (isinstance(obj, StreamDelta) and obj.finished)
 

@@ -14,6 +14,7 @@ import torch
 from furca.errors import ConfigError, ModelLoadError
 from furca.runtime.model_config import ModelConfig, as_id_list
 from furca.runtime.models import get_model_class
+from furca.runtime.threads import in_short_lived_thread
 from furca.runtime.tokenizer import Tokenizer
 
 _DTYPES = {
@@ -51,7 +52,12 @@ def load_model(path: str | Path | None = None, *, dtype: str | torch.dtype = "fl
     """Load weights, config and tokenizer. ``linear_dtype`` (None = ``dtype``): the linear
     layers' and LM head's dtype (see ``furca.runtime.models.llama``). Raises
     ``ModelLoadError`` (missing path, unreadable files, missing tensors) or
-    ``UnsupportedModelError`` (architecture)."""
+    ``UnsupportedModelError`` (architecture). Runs in a short-lived thread, so the
+    caller's thread keeps no OpenMP pool (``furca.runtime.threads``)."""
+    return in_short_lived_thread(lambda: _load_model(path, dtype, device, linear_dtype))
+
+
+def _load_model(path, dtype, device, linear_dtype) -> LoadedModel:
     from furca.runtime.pull import resolve_model_path
 
     torch_dtypes = (resolve_dtype(dtype), None if linear_dtype is None else resolve_dtype(linear_dtype))
