@@ -2,9 +2,10 @@
 
     .venv/bin/python bench/constrain_compare_dumps.py BEFORE.jsonl AFTER.jsonl
 
-Prints, for each file, pass counts and TTFM / per-token percentiles over all its
-schemas and over the schemas that passed in both (the fair comparison: a schema that
-times out in one run drops its slow steps from that run's distribution).
+Prints, for each file, pass counts and TTFM / per-token percentiles (with the sum of the
+steps and how many took over 500 µs) over all its schemas and over the schemas that
+passed in both (the fair comparison: a schema that times out in one run drops its slow
+steps from that run's distribution).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def summary(label, recs):
 
     print(f"{label:28s} schemas {len(recs):4d}  TTFM ms p50 {p(ttfm, 50):7.2f} p90 {p(ttfm, 90):8.1f} "
           f"p99 {p(ttfm, 99):8.1f}  | token µs p50 {p(steps, 50):6.1f} p90 {p(steps, 90):7.1f} "
-          f"p99 {p(steps, 99):8.1f} max {max(steps) if steps else float('nan'):9.0f} (n={len(steps)})")
+          f"p95 {p(steps, 95):7.1f} p99 {p(steps, 99):8.1f} max {max(steps) if steps else float('nan'):9.0f} "
+          f"sum {sum(steps) / 1e3:8.0f} ms, {sum(x > 500 for x in steps)} over 500 µs (n={len(steps)})")
 
 
 def main():

@@ -42,14 +42,15 @@ class AutomatonLimit(Exception):
 
 
 def _node_template(edges):
-    """[(start, stop, target nodes)] over the byte classes of one node's edges."""
+    """((start, stop, target nodes), ...) over the byte classes of one node's edges (a
+    tuple: cached for every node a walk reaches, and tuples of ints leave the GC's tracking)."""
     cuts = sorted({0, 256} | {lo for lo, _h, _t in edges} | {hi + 1 for _l, hi, _t in edges})
     out = []
     for a, b in zip(cuts, cuts[1:]):
         targets = tuple(sorted({t for lo, hi, t in edges if lo <= a and b - 1 <= hi}))
         if targets:
             out.append((a, b, targets))
-    return out
+    return tuple(out)
 
 
 class LazyAutomaton(TokenMasks, SliceBounds):
@@ -78,7 +79,7 @@ class LazyAutomaton(TokenMasks, SliceBounds):
         self._jump: dict[int, bytes] = {}
         self._steps: dict[tuple, int] = {}  # (s, data) -> step(s, data)
         self._byte_steps: dict[int, int] = {}  # s * 256 + b -> trans[s, b] of a state without a row (_step_byte)
-        self._tmpl: dict[int, list] = {}  # NFA node -> [(lo, hi + 1, target nodes)]
+        self._tmpl: dict[int, tuple] = {}  # NFA node -> ((lo, hi + 1, target nodes), ...)
         self._init_masks()
         self._init_slices()
         self._intern((), False)  # dead state 0
@@ -212,6 +213,13 @@ class LazyAutomaton(TokenMasks, SliceBounds):
         self._rel_cache[node] = res
         return res
 
+    def _template(self, node):
+        """node's byte classes: ((start, stop, target nodes), ...), cached per NFA node."""
+        tmpl = self._tmpl.get(node)
+        if tmpl is None:
+            tmpl = self._tmpl[node] = _node_template(self.nfa.edges[node])
+        return tmpl
+
     def _closure_of(self, pairs):
         configs, accept = set(), False
         for n, st in pairs:
@@ -279,9 +287,7 @@ class LazyAutomaton(TokenMasks, SliceBounds):
             configs = self._configs[s]
             if len(configs) == 1:  # most states (one position in a rule): a per-node template
                 n, st = configs[0]
-                tmpl = self._tmpl.get(n)
-                if tmpl is None:
-                    tmpl = self._tmpl[n] = _node_template(edges[n])
+                tmpl = self._template(n)
                 memo = {}
                 spans = []
                 for a, b, targets in tmpl:

@@ -4,8 +4,10 @@ Checks on the way (each a CompileError naming the rule and where it is): undefin
 grammar that matches nothing, left recursion that is not immediate (immediate left
 recursion ``A ::= A x | y`` is rewritten to ``A ::= y x*``).
 
-Nodes are ints. ``edges[n]``: list of (lo, hi, target) byte edges; ``eps[n]``: list of
-targets; ``call``: {call node: (callee start node, return node)}; ``is_end``: the set of
+Nodes are ints. ``edges[n]``: tuple of (lo, hi, target) byte edges; ``eps[n]``: tuple of
+targets (tuples, not lists: a tuple of ints leaves the cyclic GC's tracking at its first
+collection, where 10^5 lists of a big schema were rescanned by every full collection);
+``call``: {call node: (callee start node, return node)}; ``is_end``: the set of
 rule-end nodes (return to the caller; at the bottom of the stack: the language may
 end). ``is_tail``: return nodes where returning is the same as returning from the
 calling rule (tail call: no frame is pushed, so right recursion does not grow the stack).
@@ -27,8 +29,8 @@ COUNTER_THRESHOLD = 16  # x{m,n} with n above this (x not nullable) counts on th
 
 class NFA:
     def __init__(self):
-        self.edges: list[list] = []
-        self.eps: list[list] = []
+        self.edges: list[tuple] = []
+        self.eps: list[tuple] = []
         self.call: dict[int, tuple] = {}  # call node -> (callee rule name, return node)
         self.counter: dict[int, tuple] = {}  # counter entry -> (body start, exit node, min, max)
         self.is_end: set[int] = set()
@@ -36,8 +38,8 @@ class NFA:
         self.start = 0
 
     def new(self):
-        self.edges.append([])
-        self.eps.append([])
+        self.edges.append(())
+        self.eps.append(())
         return len(self.edges) - 1
 
 
@@ -214,15 +216,15 @@ def build_nfa(g: ir.Grammar) -> NFA:
         k = e[0]
         if k == "byte":
             t = new()
-            edges[s].extend([(lo, hi, t) for lo, hi in e[1]])
+            edges[s] += tuple((lo, hi, t) for lo, hi in e[1])
             return t
         if k == "seq":
             for x in e[1]:
                 if x[0] == "byte" and len(x[1]) == 1:  # literal fast path
                     t = len(edges)
-                    edges.append([])
-                    eps.append([])
-                    edges[s].append((x[1][0][0], x[1][0][1], t))
+                    edges.append(())
+                    eps.append(())
+                    edges[s] += ((x[1][0][0], x[1][0][1], t),)
                     s = t
                 else:
                     s = frag(x, s)
@@ -233,7 +235,7 @@ def build_nfa(g: ir.Grammar) -> NFA:
         if k == "alt":
             t = new()
             for x in e[1]:
-                eps[frag(x, s)].append(t)
+                eps[frag(x, s)] += (t,)
             return t
         if k == "rep":
             x, lo, hi = e[1], e[2], e[3]
@@ -242,12 +244,12 @@ def build_nfa(g: ir.Grammar) -> NFA:
                 body_start = new()
                 nfa.is_end.add(frag(x, body_start))  # the body returns to its counter frame
                 entry, done = new(), new()
-                eps[s].append(entry)
+                eps[s] += (entry,)
                 nfa.counter[entry] = (body_start, done, lo, top)
                 if hi is None:  # x{lo,}: then x*
                     loop = new()
-                    eps[done].append(loop)
-                    eps[frag(x, loop)].append(loop)
+                    eps[done] += (loop,)
+                    eps[frag(x, loop)] += (loop,)
                     return loop
                 return done
             cur = s
@@ -255,20 +257,20 @@ def build_nfa(g: ir.Grammar) -> NFA:
                 cur = frag(x, cur)
             if hi is None:
                 loop = new()
-                eps[cur].append(loop)
-                eps[frag(x, loop)].append(loop)
+                eps[cur] += (loop,)
+                eps[frag(x, loop)] += (loop,)
                 return loop
             if hi == lo:
                 return cur
             t = new()
             for _ in range(hi - lo):
-                eps[cur].append(t)
+                eps[cur] += (t,)
                 cur = frag(x, cur)
-            eps[cur].append(t)
+            eps[cur] += (t,)
             return t
         if k == "ref":
             c, r = new(), new()
-            eps[s].append(c)
+            eps[s] += (c,)
             nfa.call[c] = (e[1], r)
             return r
         raise AssertionError(e)

@@ -5,6 +5,9 @@ of the number of characters of sl (a tokenizer.TokenSlice, e.g. "JSON string
 character") that every string may have and still leave s alive; masks.TokenMasks then
 ORs in the slice's bitmask for that length and walks only the rest of the vocabulary.
 A lower bound is always safe (a search cut short only means walking more of the trie).
+The bound comes from a search over automaton states, or, for a configuration that
+survives every slice string (a key-exclusion trie, a string body), from a proof over
+NFA configurations that builds no state (slice_proof.py).
 """
 
 from __future__ import annotations
@@ -12,13 +15,13 @@ from __future__ import annotations
 import os
 
 from .masks import CUT_RET
+from .slice_proof import UNBOUNDED, SliceProof
 
-UNBOUNDED = 1 << 30  # slice depth of a state no slice string can kill
 SLICE_BUDGET = int(os.environ.get("FURCA_SLICE_BUDGET", 24))  # new slice steps one search may spend
 SLICE_BUDGET_TOTAL = int(os.environ.get("FURCA_SLICE_BUDGET_TOTAL", 400))  # ... one mask, nested searches included
 
 
-class SliceBounds:
+class SliceBounds(SliceProof):
     """slice_depth(s, sl), memoised per slice; the searches create automaton states
     (through the automaton's _intern / expand) like any walk."""
 
@@ -28,6 +31,7 @@ class SliceBounds:
         self._budget = 0
         self._abs_stack: dict[int, int | None] = {}  # stack -> innermost call frame cut (see _config_bound)
         self._abs_single: dict[tuple, int] = {}  # configuration -> its abstract single-configuration state
+        self._init_proofs()
 
     def _slice_step(self, s: int, sl):
         """(dies, successors): whether some character of the slice leads from s to the
@@ -95,18 +99,24 @@ class SliceBounds:
         rule it is in (its stack cut at the innermost call: a slice string that would
         return from that rule counts as dying). A lower bound of x's depth (x is live
         if any of its configurations is), shared by every call site of the rule: the
-        same key-rest / string rule called from a hundred places is measured once."""
+        same key-rest / string rule called from a hundred places is measured once.
+        Each single is first tried by _proof_unbounded (cached per configuration), then
+        by the state search."""
         best = 0
         singles = self._abs_single
         top = sl.max_level
         for c in self._configs[x]:
             ab = singles.get(c)
+            if ab is None and not self._node_covers(c[0], sl):
+                ab = singles[c] = 0
             if ab is None:
                 st = self._abstract_stack(c[1])
                 ab = singles[c] = 0 if st is None or st == c[1] else self._intern([(c[0], st)], False)
             if not ab:
                 continue
             d = memo.get(ab)
+            if d is None and self._proof_unbounded(self._configs[ab][0], sl):
+                d = memo[ab] = UNBOUNDED
             if d is None:
                 if level > 1 or self._budget <= 0:  # inside another single's search, or out of budget
                     continue
@@ -178,3 +188,4 @@ class SliceBounds:
         best = max(min(best, UNBOUNDED), lb)
         memo[s] = best
         return best
+

@@ -158,6 +158,9 @@ class TokenSlice:
             self.levels.append((L, np.packbits(short, bitorder="little").view("<i4").copy(), TokenTrie(rest)))
         self.max_level = max(self.LEVELS)  # levels the depth search looks ahead
         self.utf8_seqs = [seq for lo, hi in ranges for seq in _split_utf8(lo, hi)]
+        self.first_bytes = 0  # bit b set: some slice character starts with byte b
+        for seq in self.utf8_seqs:
+            self.first_bytes |= (1 << (seq[0][1] + 1)) - (1 << seq[0][0])
 
 
 @dataclass(frozen=True)

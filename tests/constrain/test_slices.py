@@ -1,0 +1,97 @@
+"""Slice bounds (slices.py): the proof that a configuration survives every string of
+slice characters, checked against a search over automaton states, and the masks it
+shortcuts checked against brute force (every token stepped through the automaton)."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from furca.constrain import GrammarCompiler
+from furca.constrain.slice_proof import _greatest_fixpoint
+
+from .conftest import BYTE_EOS, allowed_set, byte_info
+
+NAMES = ["alpha", "alpine", "alp", "beta", "b", "bet", "gamma", "日本", "日", "x\"y", "a\\b", "zeta", "zz", "z"]
+SCHEMA = {
+    "type": "object",
+    "properties": {n: {"type": "string", "maxLength": 5} for n in NAMES},
+    "additionalProperties": {"type": "integer"},
+}
+EXTRA = ['"', '":', '",', '"al', "pha", 'pha":', "日本", '本"', "zz", "zeta", '"}', "abc", "\\\\", '\\"', "\xe6"]
+
+
+def reaches_death(a, s, sl, limit=3000):
+    """Whether some string of slice characters leads from state s to the dead state,
+    searched over automaton states (up to `limit` of them)."""
+    seen, todo = {s}, [s]
+    while todo and len(seen) < limit:
+        dies, succ = a._slice_step(todo.pop(), sl)
+        if dies:
+            return True
+        for y in succ:
+            if y not in seen:
+                seen.add(y)
+                todo.append(y)
+    return False
+
+
+def test_greatest_fixpoint_keeps_cycles_and_drops_what_cannot_hold():
+    needs = {
+        "a": [["b", "c"]],  # a needs b or c
+        "b": [["a"]],  # a and b hold each other up
+        "c": [[]],  # a requirement without options
+        "d": [["a"], ["e"]],  # needs a and e; e was never explored
+        "f": [["c"]],
+    }
+    assert _greatest_fixpoint(needs) == {"a": True, "b": True, "c": False, "d": False, "f": False}
+
+
+def _walked_compiled():
+    info = byte_info(EXTRA)
+    g = GrammarCompiler(info).compile_json_schema(SCHEMA)
+    text = json.dumps({"alpha": "x", "日本": "ab", "z": "q", "alpx": 1, "日x": 2, "zzz": 3}, ensure_ascii=False,
+                      separators=(",", ":"))
+    m = g.matcher()
+    for b in text.encode():
+        allowed_set(m, info)
+        assert m.accept_token(b), m.error
+    return info, g
+
+
+def test_proof_agrees_with_the_state_search():
+    info, g = _walked_compiled()
+    a = g.automaton
+    sl = info.slices()[0]
+    proven = refuted = 0
+    for configs in list(a._configs):
+        for c in configs:
+            if not a._proof_unbounded(c, sl):
+                refuted += 1
+                continue
+            proven += 1
+            assert not reaches_death(a, a._intern([c], False), sl), c
+    assert proven and refuted
+    # the key-exclusion trie: its root configuration (an edge per first letter, and the
+    # rest) is proven without a state search
+    roots = [c for c, ok in a._proven[sl.name].items() if ok and len(a.nfa.edges[c[0]]) >= 8]
+    assert roots
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_masks_at_object_keys_equal_brute_force(seed):
+    info = byte_info(EXTRA)
+    g = GrammarCompiler(info).compile_json_schema(SCHEMA)
+    rng = random.Random(seed)
+    m = g.matcher()
+    for _ in range(80):
+        bits = allowed_set(m, info)[: info.vocab_size].astype(bool)
+        ref = np.array([m.fork().accept_token(t) for t in range(info.vocab_size)])
+        ref[BYTE_EOS] = m.can_terminate()
+        assert (bits == ref).all(), np.flatnonzero(bits != ref)[:10]
+        choices = [t for t in np.flatnonzero(bits) if t != BYTE_EOS]
+        if not choices:
+            break
+        assert m.accept_token(int(rng.choice([c for c in choices if c > 257] or choices)
+                                  if rng.random() < 0.5 else rng.choice(choices)))
