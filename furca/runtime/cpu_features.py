@@ -3,9 +3,10 @@
 ``has_native_bf16()``: the CPU has bf16 dot-product instructions (x86 AVX512-BF16 or
 AMX-BF16, Arm's BF16 extension), so oneDNN runs bf16 GEMMs from bf16 weights at about
 twice fp32's speed: half the bytes to read and twice the products per instruction
-(SmolLM2-135M's projections at M = 1 / 8 / 32 / 256 rows: 1.8x / 1.6x / 2.3x / 2.4x on
-an AVX512-BF16 core; ``docs/runtime.md``). Without them bf16 is emulated and slower
-than fp32, so the engine's ``linear_dtype="auto"`` stays fp32 there.
+(SmolLM2-135M's projections at M = 1 to 256 rows: 2.15-2.40x on two AVX512-BF16 cores,
+``bench/cpu_linear_dtype.py``). Without them oneDNN converts bf16 to fp32 on the fly
+and the gain is gone (not measured: the development machine has them), so the
+engine's ``linear_dtype="auto"`` stays fp32 there.
 
 Read from ``/proc/cpuinfo`` once (Linux); False where it cannot tell.
 """

@@ -12,12 +12,13 @@ def in_short_lived_thread(fn: Callable[[], Any]) -> Any:
     ``load_model`` and the engine's set-up (loading and converting weights, zero-filling
     the KV pool) run this way, off the caller's thread. libgomp, PyTorch's OpenMP
     runtime on CPU, keeps an OpenMP thread pool per thread that has opened a parallel
-    region, for as long as that thread lives. Had the caller's (often the main) thread opened regions during the
-    set-up, its idle pool would outlive it next to the scheduler thread's own, and with
-    more OpenMP threads than cores libgomp throttles the spin-waits of all of them: a
-    two-core decode step of SmolLM2-135M then ran on about one core (batch 32: 200-226 ms
-    against 131-136 ms; ``docs/runtime.md``, "One OpenMP pool"). A pool dies with its
-    thread, so the scheduler thread's is the only one left."""
+    region, for as long as that thread lives. Had the caller's (often the main) thread
+    opened regions during the set-up, its idle pool would outlive it next to the
+    scheduler thread's own, and with more OpenMP threads than cores libgomp cuts every
+    spin-wait short: each parallel region then wakes sleeping threads. With bf16
+    projections the default model's decode step was 6-19% slower that way
+    (``bench/cpu_linear_dtype.py``; ``docs/runtime.md``, "One OpenMP pool"). A pool
+    dies with its thread, so the scheduler thread's is the only one left."""
     box: dict[str, Any] = {}
 
     def run() -> None:
