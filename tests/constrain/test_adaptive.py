@@ -13,7 +13,7 @@ from furca.constrain.masks import CUT_RET
 from furca.constrain.gbnf import parse_gbnf
 from furca.constrain.schema_ir import ir_from_rules
 
-from .conftest import BYTE_EOS, allowed_set, byte_info
+from .conftest import BYTE_EOS, allowed_set, byte_info, walk_checking_masks
 
 EXTRA = ['"', '",', '"x', 'ab"', '"}', '"x,', '日本"', "日", "本", '"]', "a\"", "{\"", '",b"', "zz", "\xe6", "abcdefghij"]
 
@@ -71,12 +71,6 @@ def direct_closure(a, node, stack):
                 todo.append(x)
     return tuple(out), accept
 
-def brute(m, info):
-    bits = np.zeros(info.vocab_size, dtype=bool)
-    for t in range(info.vocab_size):
-        bits[t] = m.fork().accept_token(t)
-    return bits
-
 
 @pytest.mark.parametrize("seed", range(6))
 def test_masks_equal_brute_force_on_random_walks(seed):
@@ -84,17 +78,7 @@ def test_masks_equal_brute_force_on_random_walks(seed):
     g = GrammarCompiler(info).compile_grammar(GRAMMAR)
     rng = random.Random(seed)
     m = g.matcher()
-    for _ in range(60):
-        bits = allowed_set(m, info)[: info.vocab_size].astype(bool)
-        ref = brute(m, info)
-        ref[BYTE_EOS] = m.can_terminate()
-        assert (bits == ref).all(), np.flatnonzero(bits != ref)[:10]
-        choices = [t for t in np.flatnonzero(bits) if t != BYTE_EOS]
-        if not choices:
-            break
-        # prefer the multi-byte tokens, to cross rule ends inside tokens
-        t = rng.choice([c for c in choices if c > 257] or choices) if rng.random() < 0.5 else rng.choice(choices)
-        assert m.accept_token(int(t))
+    walk_checking_masks(m, info, rng, 60)
     from furca.constrain import _walk
 
     if _walk.get_walk_range() is not None:  # numba installed (the numpy walk has no abstract masks)

@@ -5,13 +5,12 @@ shortcuts checked against brute force (every token stepped through the automaton
 import json
 import random
 
-import numpy as np
 import pytest
 
 from furca.constrain import GrammarCompiler
 from furca.constrain.slice_proof import _greatest_fixpoint
 
-from .conftest import BYTE_EOS, allowed_set, byte_info
+from .conftest import allowed_set, byte_info, walk_checking_masks
 
 NAMES = ["alpha", "alpine", "alp", "beta", "b", "bet", "gamma", "日本", "日", "x\"y", "a\\b", "zeta", "zz", "z"]
 SCHEMA = {
@@ -84,14 +83,4 @@ def test_masks_at_object_keys_equal_brute_force(seed):
     info = byte_info(EXTRA)
     g = GrammarCompiler(info).compile_json_schema(SCHEMA)
     rng = random.Random(seed)
-    m = g.matcher()
-    for _ in range(80):
-        bits = allowed_set(m, info)[: info.vocab_size].astype(bool)
-        ref = np.array([m.fork().accept_token(t) for t in range(info.vocab_size)])
-        ref[BYTE_EOS] = m.can_terminate()
-        assert (bits == ref).all(), np.flatnonzero(bits != ref)[:10]
-        choices = [t for t in np.flatnonzero(bits) if t != BYTE_EOS]
-        if not choices:
-            break
-        assert m.accept_token(int(rng.choice([c for c in choices if c > 257] or choices)
-                                  if rng.random() < 0.5 else rng.choice(choices)))
+    walk_checking_masks(g.matcher(), info, rng, 80)
