@@ -9,7 +9,8 @@
    engine's ``auto`` picks it here).
 2. ``engine``: decode milliseconds per step at batch 1 and 32 (the difference of two
    greedy runs of 16 and 80 new tokens, EOS ignored, divided by 64), for
-   ``linear_dtype`` float32 and bfloat16, each (a) as the engine runs by itself and (b)
+   ``linear_dtype`` float32 and bfloat16 (the KV cache follows: ``kv_cache_dtype="auto"``
+   stores bf16 K/V with bf16 projections), each (a) as the engine runs by itself and (b)
    after the main thread has run one parallel torch op, so that libgomp holds a second
    OpenMP pool next to the scheduler thread's (what the engine did to itself before its
    set-up moved to a short-lived thread; ``docs/runtime.md``, "One OpenMP pool"). Case
@@ -68,7 +69,7 @@ def engine_steps(linear_dtype: str, second_pool: bool) -> dict:
 
     if second_pool:  # a parallel region on the main thread: libgomp gives it a pool of its own
         torch.randn(2048, 2048) @ torch.randn(2048, 2048)
-    with Engine(max_total_tokens=8192, dtype="float32", linear_dtype=linear_dtype) as engine:
+    with Engine(max_total_tokens=8192, dtype="float32", linear_dtype=linear_dtype) as engine:  # KV: auto
         tok = engine.tokenizer
         prompt = tok.encode(tok.apply_chat_template([{"role": "user", "content": "Write a story about a robot."}]))
         out = {}

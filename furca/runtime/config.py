@@ -22,6 +22,9 @@ class EngineConfig:
     # the decoder layers' linear projections (weights and products): auto = bfloat16 where dtype is
     # auto and resolves to float32 on a CPU with native bf16 dot products, else dtype
     linear_dtype: str = "auto"
+    # the KV cache: auto = the projections' dtype (K and V come out of them): bfloat16 with
+    # bf16 projections, else dtype
+    kv_cache_dtype: str = "auto"
     device: str = "auto"  # auto = cuda if available, else cpu
     context_length: int | None = None  # None = the model's; may only shrink it
     attention_backend: str = "auto"  # auto = triton on CUDA (when installed), torch elsewhere
@@ -55,7 +58,7 @@ class EngineConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"{name} must be a positive int, got {value!r}")
 
-        for name in ("dtype", "linear_dtype"):
+        for name in ("dtype", "linear_dtype", "kv_cache_dtype"):
             if getattr(self, name) not in _DTYPES:
                 raise ConfigError(f"{name} must be one of {_DTYPES}, got {getattr(self, name)!r}")
         if not isinstance(self.device, str) or not self.device:

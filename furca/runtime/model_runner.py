@@ -26,6 +26,18 @@ def model_dtype(model: torch.nn.Module) -> torch.dtype:
     return torch.float32
 
 
+def kv_cache_dtype(name: str, model: torch.nn.Module) -> torch.dtype:
+    """``EngineConfig.kv_cache_dtype`` for ``model``: "auto" is the dtype its projections
+    compute K and V in (``linear_dtype``: with bf16 projections the stored V is exact
+    and K differs only by rounding after rope), else the named dtype."""
+    if name == "auto":
+        linear = getattr(model, "linear_dtype", None)
+        return linear if isinstance(linear, torch.dtype) else model_dtype(model)
+    from furca.runtime.loader import resolve_dtype
+
+    return resolve_dtype(name)
+
+
 def model_device(model: torch.nn.Module) -> torch.device:
     for p in model.parameters():
         return p.device
@@ -59,9 +71,10 @@ class ModelRunner:
         self.model_config = model_config
         self.device = model_device(model)
         self.dtype = model_dtype(model)
+        self.kv_dtype = kv_cache_dtype(config.kv_cache_dtype, model)
         self.vocab_size = int(model_config.vocab_size)
         bytes_per_token = KVCache.bytes_per_token(
-            model_config.num_hidden_layers, model_config.num_key_value_heads, model_config.head_dim, self.dtype
+            model_config.num_hidden_layers, model_config.num_key_value_heads, model_config.head_dim, self.kv_dtype
         )
         self.capacity = pool_capacity_tokens(
             bytes_per_token=bytes_per_token,
@@ -76,7 +89,7 @@ class ModelRunner:
             model_config.num_hidden_layers,
             model_config.num_key_value_heads,
             model_config.head_dim,
-            self.dtype,
+            self.kv_dtype,
             self.device,
         )
         self.attn_backend = make_attention_backend(config.attention_backend, self.device)
@@ -84,7 +97,7 @@ class ModelRunner:
         if config.log_capacity:
             logger.info(
                 "KV pool: %d tokens (%.1f MiB, %d bytes/token, %s, %s)",
-                self.capacity, self.capacity * bytes_per_token / 2**20, bytes_per_token, self.dtype, self.device,
+                self.capacity, self.capacity * bytes_per_token / 2**20, bytes_per_token, self.kv_dtype, self.device,
             )
 
     @torch.inference_mode()

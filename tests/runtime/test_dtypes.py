@@ -42,6 +42,30 @@ def test_resolve_dtypes(native, monkeypatch):
     assert resolve_dtypes("auto", "auto", "cuda:1") == ("bfloat16", "bfloat16")
 
 
-def test_config_rejects_unknown_linear_dtype():
+def test_config_rejects_unknown_dtypes():
     with pytest.raises(ConfigError, match="linear_dtype must be one of"):
         EngineConfig(linear_dtype="int4")
+    with pytest.raises(ConfigError, match="kv_cache_dtype must be one of"):
+        EngineConfig(kv_cache_dtype="fp8")
+
+
+def test_kv_cache_dtype_follows_the_projections(make_tiny_model_dir):
+    """"auto": the dtype K and V are computed in; a named dtype wins; the pool is sized
+    with it (bf16 halves the bytes per token)."""
+    import torch
+
+    from furca.runtime.loader import load_model
+    from furca.runtime.model_runner import ModelRunner, kv_cache_dtype
+
+    model_dir, _ = make_tiny_model_dir("llama")
+    fp32 = load_model(model_dir, dtype="float32")
+    mixed = load_model(model_dir, dtype="float32", linear_dtype="bfloat16")
+    assert kv_cache_dtype("auto", fp32.model) == torch.float32
+    assert kv_cache_dtype("auto", mixed.model) == torch.bfloat16
+    assert kv_cache_dtype("float32", mixed.model) == torch.float32
+    sizes = {}
+    for name, loaded in (("fp32", fp32), ("mixed", mixed)):
+        runner = ModelRunner(loaded.model, loaded.config, EngineConfig(max_total_tokens=64, log_capacity=False), 128)
+        assert runner.kv_cache.dtype == kv_cache_dtype("auto", loaded.model)
+        sizes[name] = runner.bytes_per_token
+    assert sizes["fp32"] == 2 * sizes["mixed"]

@@ -48,8 +48,8 @@ def test_bf16_projections_agree_with_fp32_where_fp32_is_sure():
     """``linear_dtype="bfloat16"`` (what ``auto`` picks on a CPU with native bf16): the
     greedy output equals the all-fp32 engine's up to the first step where fp32's top-2
     margin is under 0.5 (bf16 rounding moves logits by a few hundredths to tenths), the
-    log-probabilities of the shared tokens stay within 0.3 nats, and the KV cache, the
-    head and the logits stay fp32."""
+    log-probabilities of the shared tokens stay within 0.3 nats, the head and the logits
+    stay fp32, and the KV cache follows the projections (bf16)."""
     params = {"temperature": 0, "max_new_tokens": 32, "return_logprob": True, "top_logprobs_num": 2}
     runs = {}
     for linear_dtype in ("float32", "bfloat16"):
@@ -57,7 +57,8 @@ def test_bf16_projections_agree_with_fp32_where_fp32_is_sure():
             model = engine.loaded.model
             assert model.linear_dtype == getattr(torch, linear_dtype)
             assert model.lm_head_weight.dtype == torch.float32
-            assert engine.scheduler.runner.kv_cache.dtype == torch.float32
+            # kv_cache_dtype "auto": the projections' dtype (bf16 K/V from bf16 projections)
+            assert engine.scheduler.runner.kv_cache.dtype == getattr(torch, linear_dtype)
             tok = engine.tokenizer
             ids = [tok.encode(tok.apply_chat_template([{"role": "user", "content": p}])) for p in PROMPTS]
             runs[linear_dtype] = engine.generate(input_ids=ids, sampling_params=params)

@@ -31,7 +31,8 @@ def naive_attention(q, keys, values, scaling):
 
 @pytest.mark.parametrize("direct", [True, False])
 @pytest.mark.parametrize("heads", [(H, KV, D), (8, 8, 64), (16, 2, 64)])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype, cache_dtype", [(torch.float32, torch.float32), (torch.bfloat16, torch.bfloat16),
+                                                (torch.float32, torch.bfloat16)])  # the last: bf16 KV, fp32 model
 @pytest.mark.parametrize("kinds", [
     [(0, 7), (5, 1), (9, 4), (0, 1)],  # fresh extend, decode, prefix extend, first token
     [(3, 1), (17, 1), (1, 1)],  # decode only, different lengths (padded path)
@@ -39,11 +40,11 @@ def naive_attention(q, keys, values, scaling):
     # decodes of very different lengths (split into length groups) between extends
     [(299, 1), (2, 1), (0, 6), (289, 1), (4, 1), (7, 3), (280, 1)],
 ])
-def test_matches_naive_reference(kinds, dtype, heads, direct):
+def test_matches_naive_reference(kinds, dtype, cache_dtype, heads, direct):
     H, KV, D = heads
     g = torch.Generator().manual_seed(0)
     num_slots = 64 + sum(p + n for p, n in kinds)
-    cache = KVCache(num_slots, 1, KV, D, dtype)
+    cache = KVCache(num_slots, 1, KV, D, cache_dtype)
     perm = (torch.randperm(num_slots - 1, generator=g) + 1).tolist()  # scattered slots, never 0
     prefix_lens = [p for p, _ in kinds]
     qo_lens = [n for _, n in kinds]
@@ -54,8 +55,8 @@ def test_matches_naive_reference(kinds, dtype, heads, direct):
         kv_indices += slots
         out_loc += slots[p:]
         if p:  # the prefix is already cached
-            cache.k[0][slots[:p]] = torch.randn(p, KV, D, generator=g).to(dtype)
-            cache.v[0][slots[:p]] = torch.randn(p, KV, D, generator=g).to(dtype)
+            cache.k[0][slots[:p]] = torch.randn(p, KV, D, generator=g).to(cache_dtype)
+            cache.v[0][slots[:p]] = torch.randn(p, KV, D, generator=g).to(cache_dtype)
     num_tokens = sum(qo_lens)
     q = torch.randn(num_tokens, H, D, generator=g).to(dtype)
     k = torch.randn(num_tokens, KV, D, generator=g).to(dtype)
@@ -68,12 +69,13 @@ def test_matches_naive_reference(kinds, dtype, heads, direct):
     out = backend.forward(q, k, v, 0, batch, scaling)
     assert out.shape == q.shape and out.dtype == dtype
     has_decode = 1 in qo_lens
-    uses_kernel = direct and HAS_NUMBA and dtype == torch.float32 and has_decode
+    uses_kernel = direct and HAS_NUMBA and has_decode  # fp32 math, fp32 or bf16 pool
     assert (backend._plan.direct is not None) == uses_kernel  # the path under test is the one taken
-    torch.testing.assert_close(cache.k[0][out_loc], k)  # new rows were stored first
-    torch.testing.assert_close(cache.v[0][out_loc], v)
+    torch.testing.assert_close(cache.k[0][out_loc], k.to(cache_dtype))  # new rows were stored first
+    torch.testing.assert_close(cache.v[0][out_loc], v.to(cache_dtype))
 
     row = 0
+    # against the stored (rounded) K/V in fp32: exact to fp32 rounding unless q or the output is bf16
     tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=2e-2, rtol=2e-2)
     for (p, n), slots in zip(kinds, seq_slots):
         keys, values = cache.k[0][slots].float(), cache.v[0][slots].float()

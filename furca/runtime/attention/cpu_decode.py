@@ -17,9 +17,11 @@ get_decode() -> decode or None (numba missing, or FURCA_NO_NUMBA=1: the caller k
 the gather + SDPA path). numba is imported on the first call, not at import.
 
 decode(q, k_buf, v_buf, rows, kv_start, kv_len, kv_indices, scale, out) -> None
-    q, out: float32 (T, H, D); k_buf, v_buf: float32 (KV, num_slots, D); rows,
-    kv_start, kv_len: int64 (n,); kv_indices: int64. Writes ``out[rows]`` only. Two
-    passes per task (scores, then the weighted sum of V), fp32 throughout.
+    q, out: float32 (T, H, D); k_buf, v_buf: (KV, num_slots, D), float32, or bf16 pools
+    passed as their uint16 bits (each row is widened to fp32 as it is read: a bf16 is
+    the top half of an fp32); rows, kv_start, kv_len: int64 (n,); kv_indices: int64.
+    Writes ``out[rows]`` only. Two passes per task (scores, then the weighted sum of V),
+    fp32 arithmetic throughout.
 
 How the kernel is fast: ``scale`` is folded into a contiguous copy of the G query rows;
 both passes take 4 keys per step (4 dot products per head share each q load and end
@@ -108,7 +110,23 @@ def _build():
     from llvmlite import ir
     from numba import types
     from numba.core import cgutils
-    from numba.extending import intrinsic
+    from numba.extending import intrinsic, overload
+
+    def as_f32(row, scratch):
+        """A pool row as fp32: itself, or (bf16 bits) widened into ``scratch``."""
+
+    @overload(as_f32, inline="always")
+    def _as_f32(row, scratch):
+        if row.dtype == types.float32:
+            return lambda row, scratch: row
+        if row.dtype == types.uint16:
+            def widen(row, scratch):
+                bits = scratch.view(np.uint32)
+                for d in range(row.shape[0]):
+                    bits[d] = np.uint32(row[d]) << 16
+                return scratch
+            return widen
+        return None
 
     @intrinsic
     def prefetch(typingctx, arr, i, j, k):
@@ -144,6 +162,7 @@ def _build():
         for task in range(lo, hi):
             max_len = max(max_len, kv_len[task // num_kv_heads])
         qs = np.empty((group, head_dim), np.float32)
+        wide = np.empty((4, head_dim), np.float32)  # bf16 pools: the rows in use, widened
         acc_o = np.empty((group, head_dim), np.float32)
         scores = np.empty((group, max_len), np.float32)
         ebits = np.empty(max_len, np.int32)
@@ -159,10 +178,10 @@ def _build():
             while j + 4 <= length:
                 if j + _PREFETCH_AHEAD + 4 <= length:
                     prefetch_rows(k_buf, h, kv_indices, start + j + _PREFETCH_AHEAD)
-                k0 = k_buf[h, kv_indices[start + j]]
-                k1 = k_buf[h, kv_indices[start + j + 1]]
-                k2 = k_buf[h, kv_indices[start + j + 2]]
-                k3 = k_buf[h, kv_indices[start + j + 3]]
+                k0 = as_f32(k_buf[h, kv_indices[start + j]], wide[0])
+                k1 = as_f32(k_buf[h, kv_indices[start + j + 1]], wide[1])
+                k2 = as_f32(k_buf[h, kv_indices[start + j + 2]], wide[2])
+                k3 = as_f32(k_buf[h, kv_indices[start + j + 3]], wide[3])
                 g = 0
                 while g + 2 <= group and group % 2 == 0:
                     qg = qs[g]
@@ -191,7 +210,7 @@ def _build():
                     g += 1
                 j += 4
             while j < length:
-                k0 = k_buf[h, kv_indices[start + j]]
+                k0 = as_f32(k_buf[h, kv_indices[start + j]], wide[0])
                 for g in range(group):
                     qg = qs[g]
                     a0 = np.float32(0.0)
@@ -232,10 +251,10 @@ def _build():
             while j + 4 <= length:
                 if j + _PREFETCH_AHEAD + 4 <= length:
                     prefetch_rows(v_buf, h, kv_indices, start + j + _PREFETCH_AHEAD)
-                v0 = v_buf[h, kv_indices[start + j]]
-                v1 = v_buf[h, kv_indices[start + j + 1]]
-                v2 = v_buf[h, kv_indices[start + j + 2]]
-                v3 = v_buf[h, kv_indices[start + j + 3]]
+                v0 = as_f32(v_buf[h, kv_indices[start + j]], wide[0])
+                v1 = as_f32(v_buf[h, kv_indices[start + j + 1]], wide[1])
+                v2 = as_f32(v_buf[h, kv_indices[start + j + 2]], wide[2])
+                v3 = as_f32(v_buf[h, kv_indices[start + j + 3]], wide[3])
                 g = 0
                 while g + 2 <= group and group % 2 == 0:
                     sg = scores[g]
@@ -258,7 +277,7 @@ def _build():
                     g += 1
                 j += 4
             while j < length:
-                v0 = v_buf[h, kv_indices[start + j]]
+                v0 = as_f32(v_buf[h, kv_indices[start + j]], wide[0])
                 for g in range(group):
                     p0 = scores[g, j]
                     ag = acc_o[g]
@@ -286,8 +305,8 @@ def _build():
     try:
         i64 = np.zeros(1, np.int64)
         q = np.ones((1, 2, 8), np.float32)
-        kv = np.ones((1, 2, 8), np.float32)
-        decode_tasks(q, kv, kv, i64, i64, np.ones(1, np.int64), i64, np.float32(1.0), np.empty_like(q), 0, 1)
+        for kv in (np.ones((1, 2, 8), np.float32), np.ones((1, 2, 8), np.uint16)):  # fp32 and bf16 pools
+            decode_tasks(q, kv, kv, i64, i64, np.ones(1, np.int64), i64, np.float32(1.0), np.empty_like(q), 0, 1)
     except Exception as e:  # noqa: BLE001 - any compile or lowering error
         logging.getLogger("furca").warning("CPU decode kernel unavailable (%s: %s); decode attention gathers K/V",
                                            type(e).__name__, e)

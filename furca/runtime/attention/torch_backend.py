@@ -100,7 +100,7 @@ class TorchAttentionBackend:
         if plan.direct is not None:
             out = torch.empty((num_tokens, num_heads, head_dim), dtype=torch.float32)
             d = plan.direct
-            get_decode()(q.to(torch.float32).contiguous().numpy(), k_buf.numpy(), v_buf.numpy(), d.rows,
+            get_decode()(q.to(torch.float32).contiguous().numpy(), _pool_array(k_buf), _pool_array(v_buf), d.rows,
                          d.kv_start, d.kv_len, d.kv_indices, float(scaling), out.numpy())
             if plan.is_decode_only:
                 return out.to(q.dtype)
@@ -132,7 +132,7 @@ class TorchAttentionBackend:
     # ---------------------------------------------------------------- planning
     def _can_decode_directly(self, batch: ForwardBatch, dtype: torch.dtype) -> bool:
         cache = batch.kv_cache
-        return (self.direct_decode and dtype == torch.float32 and cache.dtype == torch.float32
+        return (self.direct_decode and dtype == torch.float32 and cache.dtype in (torch.float32, torch.bfloat16)
                 and cache.device.type == "cpu" and batch.kv_indices.dtype == torch.int64
                 and get_decode() is not None)
 
@@ -200,6 +200,13 @@ def _split_groups(decodes: list[tuple[int, int, int]]) -> list[list[tuple[int, i
     if len(parts) == 1:  # one group: keep the batch order (rows may then be a slice)
         return [decodes]
     return parts
+
+
+def _pool_array(buf: torch.Tensor) -> np.ndarray:
+    """A CPU pool for ``cpu_decode``: fp32 as it is, bf16 as its uint16 bits (no copy)."""
+    if buf.dtype == torch.bfloat16:
+        return buf.view(torch.int16).numpy().view(np.uint16)
+    return buf.numpy()
 
 
 def _make_group(part: list[tuple[int, int, int]], kv_indices: torch.Tensor, dtype: torch.dtype) -> _DecodeGroup:
