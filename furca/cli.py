@@ -31,7 +31,7 @@ def _cmd_pull(args: argparse.Namespace) -> int:
 def _cmd_generate(args: argparse.Namespace) -> int:
     from furca.runtime.engine import Engine
 
-    engine_kwargs = {"dtype": args.dtype, "linear_dtype": args.linear_dtype}
+    engine_kwargs = {"dtype": args.dtype, "linear_dtype": args.linear_dtype, "kv_cache_dtype": args.kv_cache_dtype}
     with Engine(model=args.model, **engine_kwargs) as engine:
         prompt = args.prompt
         if args.chat:
@@ -70,6 +70,8 @@ def _add_dtype_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--linear-dtype", default="auto", choices=choices,
                    help="the decoder layers' linear projections (auto: bfloat16 with an automatic float32 "
                         "dtype on a CPU with native bf16, else --dtype)")
+    p.add_argument("--kv-cache-dtype", default="auto", choices=choices,
+                   help="the KV cache (auto: the projections' dtype)")
 
 
 def _add_serve_parser(sub) -> None:

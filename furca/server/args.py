@@ -28,6 +28,7 @@ class ServerArgs:
     schedule_policy: str = "lpm"
     dtype: str = "auto"
     linear_dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
     device: str = "auto"
     # HTTP layer
     max_queued_requests: int | None = None  # None: unbounded; past it, 429
@@ -49,7 +50,7 @@ class ServerArgs:
 
     def engine_kwargs(self) -> dict[str, Any]:
         keys = ("context_length", "max_running_requests", "max_total_tokens", "chunked_prefill_size",
-                "schedule_policy", "dtype", "linear_dtype", "device")
+                "schedule_policy", "dtype", "linear_dtype", "kv_cache_dtype", "device")
         return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
 
     @classmethod
