@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import time
 import os
 import platform
 from pathlib import Path
@@ -66,3 +67,22 @@ def few_shot_prefix(tokenizer, target_tokens: int) -> str:
         text = "Answer each question with a number.\n" + "".join(lines)
         i += 1
     return text
+
+
+def time_full_decode_steps(runner, batch_size: int) -> list[float]:
+    """Wrap ``runner.forward`` (a ``ModelRunner``, from the scheduler thread) so that the
+    wall time of every forward pass whose rows are all decode rows of ``batch_size``
+    requests is appended to the returned list (clear it between measurements)."""
+    times: list[float] = []
+    forward = runner.forward
+
+    def timed_forward(step):
+        t = time.perf_counter()
+        out = forward(step)
+        lens = step.batch.qo_lens_cpu
+        if lens is not None and len(lens) == batch_size and max(lens) == 1:
+            times.append(time.perf_counter() - t)
+        return out
+
+    runner.forward = timed_forward
+    return times

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
-from _util import add_threads_arg, save, set_threads
+from _util import add_threads_arg, save, set_threads, time_full_decode_steps
 from vs_transformers import draw_workload
 
 from furca.runtime.engine import Engine
@@ -35,18 +34,7 @@ def main() -> None:
         reqs = draw_workload(engine.tokenizer.vocab_size, engine.tokenizer.special_token_ids)
         prompts = [p for p, _ in reqs]
         params = [{"max_new_tokens": args.steps, "temperature": 0.0, "ignore_eos": True}] * len(prompts)
-        times: list[float] = []
-        forward = runner.forward
-
-        def timed_forward(step):
-            t = time.perf_counter()
-            out = forward(step)
-            lens = step.batch.qo_lens_cpu
-            if len(lens) == len(prompts) and max(lens) == 1:
-                times.append(time.perf_counter() - t)
-            return out
-
-        runner.forward = timed_forward
+        times = time_full_decode_steps(runner, len(prompts))
         engine.generate(input_ids=prompts[:2], sampling_params=params[:2])  # warm-up: compile the kernel
         per_path: dict[str, list[float]] = {"kernel": [], "gather": []}
         for _ in range(args.rounds):

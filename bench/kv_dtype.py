@@ -19,9 +19,8 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 
-from _util import add_threads_arg, save, set_threads
+from _util import add_threads_arg, save, set_threads, time_full_decode_steps
 
 
 def child(kv: str, steps: int) -> dict:
@@ -32,18 +31,7 @@ def child(kv: str, steps: int) -> dict:
     with Engine(model=None, kv_cache_dtype=kv) as engine:
         runner = engine.scheduler.runner
         reqs = draw_workload(engine.tokenizer.vocab_size, engine.tokenizer.special_token_ids)
-        times: list[float] = []
-        forward = runner.forward
-
-        def timed_forward(step):
-            t = time.perf_counter()
-            out = forward(step)
-            lens = step.batch.qo_lens_cpu
-            if lens is not None and len(lens) == len(reqs) and max(lens) == 1:
-                times.append(time.perf_counter() - t)
-            return out
-
-        runner.forward = timed_forward
+        times = time_full_decode_steps(runner, len(reqs))
         engine.generate(input_ids=[p for p, _ in reqs],
                         sampling_params=[{"max_new_tokens": steps, "temperature": 0.0, "ignore_eos": True}] * len(reqs))
         return {"kv": str(runner.kv_cache.dtype), "linear": str(engine.loaded.model.linear_dtype),
