@@ -4,12 +4,13 @@
 Flattened layout: every tensor has one row per new token of the batch (``T`` rows,
 see ``ForwardBatch``); attention is the backend's business.
 
-Two dtypes: ``dtype`` for activations, norms, embeddings, the LM head and the KV cache,
-and ``linear_dtype`` (default: the same) for the decoder layers' linear projections,
-whose weights are stored in it and whose products are computed in it (inputs cast to
-it, outputs cast back). bf16 projections in an fp32 model halve the bytes a decode step
-reads and run on a CPU's bf16 dot-product units (``docs/runtime.md``, "bf16 linears on
-CPU"). The head stays in ``dtype``: bf16 logits are rounded to steps of 1/8 at
+Two dtypes: ``dtype`` for activations, norms, embeddings and the LM head, and
+``linear_dtype`` (default: the same) for the decoder layers' linear projections, whose
+weights are stored in it and whose products are computed in it (inputs cast to it,
+outputs cast back); the KV cache is the runner's (by default in ``linear_dtype``). bf16
+projections in an fp32 model halve the bytes a decode step reads and run on a CPU's
+bf16 dot-product units (``docs/runtime.md``, "CPU: bf16 linears and one OpenMP pool").
+The head stays in ``dtype``: bf16 logits are rounded to steps of 1/8 at
 magnitudes 16-32, which turned a greedy margin of 0.08 into a tie. Parameters are created
 uninitialised and filled by ``load_weights`` from HF-named checkpoint tensors; q/k/v
 and gate/up are fused at load time (``qkv_proj``, ``gate_up_proj``).
@@ -153,7 +154,7 @@ class LlamaForCausalLM(nn.Module):
     """``forward(input_ids (T,), positions (T,), batch) -> fp32 logits (N, vocab)`` for the
     ``N = len(batch.logits_indices)`` selected rows. Inference only (no autograd).
 
-    ``dtype``: activations, norms, embeddings, LM head, KV cache; ``linear_dtype`` (None =
+    ``dtype``: activations, norms, embeddings, LM head; ``linear_dtype`` (None =
     ``dtype``): the decoder layers' linear projections."""
 
     def __init__(self, config: ModelConfig, dtype: torch.dtype = torch.float32,
