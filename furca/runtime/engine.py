@@ -135,8 +135,8 @@ class Engine:
         device = _resolve_device(self.config.device)
         dtype, linear_dtype = resolve_dtypes(self.config.dtype, self.config.linear_dtype, device)
         if linear_dtype != dtype:
-            logger.info("linear projections (and by default the KV cache) in %s, the rest in %s: this CPU "
-                        "has native bf16 dot products; dtype='float32' runs all in fp32", linear_dtype, dtype)
+            logger.info("linear projections (and by default the KV cache) in %s, the rest in %s; "
+                        "dtype='float32' runs all in fp32", linear_dtype, dtype)
         return load_model(None if model is None else Path(model), dtype=dtype, device=device,
                           linear_dtype=linear_dtype)
 

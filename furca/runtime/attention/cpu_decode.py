@@ -153,6 +153,16 @@ def _build():
             for d in range(0, buf.shape[2], 16):  # one cache line holds 16 floats
                 prefetch(buf, h, slot, d)
 
+    @njit(inline="always", nogil=True)
+    def four_rows(buf, h, kv_indices, at, end, wide):
+        """The fp32 rows of KV head ``h`` at slots ``kv_indices[at : at + 4]`` (bf16 rows
+        widened into ``wide``), after prefetching the four ``_PREFETCH_AHEAD`` keys on
+        when they are before ``end``."""
+        if at + _PREFETCH_AHEAD + 4 <= end:
+            prefetch_rows(buf, h, kv_indices, at + _PREFETCH_AHEAD)
+        return (as_f32(buf[h, kv_indices[at]], wide[0]), as_f32(buf[h, kv_indices[at + 1]], wide[1]),
+                as_f32(buf[h, kv_indices[at + 2]], wide[2]), as_f32(buf[h, kv_indices[at + 3]], wide[3]))
+
     @njit(fastmath=True, nogil=True, cache=True)
     def decode_tasks(q, k_buf, v_buf, rows, kv_start, kv_len, kv_indices, scale, out, lo, hi):
         num_heads, head_dim = q.shape[1], q.shape[2]
@@ -176,12 +186,7 @@ def _build():
             # scores (scale folded into qs), 4 keys per step, K rows prefetched ahead
             j = 0
             while j + 4 <= length:
-                if j + _PREFETCH_AHEAD + 4 <= length:
-                    prefetch_rows(k_buf, h, kv_indices, start + j + _PREFETCH_AHEAD)
-                k0 = as_f32(k_buf[h, kv_indices[start + j]], wide[0])
-                k1 = as_f32(k_buf[h, kv_indices[start + j + 1]], wide[1])
-                k2 = as_f32(k_buf[h, kv_indices[start + j + 2]], wide[2])
-                k3 = as_f32(k_buf[h, kv_indices[start + j + 3]], wide[3])
+                k0, k1, k2, k3 = four_rows(k_buf, h, kv_indices, start + j, start + length, wide)
                 g = 0
                 while g + 2 <= group and group % 2 == 0:
                     qg = qs[g]
@@ -249,12 +254,7 @@ def _build():
             acc_o[:] = 0
             j = 0
             while j + 4 <= length:
-                if j + _PREFETCH_AHEAD + 4 <= length:
-                    prefetch_rows(v_buf, h, kv_indices, start + j + _PREFETCH_AHEAD)
-                v0 = as_f32(v_buf[h, kv_indices[start + j]], wide[0])
-                v1 = as_f32(v_buf[h, kv_indices[start + j + 1]], wide[1])
-                v2 = as_f32(v_buf[h, kv_indices[start + j + 2]], wide[2])
-                v3 = as_f32(v_buf[h, kv_indices[start + j + 3]], wide[3])
+                v0, v1, v2, v3 = four_rows(v_buf, h, kv_indices, start + j, start + length, wide)
                 g = 0
                 while g + 2 <= group and group % 2 == 0:
                     sg = scores[g]
