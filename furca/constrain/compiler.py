@@ -110,10 +110,12 @@ class GrammarCompiler:
         return self._cached(("json_object", whitespace, max_whitespace),
                             lambda: parse_gbnf(_json_object_gbnf(whitespace, max_whitespace)))
 
-    def compile_structural_tag(self, tags, triggers, *, strict: bool = True) -> CompiledGrammar:
+    def compile_structural_tag(self, tags, triggers, *, strict: bool = True,
+                               allow_extra_properties: bool | None = None) -> CompiledGrammar:
         """Free text; where a trigger appears, one of the tags (dicts or objects with
         ``begin``, ``schema`` (dict or JSON text), ``end``) follows; then free text again.
-        See structural_tag.py."""
+        See structural_tag.py. allow_extra_properties: as for `compile_json_schema`, for
+        every tag's schema (None: JSON Schema's meaning)."""
         from .structural_tag import structural_tag_grammar
 
         def item(t):
@@ -122,7 +124,7 @@ class GrammarCompiler:
             return (get("begin"), sch if isinstance(sch, str) else json.dumps(sch), get("end"))
 
         tags, triggers = list(tags), list(triggers)
-        key = ("structural_tag", tuple(item(t) for t in tags), tuple(triggers), strict)
+        key = ("structural_tag", tuple(item(t) for t in tags), tuple(triggers), strict, allow_extra_properties)
 
         def schema_gbnf(schema):
             if schema == {} or schema is True:
@@ -131,7 +133,7 @@ class GrammarCompiler:
                 from .json_schema import schema_to_gbnf
             except ImportError as e:
                 raise CompileError(f"JSON schema support is not available ({e})") from None
-            return schema_to_gbnf(schema, strict=strict)
+            return schema_to_gbnf(schema, strict=strict, allow_extra_properties=allow_extra_properties)
 
         return self._cached(key, lambda: structural_tag_grammar(tags, triggers, schema_gbnf))
 

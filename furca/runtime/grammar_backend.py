@@ -66,16 +66,23 @@ class ConstrainBackend:
     # -- compiling --------------------------------------------------------------------------
 
     def compile(self, params: SamplingParams):
-        """The cached `CompiledGrammar` of ``params``'s constraint. Raises CompileError."""
+        """The cached `CompiledGrammar` of ``params``'s constraint. Raises CompileError.
+
+        ``params.allow_extra_properties`` reaches the JSON-schema translator (json_schema and
+        a structural tag's schemas) and is part of the compiler's cache key, so a strict and
+        a lax compile of one schema never share an entry (``params.compile_key``)."""
         if params.constraint is None:
             raise CompileError("the request has no constraint to compile")
         kind, value = params.constraint
+        extra = params.allow_extra_properties
         try:
             c = self.compiler
             if kind == "regex":
                 return c.compile_regex(value)
             if kind == "json_schema":
-                return c.compile_json_schema(value)
+                if extra is None:  # the compiler's default (its cache key has no option then)
+                    return c.compile_json_schema(value)
+                return c.compile_json_schema(value, allow_extra_properties=extra)
             if kind == "ebnf":
                 return c.compile_grammar(value)
             if kind == "choices":
@@ -86,7 +93,8 @@ class ConstrainBackend:
                 tag = json.loads(value)
                 if not isinstance(tag, dict):
                     raise CompileError("structural_tag must be an object with 'structures' and 'triggers'")
-                return c.compile_structural_tag(tag.get("structures", []), tag.get("triggers", []))
+                return c.compile_structural_tag(tag.get("structures", []), tag.get("triggers", []),
+                                                allow_extra_properties=extra)
         except FurcaError:
             raise
         except RecursionError:

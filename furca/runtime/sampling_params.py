@@ -21,6 +21,7 @@ from furca.errors import SamplingParamsError
 GREEDY_TEMPERATURE_EPS = 1e-5
 
 CONSTRAINT_FIELDS = ("regex", "json_schema", "ebnf", "choices", "json_object", "structural_tag")
+SCHEMA_CONSTRAINTS = ("json_schema", "structural_tag")  # where allow_extra_properties applies
 
 # Keys that other SGLang/OpenAI-style clients send under a different name.
 _ALIASES = {"sampling_seed": "seed"}
@@ -56,6 +57,10 @@ class SamplingParams:
     choices: tuple[str, ...] | None = None
     json_object: bool = False
     structural_tag: str | None = None  # a dict is accepted and stored as JSON text
+    # What a JSON-schema object without ``additionalProperties`` admits (json_schema and the
+    # schemas of a structural_tag): None = the engine's default (JSON Schema: undeclared
+    # members allowed); False = declared properties only (OpenAI strict / xgrammar).
+    allow_extra_properties: bool | None = None
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
@@ -75,6 +80,8 @@ class SamplingParams:
                      "no_stop_trim", "return_logprob", "return_text_in_logprobs", "json_object"):
             if not isinstance(getattr(self, name), bool):
                 _fail(name, getattr(self, name), "true or false")
+        if self.allow_extra_properties is not None and not isinstance(self.allow_extra_properties, bool):
+            _fail("allow_extra_properties", self.allow_extra_properties, "true, false or None")
         self._check_ranges()
         self._check_constraint()
 
@@ -175,12 +182,25 @@ class SamplingParams:
 
     @property
     def constraint(self) -> tuple[str, Any] | None:
-        """``(field_name, value)`` of the constraint, or None. Hashable: a cache key."""
+        """``(field_name, value)`` of the constraint, or None."""
         for name in CONSTRAINT_FIELDS:
             value = getattr(self, name)
             if _is_set(value):
                 return (name, value)
         return None
+
+    @property
+    def compile_key(self) -> tuple[str, Any, tuple] | None:
+        """``(field_name, value, options)``: everything that decides the compiled grammar
+        (hashable; two params with equal keys share one compile), or None. ``options`` holds
+        ``("allow_extra_properties", v)`` for schema-bearing constraints."""
+        c = self.constraint
+        if c is None:
+            return None
+        options = ()
+        if c[0] in SCHEMA_CONSTRAINTS and self.allow_extra_properties is not None:
+            options = (("allow_extra_properties", self.allow_extra_properties),)
+        return (c[0], c[1], options)
 
 
 # -- helpers ------------------------------------------------------------------------------

@@ -139,3 +139,18 @@ def test_params_detokenizer_and_output_import_no_torch():
     code = ("import sys, furca.runtime.sampling_params, furca.runtime.detokenizer, furca.runtime.output; "
             "assert 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_allow_extra_properties_validated_and_in_compile_key():
+    assert SamplingParams().allow_extra_properties is None
+    assert SamplingParams.from_dict({"allow_extra_properties": None}).allow_extra_properties is None
+    with pytest.raises(SamplingParamsError, match="allow_extra_properties='no'"):
+        SamplingParams(allow_extra_properties="no")
+    schema = {"type": "object"}
+    keys = {SamplingParams(json_schema=schema, allow_extra_properties=v).compile_key for v in (None, True, False)}
+    assert len(keys) == 3
+    assert SamplingParams(json_schema=schema, allow_extra_properties=False).compile_key == (
+        "json_schema", '{"type": "object"}', (("allow_extra_properties", False),))
+    # no schema in the constraint: the option changes nothing
+    assert SamplingParams(regex="a", allow_extra_properties=False).compile_key == ("regex", "a", ())
+    assert SamplingParams().compile_key is None
