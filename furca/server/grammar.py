@@ -35,7 +35,7 @@ class Constraints:
 
     async def precompile(self, params_list: list[SamplingParams]) -> None:
         backend = self.engine.grammar_backend
-        todo = list({p.constraint: p for p in params_list if p.has_constraint}.values())
+        todo = list({p.compile_key: p for p in params_list if p.has_constraint}.values())
         if backend is None or not todo:
             return  # the engine reports "not available" itself
         # the runtime backend's compile(params); a custom backend may only make matchers
