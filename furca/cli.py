@@ -10,7 +10,9 @@ import argparse
 import json
 import sys
 
+from furca.cli_flags import add_config_arguments, config_kwargs, string_list
 from furca.errors import FurcaError
+from furca.runtime.config import EngineConfig
 
 
 def _cmd_pull(args: argparse.Namespace) -> int:
@@ -31,8 +33,7 @@ def _cmd_pull(args: argparse.Namespace) -> int:
 def _cmd_generate(args: argparse.Namespace) -> int:
     from furca.runtime.engine import Engine
 
-    engine_kwargs = {"dtype": args.dtype, "linear_dtype": args.linear_dtype, "kv_cache_dtype": args.kv_cache_dtype}
-    with Engine(model=args.model, **engine_kwargs) as engine:
+    with Engine(model=args.model, **config_kwargs(args, EngineConfig)) as engine:
         prompt = args.prompt
         if args.chat:
             prompt = engine.tokenizer.apply_chat_template(
@@ -60,41 +61,40 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from furca.server.launch import run
 
     names = set(ServerArgs.field_names())
-    return run(ServerArgs(**{k: v for k, v in vars(args).items() if k in names}))
+    return run(ServerArgs.from_kwargs(**{k: v for k, v in vars(args).items() if k in names}))
 
 
-def _add_dtype_arguments(p: argparse.ArgumentParser) -> None:
-    choices = ["auto", "float32", "bfloat16", "float16"]
-    p.add_argument("--dtype", default="auto", choices=choices,
-                   help="activations and KV cache (auto: bfloat16 on CUDA, float32 elsewhere)")
-    p.add_argument("--linear-dtype", default="auto", choices=choices,
-                   help="the decoder layers' linear projections (auto: bfloat16 with an automatic float32 "
-                        "dtype on a CPU with native bf16, else --dtype)")
-    p.add_argument("--kv-cache-dtype", default="auto", choices=choices,
-                   help="the KV cache (auto: the projections' dtype)")
+def _add_engine_arguments(p: argparse.ArgumentParser) -> None:
+    """One flag per `EngineConfig` field (SGLang's server-argument names where one exists)."""
+    add_config_arguments(p.add_argument_group("engine (every EngineConfig option)"), EngineConfig)
 
 
 def _add_serve_parser(sub) -> None:
     p = sub.add_parser("serve", help="serve a model over HTTP (OpenAI-compatible API and SGLang's native API)")
     p.add_argument("model", nargs="?", default=None, help="HF directory or .gguf file (default: the default model)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (0.0.0.0: every interface)")
+    p.add_argument("--port", type=int, default=30000, help="the port to listen on")
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
     p.add_argument("--served-model-name", default=None, help="the model id clients send (default: directory name)")
     p.add_argument("--chat-template", default=None, help="a jinja chat template (file or text)")
-    p.add_argument("--context-length", type=int, default=None)
-    p.add_argument("--max-running-requests", type=int, default=64)
     p.add_argument("--max-queued-requests", type=int, default=None, help="past it, requests get 429")
-    p.add_argument("--max-total-tokens", type=int, default=None, help="KV pool size in tokens")
-    p.add_argument("--chunked-prefill-size", type=int, default=2048, help="-1 turns chunking off")
-    p.add_argument("--schedule-policy", default="lpm", choices=["lpm", "fcfs"])
-    _add_dtype_arguments(p)
-    p.add_argument("--device", default="auto")
     p.add_argument("--grammar-timeout", type=float, default=10.0, help="seconds a constraint may compile")
     p.add_argument("--shutdown-grace-period", type=float, default=30.0,
                    help="SIGTERM: seconds running requests may take before they are aborted")
-    p.add_argument("--log-requests", action="store_true")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-requests", action="store_true",
+                   help="log every HTTP request (access log) and each OpenAI request body (first 2000 chars)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="furca's and uvicorn's log level")
+    cors = p.add_argument_group("CORS (off unless --allowed-origins is given)")
+    cors.add_argument("--allowed-origins", type=string_list, default=(), metavar="ORIGINS",
+                      help="origins browsers may call from: a JSON list or comma-separated ('*': any)")
+    cors.add_argument("--allowed-methods", type=string_list, default=("*",), metavar="METHODS",
+                      help="methods a cross-origin request may use (default: *)")
+    cors.add_argument("--allowed-headers", type=string_list, default=("*",), metavar="HEADERS",
+                      help="headers a cross-origin request may send (default: *)")
+    cors.add_argument("--allow-credentials", action="store_true",
+                      help="let cross-origin requests carry credentials (cookies, Authorization)")
+    _add_engine_arguments(p)
     p.set_defaults(func=_cmd_serve)
 
 
@@ -178,9 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=None)
-    _add_dtype_arguments(p)
+    p.add_argument("--seed", type=int, default=None, help="this request's sampling seed")
     p.add_argument("-v", "--verbose", action="store_true", help="print meta_info to stderr")
+    _add_engine_arguments(p)
     p.set_defaults(func=_cmd_generate)
 
     _add_serve_parser(sub)

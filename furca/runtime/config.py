@@ -6,50 +6,72 @@ unknown keys by name. Nothing here touches a device; sizing happens in `memory.p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from furca.errors import ConfigError
 
 _DTYPES = ("auto", "float32", "float16", "bfloat16")
 _POLICIES = ("lpm", "fcfs")
+_ATTENTION_BACKENDS = ("auto", "torch", "triton")
+
+
+def _opt(default: Any, help: str, **cli: Any) -> Any:
+    """A field with its help text and, for the command line, optional ``flag=`` (the flag's
+    name when not ``--field-name``) and ``choices=``; `furca.cli_flags` turns every field
+    into a flag of ``furca serve`` and ``furca generate``."""
+    return field(default=default, metadata={"help": help, **cli})
 
 
 @dataclass(frozen=True)
 class EngineConfig:
     # model
-    dtype: str = "auto"  # weights and KV cache: auto = bfloat16 on CUDA, float32 elsewhere
-    # the decoder layers' linear projections (weights and products): auto = bfloat16 where dtype is
-    # auto and resolves to float32 on a CPU with native bf16 dot products, else dtype
-    linear_dtype: str = "auto"
-    # the KV cache: auto = the projections' dtype (K and V come out of them): bfloat16 with
-    # bf16 projections, else dtype
-    kv_cache_dtype: str = "auto"
-    device: str = "auto"  # auto = cuda if available, else cpu
-    context_length: int | None = None  # None = the model's; may only shrink it
-    attention_backend: str = "auto"  # auto = triton on CUDA (when installed), torch elsewhere
+    dtype: str = _opt("auto", "activations, norms, embeddings and the LM head "
+                              "(auto: bfloat16 on CUDA, float32 elsewhere)", choices=_DTYPES)
+    linear_dtype: str = _opt("auto", "the decoder layers' linear projections, weights and products (auto: bfloat16 "
+                                     "where dtype is auto and resolves to float32 on a CPU with native bf16 dot "
+                                     "products, else dtype)", choices=_DTYPES)
+    kv_cache_dtype: str = _opt("auto", "the KV cache (auto: the projections' dtype: K and V come out of them)",
+                               choices=_DTYPES)
+    device: str = _opt("auto", "cpu, cuda or cuda:N (auto: cuda if available, else cpu)")
+    context_length: int | None = _opt(None, "the longest prompt + output in tokens; may only shrink the "
+                                            "model's (default: the model's)")
+    attention_backend: str = _opt("auto", "auto: triton on CUDA when installed, torch elsewhere",
+                                  choices=_ATTENTION_BACKENDS)
     # KV pool: exactly one of these decides its size (max_total_tokens wins)
-    max_total_tokens: int | None = None  # capacity in tokens
-    kv_cache_bytes: int | None = None
-    kv_cache_fraction: float | None = None  # of free device memory (CPU: MemAvailable)
+    max_total_tokens: int | None = _opt(None, "KV pool capacity in tokens; wins over the two below (default: a "
+                                              "fraction of free memory, at most max_running_requests x context)")
+    kv_cache_bytes: int | None = _opt(None, "KV pool size in bytes")
+    kv_cache_fraction: float | None = _opt(None, "KV pool size as a fraction of free device memory (CPU: "
+                                                 "MemAvailable; default 0.8 on CUDA, 0.1 on CPU)")
     # scheduling
-    max_running_requests: int = 64
-    chunked_prefill_size: int | None = 2048  # per-step prefill token budget; None/-1 = off
-    max_prefill_tokens: int = 16384  # per-step prefill budget when chunking is off
-    schedule_policy: str = "lpm"
-    disable_radix_cache: bool = False
-    in_batch_prefix_min: int = 32  # defer a request sharing this many tokens with one admitted this step
-    init_new_token_ratio: float = 0.7  # fraction of max_new_tokens reserved for admitted requests
-    min_new_token_ratio: float = 0.1
-    new_token_ratio_decay: float = 0.001  # per decode step
-    decode_reserve_clip: int = 4096  # reserve at most this many decode tokens per request
+    max_running_requests: int = _opt(64, "requests decoding at once (more wait in the engine's queue)")
+    chunked_prefill_size: int | None = _opt(2048, "per-step prefill token budget; long prompts are computed in "
+                                                  "chunks of it (-1: chunking off)")
+    max_prefill_tokens: int = _opt(16384, "per-step prefill token budget when chunking is off (a longer prompt "
+                                          "runs alone)")
+    schedule_policy: str = _opt("lpm", "admission order: lpm (longest cached prefix first) or fcfs",
+                                choices=_POLICIES)
+    disable_radix_cache: bool = _opt(False, "no prefix sharing: every prompt is computed in full")
+    in_batch_prefix_min: int = _opt(32, "defer a request sharing this many tokens with one admitted this step, "
+                                        "so the shared prefix is computed once")
+    init_new_token_ratio: float = _opt(0.7, "fraction of max_new_tokens reserved in the KV pool for admitted "
+                                            "requests (reset to this after a retraction)")
+    min_new_token_ratio: float = _opt(0.1, "the reserve fraction never decays below this")
+    new_token_ratio_decay: float = _opt(0.001, "the reserve fraction's decay per decode step")
+    decode_reserve_clip: int = _opt(4096, "reserve at most this many decode tokens per request")
     # constrained decoding: append a grammar's forced text without sampling (SGLang's
     # compressed FSM), re-tokenized at the boundary
-    enable_jump_forward: bool = True
+    enable_jump_forward: bool = _opt(True, "append a grammar's forced text without sampling (off: every token "
+                                           "of a constrained output is sampled)", flag="--disable-jump-forward")
     # sampling / misc
-    random_seed: int | None = None  # seeds torch's global generator (requests without a seed) at start
-    check_memory: bool = True  # strict accounting check whenever the engine goes idle (as SGLang)
-    log_capacity: bool = True
+    random_seed: int | None = _opt(None, "seed torch's global generator (what requests without a seed draw "
+                                         "from) at start")
+    check_memory: bool = _opt(True, "strict KV accounting check whenever the engine goes idle (as SGLang)",
+                              flag="--disable-check-memory")
+    log_capacity: bool = _opt(True, "log the KV pool's size at start", flag="--disable-log-capacity")
+    decode_log_interval: int = _opt(40, "log a one-line batch summary (running, queued, tokens, cache hits, "
+                                        "token usage, throughput) every this many steps at info level; 0: off")
 
     def __post_init__(self) -> None:
         def positive(name: str, value: Any, allow_none: bool = True) -> None:
@@ -63,7 +85,7 @@ class EngineConfig:
                 raise ConfigError(f"{name} must be one of {_DTYPES}, got {getattr(self, name)!r}")
         if not isinstance(self.device, str) or not self.device:
             raise ConfigError(f"device must be a string like 'cpu', 'cuda', 'cuda:1' or 'auto', got {self.device!r}")
-        if self.attention_backend not in ("auto", "torch", "triton"):
+        if self.attention_backend not in _ATTENTION_BACKENDS:
             raise ConfigError(f"attention_backend must be 'auto', 'torch' or 'triton', got {self.attention_backend!r}")
         positive("context_length", self.context_length)
         if self.max_total_tokens is not None:
@@ -96,6 +118,8 @@ class EngineConfig:
             raise ConfigError(f"enable_jump_forward must be true or false, got {self.enable_jump_forward!r}")
         if self.random_seed is not None and not isinstance(self.random_seed, int):
             raise ConfigError(f"random_seed must be an int, got {self.random_seed!r}")
+        if not isinstance(self.decode_log_interval, int) or self.decode_log_interval < 0:
+            raise ConfigError(f"decode_log_interval must be an int >= 0 (0: off), got {self.decode_log_interval!r}")
 
     @property
     def prefill_budget(self) -> int:
