@@ -15,7 +15,7 @@ import logging
 import queue
 import weakref
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, AsyncIterator, Callable, Iterator
 
 import torch
 
@@ -27,6 +27,7 @@ from furca.runtime.output import StreamDelta
 from furca.runtime.request import Req
 from furca.runtime.request_builder import Limits, build_requests
 from furca.runtime.scheduler import Scheduler
+from furca.runtime.step_stats import StepLog, StepStats
 from furca.runtime.threads import in_short_lived_thread
 
 logger = logging.getLogger("furca")
@@ -72,6 +73,10 @@ def resolve_dtypes(dtype: str, linear_dtype: str, device: str) -> tuple[str, str
     return dtype, (dtype if linear_dtype == "auto" else linear_dtype)
 
 
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
 def _resolve_device(name: str) -> str:
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -94,6 +99,8 @@ class Engine:
         self.config = EngineConfig.from_kwargs(**config)
         in_short_lived_thread(lambda: self._set_up(model, grammar_backend))
         self._loop = SchedulerLoop(self.scheduler, self.config.check_memory)
+        if self.config.decode_log_interval:
+            self._loop.add_observer(StepLog(self.config.decode_log_interval, logger))
         self._loop.thread.start()
         # an engine nobody references stops its thread (the thread holds the loop, not self)
         self._finalizer = weakref.finalize(self, self._loop.stop, False)
@@ -235,6 +242,38 @@ class Engine:
             return self._memory_counts()
         return self._loop.call(run)
 
+    def add_step_observer(self, fn: Callable[[StepStats], None]) -> None:
+        """Call ``fn(stats)`` on the scheduler thread after every step that ran a forward pass
+        (`StepStats`: the batch's prefill / decode requests and tokens, running and waiting
+        requests and KV use after it, the requests admitted in it with their cached tokens).
+        ``fn`` must be quick and must not block or call back into the engine and wait; if it
+        raises, the error is logged once and ``fn`` is removed. It runs after the step has
+        delivered its results, before any later command (``get_server_info``) or step."""
+        self._loop.add_observer(fn)
+
+    def remove_step_observer(self, fn: Callable[[StepStats], None]) -> None:
+        """Stop calling ``fn``; takes effect before the next step. Unknown observers are ignored."""
+        self._loop.remove_observer(fn)
+
+    def effective_config(self) -> dict[str, Any]:
+        """Every `EngineConfig` field with what it resolved to: the dtypes, device and
+        attention backend in use instead of "auto", the context length and KV pool size
+        (``max_total_tokens`` in tokens, ``kv_cache_bytes`` in bytes) in effect."""
+        runner = self.scheduler.runner
+        out = {k: getattr(self.config, k) for k in self.config.__dataclass_fields__}
+        linear = getattr(runner.model, "linear_dtype", None)
+        out.update(
+            dtype=_dtype_name(runner.dtype),
+            linear_dtype=_dtype_name(linear if isinstance(linear, torch.dtype) else runner.dtype),
+            kv_cache_dtype=_dtype_name(runner.kv_dtype),
+            device=str(runner.device),
+            attention_backend=type(runner.attn_backend).__name__.removesuffix("AttentionBackend").lower(),
+            context_length=self.context_length,
+            max_total_tokens=self.capacity,
+            kv_cache_bytes=self.capacity * runner.bytes_per_token,
+        )
+        return out
+
     def shutdown(self) -> None:
         """Stop the scheduler thread; pending requests get EngineClosedError. Idempotent."""
         self._loop.stop()
@@ -294,4 +333,5 @@ class Engine:
             "new_token_ratio": s.new_token_ratio,
             "stats": stats,
             "config": {k: getattr(self.config, k) for k in self.config.__dataclass_fields__},
+            "effective_config": self.effective_config(),
         }

@@ -7,6 +7,10 @@ not the `Engine`, so an engine nobody references is collected and its thread sto
 If the thread dies, every pending request and command receives `EngineClosedError`
 whose `__cause__` is the crash.
 
+Step observers (`add_observer`) are called on the thread after every step that ran a
+forward pass, with the scheduler's `StepStats`; one that raises is logged once and
+removed (it can never stop the scheduler).
+
 At interpreter exit an `atexit` hook stops every live loop and joins its thread (bounded
 by ``EXIT_JOIN_TIMEOUT``): a daemon thread left inside a forward pass while the
 interpreter tears down kills the process ("terminate called without an active
@@ -65,6 +69,8 @@ class SchedulerLoop:
         self.closed = False
         self.at_exit = False  # stopped by the interpreter's exit: nobody is told
         self.error: BaseException | None = None
+        # replaced whole (never mutated), so the thread reads it without the lock
+        self.observers: tuple[Callable[[Any], None], ...] = ()
         self.thread = threading.Thread(target=self.run, name="furca-scheduler", daemon=True)
         _live_loops.add(self)
 
@@ -102,6 +108,23 @@ class SchedulerLoop:
             self.commands.append((fn, fut))
             self.cond.notify()
         return fut.result()
+
+    def add_observer(self, fn: Callable[[Any], None]) -> None:
+        with self.cond:
+            self.observers = (*self.observers, fn)
+
+    def remove_observer(self, fn: Callable[[Any], None]) -> None:
+        """Remove `fn` (each registration of it); unknown observers are ignored."""
+        with self.cond:
+            self.observers = tuple(o for o in self.observers if o is not fn)
+
+    def _notify(self, stats: Any) -> None:
+        for fn in self.observers:
+            try:
+                fn(stats)
+            except Exception:  # noqa: BLE001 - an observer never stops the scheduler
+                logger.exception("step observer %r raised; it is removed", fn)
+                self.remove_observer(fn)
 
     def stop(self, join: bool = True) -> None:
         with self.cond:
@@ -155,6 +178,8 @@ class SchedulerLoop:
                         raise MemoryAccountingError(
                             f"the scheduler cannot make progress ({len(sched.waiting)} waiting, nothing runs)"
                         )
+                    if self.observers and sched.last_step is not None:
+                        self._notify(sched.last_step)
                     if not sched.has_work() and self.check_memory:
                         sched.check_memory(idle=True)
         except BaseException as e:  # noqa: BLE001 - every crash must reach the callers

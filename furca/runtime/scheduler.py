@@ -15,6 +15,7 @@ Runs on the engine's scheduler thread only (nothing here locks). One `step()`:
 from __future__ import annotations
 
 import logging
+import time
 
 import torch
 
@@ -28,6 +29,7 @@ from furca.runtime.output import finish_abort
 from furca.runtime.postprocess import Postprocessor
 from furca.runtime.request import Req
 from furca.runtime.schedule_policy import InBatchDedup, decode_reserve, order_waiting
+from furca.runtime.step_stats import StepStats
 
 logger = logging.getLogger("furca")
 
@@ -50,6 +52,8 @@ class Scheduler:
         self.new_token_ratio = config.init_new_token_ratio
         self.stats = {"steps": 0, "prompt_tokens": 0, "cached_tokens": 0, "generated_tokens": 0,
                       "retractions": 0, "finished": 0, "aborted": 0}
+        self.last_step: StepStats | None = None  # of the last step that ran a forward pass
+        self._admitted: list[tuple[int, int]] = []  # (prompt, cached) of first admissions this step
 
     # -- requests in and out ---------------------------------------------------------------
 
@@ -101,7 +105,10 @@ class Scheduler:
     # -- one step --------------------------------------------------------------------------
 
     def step(self) -> bool:
-        """Run one forward pass if there is work; returns whether anything ran."""
+        """Run one forward pass if there is work; returns whether anything ran. After a
+        forward pass ``last_step`` describes it (else it is None)."""
+        began, retractions = time.perf_counter(), self.stats["retractions"]
+        self.last_step, self._admitted = None, []
         self._make_room_for_decode()
         items = self._schedule()
         if not items:
@@ -135,11 +142,20 @@ class Scheduler:
                 self.stats["finished"] += 1
             elif it.is_prefill:
                 self._cache_unfinished(req)
-        self.stats["generated_tokens"] += sum(1 for it in items if it.samples)
+        generated = sum(1 for it in items if it.samples)
+        self.stats["generated_tokens"] += generated
         if all(not it.is_prefill for it in items):
             self.new_token_ratio = max(
                 self.config.min_new_token_ratio, self.new_token_ratio - self.config.new_token_ratio_decay
             )
+        prefill = [it for it in items if it.is_prefill]
+        self.last_step = StepStats(
+            step=self.stats["steps"], num_prefill_reqs=len(prefill),
+            num_prefill_tokens=sum(it.num_new for it in prefill), num_decode_reqs=len(items) - len(prefill),
+            num_running=len(self.running), num_waiting=len(self.waiting), used_tokens=self.used_tokens(),
+            capacity=self.capacity, admitted=tuple(self._admitted), num_generated=generated,
+            num_finished=len(finished), num_retracted=self.stats["retractions"] - retractions,
+            new_token_ratio=self.new_token_ratio, duration_s=time.perf_counter() - began)
         return True
 
     def _available(self) -> int:
@@ -212,6 +228,7 @@ class Scheduler:
         if not req.is_admitted_once:
             req.is_admitted_once = True
             req.cached_tokens = prefix_len
+            self._admitted.append((req.prompt_len, prefix_len))
             self.stats["prompt_tokens"] += req.prompt_len
             self.stats["cached_tokens"] += prefix_len
         self.waiting.remove(req)
