@@ -85,6 +85,9 @@ def _add_serve_parser(sub) -> None:
                    help="log every HTTP request (access log) and each OpenAI request body (first 2000 chars)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                    help="furca's and uvicorn's log level")
+    p.add_argument("--json-schema-allow-extra-properties", action="store_true",
+                   help="OpenAI routes: object schemas without additionalProperties admit undeclared "
+                        "members (JSON Schema's reading); default: declared properties only (OpenAI strict)")
     cors = p.add_argument_group("CORS (off unless --allowed-origins is given)")
     cors.add_argument("--allowed-origins", type=string_list, default=(), metavar="ORIGINS",
                       help="origins browsers may call from: a JSON list or comma-separated ('*': any)")

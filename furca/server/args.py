@@ -31,6 +31,9 @@ class ServerArgs:
     shutdown_grace_period: float = 30.0  # SIGTERM: seconds running requests may take
     log_requests: bool = False
     log_level: str = "info"
+    # OpenAI routes: an object schema without additionalProperties admits undeclared members
+    # (JSON Schema's lax reading); default False, only declared properties (OpenAI strict)
+    json_schema_allow_extra_properties: bool = False
     # CORS (Starlette's CORSMiddleware); no origins: off, a browser's preflight gets 405
     allowed_origins: tuple[str, ...] = ()
     allowed_methods: tuple[str, ...] = ("*",)
@@ -51,6 +54,9 @@ class ServerArgs:
             raise ConfigError(f"max_queued_requests must be >= 0, got {self.max_queued_requests}")
         if self.api_key is not None and not self.api_key:
             raise ConfigError("api_key must not be empty (leave it out to disable auth)")
+        if not isinstance(self.json_schema_allow_extra_properties, bool):
+            raise ConfigError("json_schema_allow_extra_properties must be true or false, "
+                              f"got {self.json_schema_allow_extra_properties!r}")
         for name in ("grammar_timeout", "shutdown_grace_period"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be > 0 seconds, got {getattr(self, name)!r}")

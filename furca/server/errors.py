@@ -1,13 +1,17 @@
 """Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``.
 
 Every invalid request is a 400 (FastAPI's 422 validation errors are remapped, with
-``param`` taken from the error location); furca's own request errors map by class.
-Bad input never produces a 500: only a bug does.
+``param`` taken from the error location, written ``messages[0].content[1]``); furca's own
+request errors map by class. A request validator raises `FieldError` to say what is wrong
+in plain words and which field (relative to where it validates); pydantic's union
+internals (``content.str``, ``list[...]`` tags) never reach the client. An unknown route
+is a 404 naming the routes furca serves. Bad input never produces a 500: only a bug does.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -33,6 +37,16 @@ class APIError(Exception):
                  headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status, self.message, self.param, self.code, self.headers = status, message, param, code, headers
+
+
+class FieldError(ValueError):
+    """A request validator's error: ``message`` for a person, ``param`` the field it names,
+    relative to the validated object (``"content[1]"``, ``"[2]"``, ``"stop"``; None: the
+    object itself)."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.message, self.param = message, param
 
 
 def error_body(status: int, message: str, param: str | None = None, code: Any = None) -> dict[str, Any]:
@@ -67,9 +81,65 @@ def stream_error_body(e: BaseException) -> dict[str, Any]:
     return error_body(500, f"internal error: {type(e).__name__}: {e}")
 
 
-def _param(loc: tuple) -> str | None:
-    parts = [str(p) for p in loc if p != "body"]
-    return ".".join(parts) or None
+# pydantic names a union member in the error location ('str', 'list[str]', "literal['a']",
+# 'function-after[...]', a model's class name); request fields are lower snake case
+_UNION_TAG = re.compile(r"^(str|int|float|bool|none|dict\[.*|list\[.*|literal\[.*|function-.*|[A-Z]\w*)$")
+
+
+def _param(loc: tuple, rel: str | None = None) -> str | None:
+    """``("body", "messages", 0, "content")`` -> ``messages[0].content`` (+ `rel`)."""
+    out = ""
+    for part in loc:
+        if part == "body" and not out:
+            continue
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _UNION_TAG.match(str(part)):
+            continue
+        else:
+            out += f".{part}" if out else str(part)
+    if rel:
+        out += rel if rel.startswith("[") or not out else f".{rel}"
+    return out or None
+
+
+def _describe(err: dict[str, Any]) -> tuple[str | None, str]:
+    """One pydantic error -> (param, message for a person)."""
+    loc = tuple(err.get("loc", ()))
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldError):
+        return _param(loc, cause.param), cause.message
+    if err.get("type") == "json_invalid":
+        return None, f"the request body is not valid JSON: {cause or err.get('msg')}"
+    param = _param(loc)
+    msg = str(err.get("msg", "invalid"))
+    msg = msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
+    if err.get("type") == "missing":
+        msg = "this field is required"
+    elif err.get("type") in ("model_type", "dict_type", "model_attributes_type"):
+        msg = "must be a JSON object"
+    return param, f"{param or 'body'}: {msg}"
+
+
+def validation_error(errors: list[dict[str, Any]]) -> tuple[str | None, str]:
+    """pydantic errors -> (param of the first, one message); errors of one field (a union's
+    members) are reported once."""
+    seen: dict[str | None, str] = {}
+    for err in errors:
+        param, msg = _describe(err)
+        seen.setdefault(param, msg)
+    if not seen:
+        return None, "invalid request"
+    first = next(iter(seen))
+    return first, "; ".join(list(seen.values())[:5])
+
+
+def _route_list(app: Any) -> list[str]:
+    """The app's API routes (its OpenAPI paths, which FastAPI builds once and keeps)."""
+    try:
+        return sorted(app.openapi()["paths"])
+    except Exception:  # noqa: BLE001 - the 404 must not fail for it
+        return []
 
 
 def install(app: FastAPI) -> None:
@@ -84,17 +154,17 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, e: RequestValidationError):
-        errors = e.errors()
-        first = errors[0] if errors else {}
-        param = _param(tuple(first.get("loc", ())))
-        msgs = []
-        for err in errors[:5]:
-            where = _param(tuple(err.get("loc", ()))) or "body"
-            msgs.append(f"{where}: {err.get('msg', 'invalid')}")
-        return error_response(400, "; ".join(msgs) or "invalid request", param)
+        param, message = validation_error(list(e.errors()))
+        return error_response(400, message, param)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, e: StarletteHTTPException):
+    async def _http(request: Request, e: StarletteHTTPException):
+        where = f"{request.method} {request.url.path}"
+        if e.status_code == 404 and e.detail == "Not Found":
+            return error_response(404, f"{where} is not served by furca; it serves "
+                                       f"{', '.join(_route_list(request.app))}", code="unknown_route")
+        if e.status_code == 405:
+            return error_response(405, f"{where}: method not allowed", headers=getattr(e, "headers", None))
         return error_response(e.status_code, str(e.detail), headers=getattr(e, "headers", None))
 
     @app.exception_handler(ClientDisconnected)

@@ -1,9 +1,20 @@
-"""OpenAI response shapes: finish reasons, logprobs, usage, choices and stream chunks."""
+"""OpenAI response shapes: finish reasons, logprobs, usage, messages and envelopes.
+
+Every field of the `openai` package's response types is present (null where furca has
+nothing to say: ``refusal``, ``service_tier``, ``audio``...), so clients that read a field
+without a default find it; tests/server/test_response_fields.py walks the types.
+Fields only sent when a request asks for a feature furca does not have (``moderation``,
+``metadata``, stream ``obfuscation``) are left out, as OpenAI leaves them out.
+"""
 
 from __future__ import annotations
 
 import time
 from typing import Any
+
+import furca
+
+SYSTEM_FINGERPRINT = f"furca-{furca.__version__}"
 
 
 def finish_reason(meta: dict[str, Any]) -> str | None:
@@ -11,6 +22,15 @@ def finish_reason(meta: dict[str, Any]) -> str | None:
     if not reason:
         return None
     return {"stop": "stop", "length": "length", "abort": "abort"}.get(reason.get("type"), reason.get("type"))
+
+
+def tool_finish_reason(meta: dict[str, Any], called: bool, legacy: bool) -> str | None:
+    """``tool_calls`` (``function_call`` for the legacy API) when whole calls are returned,
+    also when the text went on to max_tokens (as vLLM does); else the engine's reason."""
+    reason = finish_reason(meta)
+    if called and reason in ("stop", "length"):
+        return "function_call" if legacy else "tool_calls"
+    return reason
 
 
 def matched_stop(meta: dict[str, Any]) -> Any:
@@ -24,7 +44,7 @@ def _tok(entry: list) -> tuple[str, float]:
 
 
 def chat_logprobs(meta: dict[str, Any], num_top: int) -> dict[str, Any] | None:
-    """``{"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}`` from meta_info."""
+    """``{"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}], "refusal": None}``."""
     entries = meta.get("output_token_logprobs")
     if entries is None:
         return None
@@ -37,26 +57,13 @@ def chat_logprobs(meta: dict[str, Any], num_top: int) -> dict[str, Any] | None:
             t, alp = _tok(alt)
             alts.append({"token": t, "logprob": alp, "bytes": list(t.encode())})
         content.append({"token": token, "logprob": lp, "bytes": list(token.encode()), "top_logprobs": alts})
-    return {"content": content}
+    return {"content": content, "refusal": None}
 
 
-def completion_logprobs(meta: dict[str, Any], num_top: int, text_offset: int = 0) -> dict[str, Any] | None:
-    """The legacy completions shape: tokens, token_logprobs, top_logprobs, text_offset."""
-    entries = meta.get("output_token_logprobs")
-    if entries is None:
-        return None
-    tops = meta.get("output_top_logprobs") or [None] * len(entries)
-    tokens, lps, top_out, offsets = [], [], [], []
-    pos = text_offset
-    for entry, top in zip(entries, tops):
-        token, lp = _tok(entry)
-        tokens.append(token)
-        lps.append(lp)
-        offsets.append(pos)
-        pos += len(token)
-        top_out.append({_tok(a)[0]: _tok(a)[1] for a in (top or [])[:num_top]} if num_top else None)
-    return {"tokens": tokens, "token_logprobs": lps, "top_logprobs": top_out if num_top else None,
-            "text_offset": offsets}
+def chat_message(content: str | None, calls: list[dict[str, Any]], function_call: Any = None) -> dict[str, Any]:
+    """An assistant message with every field of ``ChatCompletionMessage``."""
+    return {"role": "assistant", "content": content, "refusal": None, "annotations": [], "audio": None,
+            "function_call": function_call, "tool_calls": calls}
 
 
 def usage(metas: list[dict[str, Any]], num_prompts: int = 1) -> dict[str, Any]:
@@ -67,8 +74,16 @@ def usage(metas: list[dict[str, Any]], num_prompts: int = 1) -> dict[str, Any]:
     completion = sum(m.get("completion_tokens", 0) for m in metas)
     cached = sum(m.get("cached_tokens", 0) for m in firsts)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cached}}
+            "prompt_tokens_details": {"cached_tokens": cached, "cache_write_tokens": None, "audio_tokens": 0,
+                                      "image_tokens": 0, "text_tokens": prompt},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0, "text_tokens": completion,
+                                          "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}
 
 
 def envelope(kind: str, rid: str, model: str, created: int | None = None) -> dict[str, Any]:
-    return {"id": rid, "object": kind, "created": created or int(time.time()), "model": model}
+    """The top-level fields of an answer or a stream chunk (chat ones have ``service_tier``)."""
+    body = {"id": rid, "object": kind, "created": created or int(time.time()), "model": model,
+            "system_fingerprint": SYSTEM_FINGERPRINT}
+    if kind.startswith("chat."):
+        body["service_tier"] = None
+    return body

@@ -1,7 +1,12 @@
-"""Request models: OpenAI chat / completions, and SGLang's native API.
+"""Request models of the OpenAI API (chat / completions); SGLang's native ones are in
+protocol_native.py (re-exported here).
 
 Unknown fields are ignored (as vLLM does); every constraint a client can violate is a
 validator here, so FastAPI reports it as a 400 (see errors.py) before any work starts.
+Validators raise `FieldError` (a sentence and the field it names); union-typed fields are
+checked first by request_fields.py, so no error shows pydantic's union internals.
+Legacy ``functions`` / ``function_call`` are mapped onto ``tools`` / ``tool_choice`` here
+(``legacy_functions`` says so; the answer is shaped by legacy_functions.py).
 Responses are plain dicts built in the handlers (their shapes are OpenAI's / SGLang's).
 """
 
@@ -9,11 +14,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
+from furca.server import request_fields as rf
+from furca.server.errors import FieldError
+from furca.server.protocol_native import AbortRequest, DetokenizeRequest, GenerateRequest, TokenizeRequest
+from furca.server.request_fields import RequestModel as _Model
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+__all__ = ["ChatCompletionRequest", "CompletionRequest", "GenerateRequest", "AbortRequest", "TokenizeRequest",
+           "DetokenizeRequest"]
 
 
 # -- pieces ----------------------------------------------------------------------------------
@@ -56,31 +65,31 @@ class ToolCall(_Model):
 
 
 class ContentPart(_Model):
-    type: str
-    text: str | None = None
-
-    @model_validator(mode="after")
-    def _check(self) -> "ContentPart":
-        if self.type != "text" or self.text is None:
-            raise ValueError(f"only text content parts ({{'type': 'text', 'text': ...}}) are supported, "
-                             f"got type {self.type!r}")
-        return self
+    type: Literal["text", "input_text"]
+    text: str
 
 
 class ChatMessage(_Model):
-    role: Literal["system", "developer", "user", "assistant", "tool"]
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
+    function_call: ToolCallFunction | None = None  # legacy: an assistant's one call
+
+    _content = field_validator("content", mode="before")(classmethod(lambda cls, v: rf.content(v)))
 
     @model_validator(mode="after")
     def _check(self) -> "ChatMessage":
-        if self.content is None and not (self.role == "assistant" and self.tool_calls):
-            raise ValueError(f"a {self.role} message needs content (only an assistant message with "
-                             "tool_calls may have content null)")
-        if self.tool_calls and self.role != "assistant":
-            raise ValueError("only assistant messages may carry tool_calls")
+        calls = self.tool_calls or self.function_call
+        if self.content is None and not (self.role == "assistant" and calls):
+            raise FieldError(f"a {self.role} message needs content (only an assistant message with "
+                             "tool_calls may have content null)", "content")
+        if calls and self.role != "assistant":
+            raise FieldError("only assistant messages may carry tool_calls or function_call",
+                             "tool_calls" if self.tool_calls else "function_call")
+        if self.role == "function" and not self.name:
+            raise FieldError("a function message needs the name of the function it answers", "name")
         return self
 
     def text(self) -> str | None:
@@ -103,7 +112,7 @@ class ResponseFormat(_Model):
     @model_validator(mode="after")
     def _check(self) -> "ResponseFormat":
         if self.type == "json_schema" and (self.json_schema is None or self.json_schema.schema_ is None):
-            raise ValueError("response_format type json_schema needs json_schema.schema")
+            raise FieldError("response_format type json_schema needs json_schema.schema", "json_schema.schema")
         return self
 
 
@@ -137,19 +146,25 @@ class _SamplingFields(_Model):
     skip_special_tokens: bool = True
     rid: str | None = None
 
+    _stop = field_validator("stop", mode="before")(classmethod(lambda cls, v: rf.stop(v)))
+    _response_format = field_validator("response_format", mode="before")(
+        classmethod(lambda cls, v: rf.response_format(v)))
+    _json_schema = field_validator("json_schema", mode="before")(classmethod(lambda cls, v: rf.json_schema(v)))
+
     @model_validator(mode="after")
     def _check_common(self):
         if self.stream_options is not None and not self.stream:
-            raise ValueError("stream_options is only allowed with stream=true")
+            raise FieldError("stream_options is only allowed with stream=true", "stream_options")
         if self.logit_bias:
-            raise ValueError("logit_bias is not supported")
+            raise FieldError("logit_bias is not supported", "logit_bias")
         constraints = [name for name in ("regex", "ebnf", "json_schema") if getattr(self, name) is not None]
         if self.response_format is not None and self.response_format.type != "text":
             constraints.append(f"response_format={self.response_format.type}")
         if len(constraints) > 1:
-            raise ValueError(f"at most one constraint may be set, got {', '.join(constraints)}")
+            raise FieldError(f"at most one constraint may be set, got {', '.join(constraints)}",
+                             constraints[-1].split("=")[0])
         if self.stop_token_ids and any(t < 0 for t in self.stop_token_ids):
-            raise ValueError("stop_token_ids must be >= 0")
+            raise FieldError("stop_token_ids must be >= 0", "stop_token_ids")
         return self
 
 
@@ -162,29 +177,61 @@ class ChatCompletionRequest(_SamplingFields):
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool = True
+    functions: list[FunctionDef] | None = None  # legacy tools
+    function_call: Literal["none", "auto"] | FunctionName | None = None  # legacy tool_choice
     chat_template_kwargs: dict[str, Any] | None = None
     continue_final_message: bool = False
+    _legacy: bool = PrivateAttr(default=False)
+
+    _tool_choice = field_validator("tool_choice", mode="before")(classmethod(lambda cls, v: rf.tool_choice(v)))
+    _function_call = field_validator("function_call", mode="before")(
+        classmethod(lambda cls, v: rf.function_call(v)))
+
+    @property
+    def legacy_functions(self) -> bool:
+        """Whether the request used ``functions`` (the answer then carries ``function_call``)."""
+        return self._legacy
+
+    def _map_legacy_functions(self) -> None:
+        if self.functions is None:
+            if self.function_call not in (None, "none"):
+                raise FieldError("function_call needs functions", "function_call")
+            return
+        if self.tools is not None:
+            raise FieldError("give tools or the legacy functions, not both", "functions")
+        if self.tool_choice is not None:
+            raise FieldError("tool_choice goes with tools; with functions, use function_call", "tool_choice")
+        if not self.functions:
+            raise FieldError("functions must not be empty (leave it out instead)", "functions")
+        self.tools = [Tool(function=f) for f in self.functions]
+        fc = self.function_call
+        self.tool_choice = fc if fc is None or isinstance(fc, str) else NamedToolChoice(function=fc)
+        self.parallel_tool_calls = False  # the legacy API returns one call
+        self._legacy = True
 
     @model_validator(mode="after")
     def _check_chat(self) -> "ChatCompletionRequest":
         if self.top_logprobs and not self.logprobs:
-            raise ValueError("top_logprobs needs logprobs=true")
+            raise FieldError("top_logprobs needs logprobs=true", "top_logprobs")
+        self._map_legacy_functions()
+        choice_field = "function_call" if self._legacy else "tool_choice"
         if self.tools is not None and not self.tools:
-            raise ValueError("tools must not be empty (leave it out instead)")
+            raise FieldError("tools must not be empty (leave it out instead)", "tools")
         if self.tool_choice not in (None, "none") and not self.tools:
-            raise ValueError("tool_choice needs tools")
+            raise FieldError("tool_choice needs tools", "tool_choice")
         if isinstance(self.tool_choice, NamedToolChoice):
             names = [t.function.name for t in self.tools or []]
             if self.tool_choice.function.name not in names:
-                raise ValueError(f"tool_choice names {self.tool_choice.function.name!r}, which is not "
-                                 f"in tools {names}")
+                raise FieldError(f"{choice_field} names {self.tool_choice.function.name!r}, which is not in "
+                                 f"{'functions' if self._legacy else 'tools'} {names}", choice_field)
         uses_tools = self.tools and self.tool_choice != "none"
         if uses_tools and (self.regex or self.ebnf or self.json_schema
                            or (self.response_format and self.response_format.type != "text")):
             if self.tool_choice not in (None, "auto"):
-                raise ValueError("a forced tool_choice cannot be combined with another constraint")
+                raise FieldError(f"a forced {choice_field} cannot be combined with another constraint",
+                                 choice_field)
         if self.continue_final_message and self.messages[-1].role != "assistant":
-            raise ValueError("continue_final_message needs an assistant message last")
+            raise FieldError("continue_final_message needs an assistant message last", "continue_final_message")
         return self
 
 
@@ -196,56 +243,12 @@ class CompletionRequest(_SamplingFields):
     suffix: str | None = None
     best_of: int | None = Field(default=None, ge=1)
 
+    _prompt = field_validator("prompt", mode="before")(classmethod(lambda cls, v: rf.prompt(v)))
+
     @model_validator(mode="after")
     def _check_completion(self) -> "CompletionRequest":
         if self.suffix:
-            raise ValueError("suffix is not supported")
+            raise FieldError("suffix is not supported", "suffix")
         if self.best_of is not None and self.best_of != self.n:
-            raise ValueError("best_of is not supported (it must equal n)")
-        if self.echo and self.logprobs is not None:
-            raise ValueError("echo together with logprobs is not supported")
-        if isinstance(self.prompt, list) and not self.prompt:
-            raise ValueError("prompt must not be empty")
+            raise FieldError("best_of is not supported (it must equal n)", "best_of")
         return self
-
-
-# -- SGLang's native API ----------------------------------------------------------------------
-
-
-class GenerateRequest(_Model):
-    text: str | list[str] | None = None
-    input_ids: list[int] | list[list[int]] | None = None
-    sampling_params: dict[str, Any] | list[dict[str, Any]] | None = None
-    rid: str | list[str] | None = None
-    stream: bool = False
-    return_logprob: bool = False
-    logprob_start_len: int = Field(default=-1, ge=-1)
-    top_logprobs_num: int = Field(default=0, ge=0, le=20)
-    return_text_in_logprobs: bool = False
-
-    @model_validator(mode="after")
-    def _check(self) -> "GenerateRequest":
-        if (self.text is None) == (self.input_ids is None):
-            raise ValueError("give exactly one of text and input_ids")
-        return self
-
-
-class AbortRequest(_Model):
-    rid: str
-
-
-class TokenizeRequest(_Model):
-    prompt: str | list[str] | None = None
-    text: str | None = None
-    add_special_tokens: bool = True
-
-    @model_validator(mode="after")
-    def _check(self) -> "TokenizeRequest":
-        if (self.prompt is None) == (self.text is None):
-            raise ValueError("give exactly one of prompt and text")
-        return self
-
-
-class DetokenizeRequest(_Model):
-    tokens: list[int]
-    skip_special_tokens: bool = True

@@ -2,10 +2,16 @@
 
 - named function: the output is that tool's arguments, constrained by its parameter schema;
 - ``required``: a JSON list ``[{"name": ..., "parameters": {...}}, ...]`` constrained by
-  an ``anyOf`` over the tools (vLLM's schema; ``maxItems: 1`` unless parallel calls);
+  an ``anyOf`` over the tools (vLLM's schema; ``maxItems: 1`` unless parallel calls). The
+  model may close the list after any complete call; a list cut by max_tokens keeps every
+  complete call (`parse_call_array`), and streaming sends each call as it completes;
 - ``auto``: free text, or calls in the Hermes format ``<tool_call>{"name": ..., "arguments":
   ...}</tool_call>``. With structural tags the call is constrained once ``<tool_call>``
   appears; without them the text is parsed afterwards (and a malformed call stays text).
+
+Schemas are read strictly on the OpenAI routes: an object schema without
+``additionalProperties`` admits only its declared properties (``allow_extra_properties``
+is False unless ``--json-schema-allow-extra-properties``), as OpenAI's strict mode does.
 """
 
 from __future__ import annotations
@@ -78,22 +84,86 @@ def make_call(name: str, arguments: Any) -> dict[str, Any]:
 
 
 def parse_output(mode: ToolMode, text: str, tools: list) -> tuple[str | None, list[dict[str, Any]]]:
-    """-> (content, tool calls). A forced call that does not parse (cut by max_tokens)
-    comes back as the raw text in the call's arguments."""
+    """-> (content, tool calls). A named call cut by max_tokens comes back with the raw
+    text as its arguments (as OpenAI does); a ``required`` list cut by max_tokens keeps
+    its complete calls, and is the content only when it holds none."""
     if mode.kind == "named":
         return None, [make_call(mode.name, text)]
     if mode.kind == "required":
-        try:
-            calls = json.loads(text)
-        except json.JSONDecodeError:
-            return text, []
-        if not isinstance(calls, list):
-            return text, []
-        return None, [make_call(c["name"], c.get("parameters", {})) for c in calls
-                      if isinstance(c, dict) and isinstance(c.get("name"), str)]
+        calls = required_calls(parse_call_array(text)[0])
+        return (None, calls) if calls else (text, [])
     if mode.kind == "auto":
         return parse_hermes(text, {t.function.name for t in tools})
     return text, []
+
+
+def calls_complete(mode: ToolMode, text: str, calls: list[dict[str, Any]]) -> bool:
+    """Whether `calls` are whole calls (then the finish reason is ``tool_calls``, also when
+    the text went on to max_tokens); only a named call can be cut short."""
+    if mode.kind == "named":
+        try:
+            return isinstance(json.loads(text), dict)
+        except json.JSONDecodeError:
+            return False
+    return bool(calls)
+
+
+def _skip_ws(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def parse_call_array(text: str) -> tuple[list[Any], bool]:
+    """The complete items of a JSON array, or of the prefix of one (cut by max_tokens)
+    -> (items, whether the array was closed)."""
+    decoder = json.JSONDecoder()
+    i = _skip_ws(text, 0)
+    if not text.startswith("[", i):
+        return [], False
+    items: list[Any] = []
+    i += 1
+    while True:
+        i = _skip_ws(text, i)
+        if text.startswith("]", i):
+            return items, True
+        try:
+            item, i = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            return items, False
+        if not isinstance(item, (dict, list)):  # a scalar may be a cut-off prefix of itself
+            return items, False
+        items.append(item)
+        i = _skip_ws(text, i)
+        if text.startswith(",", i):
+            i += 1
+        elif text.startswith("]", i):
+            return items, True
+        else:
+            return items, False
+
+
+def required_calls(items: list[Any]) -> list[dict[str, Any]]:
+    return [make_call(c["name"], c.get("parameters", {})) for c in items
+            if isinstance(c, dict) and isinstance(c.get("name"), str)]
+
+
+class RequiredCallStreamer:
+    """Streams a ``required`` answer's calls one by one, each as soon as it is complete."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.sent = 0
+
+    def feed(self, text: str) -> list[dict[str, Any]]:
+        """-> the calls completed by `text` (in order)."""
+        self.text += text
+        if "}" not in text and "]" not in text:  # nothing can have completed
+            return []
+        items = parse_call_array(self.text)[0]
+        new = required_calls(items[self.sent:])
+        self.sent = len(items)
+        return new
 
 
 def parse_hermes(text: str, names: set[str]) -> tuple[str | None, list[dict[str, Any]]]:

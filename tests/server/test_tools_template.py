@@ -168,3 +168,55 @@ def test_chat_template_override(tmp_path):
                                  "{# tool_call #}"))
     r = ChatRenderer(tok, str(path))
     assert r.supports_tools and '"get_weather"' in r.render([{"role": "user", "content": "hi"}], TOOLS)
+
+
+@pytest.mark.parametrize("text, names, closed", [
+    ('[{"name": "noop", "parameters": {}}]', ["noop"], True),
+    (' [ {"name": "noop", "parameters": {}} ,\n {"name": "get_weather", "parameters": {"city": "X"}} ] ',
+     ["noop", "get_weather"], True),
+    ('[{"name": "noop", "parameters": {}}, {"name": "get_weather", "parameters": {"ci', ["noop"], False),
+    ('[{"name": "noop", "parameters": {}}, ', ["noop"], False),
+    ('[{"name": "noop", "parameters": {}}', ["noop"], False),
+    ('[{"name": "noop", "param', [], False),
+    ("", [], False),
+    ('{"name": "noop"}', [], False),
+])
+def test_parse_call_array_keeps_every_complete_call(text, names, closed):
+    items, got_closed = T.parse_call_array(text)
+    assert [i["name"] for i in items] == names and got_closed == closed
+    content, calls = T.parse_output(T.ToolMode("required"), text, [])
+    assert [c["function"]["name"] for c in calls] == names
+    assert content == (None if names else text)
+    assert T.calls_complete(T.ToolMode("required"), text, calls) == bool(names)
+
+
+def test_required_streamer_sends_each_call_once_when_complete():
+    text = '[{"name": "get_weather", "parameters": {"city": "Paris"}}, {"name": "noop", "parameters": {}}]'
+    s = T.RequiredCallStreamer()
+    sent = []
+    for i in range(0, len(text), 3):  # pieces of 3 characters
+        for call in s.feed(text[i:i + 3]):
+            sent.append((i, call["function"]["name"], json.loads(call["function"]["arguments"])))
+    assert [(n, a) for _, n, a in sent] == [("get_weather", {"city": "Paris"}), ("noop", {})]
+    assert sent[0][0] < text.index('{"name": "noop"')  # the first went out before the second began
+
+
+def test_named_call_is_complete_only_when_its_arguments_parse():
+    named = T.ToolMode("named", "get_weather")
+    assert T.calls_complete(named, '{"city": "Paris"}', [None])
+    assert not T.calls_complete(named, '{"city": "Par', [None])
+
+
+def test_legacy_stream_deltas():
+    from furca.server import legacy_functions as L
+
+    first = {"role": "assistant", "content": None, "tool_calls": [
+        {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}]}
+    assert L.stream_delta(first) == {"role": "assistant", "content": None,
+                                     "function_call": {"name": "f", "arguments": ""}}
+    assert L.stream_delta({"tool_calls": [{"index": 0, "function": {"arguments": '{"a"'}}]}) == \
+        {"function_call": {"arguments": '{"a"'}}
+    assert L.stream_delta({"tool_calls": [{"index": 1, "function": {"name": "g", "arguments": "{}"}}]}) is None
+    assert L.stream_delta({"content": "hi"}) == {"content": "hi"}
+    calls = [T.make_call("f", {"a": 1}), T.make_call("g", {})]
+    assert L.function_call(calls) == {"name": "f", "arguments": '{"a": 1}'} and L.function_call([]) is None
