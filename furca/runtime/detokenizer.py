@@ -3,9 +3,10 @@
 - ``IncrementalDetokenizer``: token ids in, text deltas out, O(1) work per token (it
   decodes a small window, the prefix-offset / read-offset technique of vLLM and SGLang),
   never ending a delta inside a UTF-8 character.
-- ``StopChecker``: stop token ids / EOS and stop strings (also across token boundaries).
+- ``StopChecker``: stop token ids / EOS, stop strings (also across token boundaries) and
+  stop_regex patterns (`stop_regex.StopRegex`).
 - ``OutputTextState``: the two together plus hold-back, so a streaming client never sees
-  any part of a stop string. The engine calls ``append`` once per output token and
+  any part of a stop string or of a stop_regex match. The engine calls ``append`` once per output token and
   ``finish`` when it ends the request itself (length, abort).
 
 The ``tokenizer`` is anything with ``decode(ids, skip_special_tokens=...) -> str``: a
@@ -16,8 +17,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from furca.runtime.output import finish_stop
+from furca.runtime.output import finish_abort, finish_stop
 from furca.runtime.sampling_params import SamplingParams
+from furca.runtime.stop_regex import StopRegex, StopRegexError
 
 REPLACEMENT_CHAR = "\ufffd"
 # Prompt tokens decoded as left context, so the first output token gets its leading space
@@ -110,6 +112,7 @@ class StopChecker:
       only for a token at index ``>= min_new_tokens`` (the sampler blocks those before).
     - String: the earliest occurrence of any ``stop`` string, once at least
       ``min_new_tokens`` tokens are out (SGLang's rule).
+    - Regex: ``regex`` (a `StopRegex` over ``stop_regex``, or None), under the same rule.
     """
 
     def __init__(
@@ -119,8 +122,10 @@ class StopChecker:
         eos_ids: Sequence[int] = (),
         ignore_eos: bool = False,
         min_new_tokens: int = 0,
+        stop_regex: Sequence[str] = (),
     ) -> None:
         self.stop = tuple(s for s in stop if s)
+        self.regex = StopRegex(stop_regex) if stop_regex else None
         self.stop_ids = frozenset(stop_token_ids) | (frozenset() if ignore_eos else frozenset(eos_ids))
         self.min_new_tokens = min_new_tokens
 
@@ -131,7 +136,7 @@ class StopChecker:
         return None
 
     def can_stop_on_string(self, num_tokens: int) -> bool:
-        return bool(self.stop) and num_tokens >= self.min_new_tokens
+        return (bool(self.stop) or self.regex is not None) and num_tokens >= self.min_new_tokens
 
     def find_stop_string(self, text: str, start: int) -> tuple[int, str] | None:
         """Earliest ``(position, stop_string)`` with position ``>= start``, or None."""
@@ -159,9 +164,11 @@ class OutputTextState:
     """Detokenizer + stop checking + stream hold-back for one request's output.
 
     ``append(token_id) -> (delta, finish_reason | None)``: ``delta`` is text the client may
-    see now. Text that could be the start of a stop string is held back until it is
-    resolved. On a stop string the visible text ends just before it (``no_stop_trim``:
-    just after it); on a stop token the token's text is left out (``no_stop_trim``: kept).
+    see now. Text that could be the start of a stop string or of a stop_regex match is held
+    back until it is resolved. On a stop string or regex match the visible text ends just
+    before it (``no_stop_trim``: just after it); the earliest wins (a stop string on a
+    tie). On a stop token the token's text is left out (``no_stop_trim``: kept). A
+    stop_regex search that fails or runs out of time ends the request with an abort.
     ``finish(reason)`` (length / abort, decided by the engine) returns the held-back rest.
     ``text`` is all text decoded so far; after finishing, the final visible text.
     """
@@ -178,7 +185,8 @@ class OutputTextState:
             tokenizer, prompt_ids, params.skip_special_tokens, params.spaces_between_special_tokens
         )
         self.checker = StopChecker(
-            params.stop, params.stop_token_ids, eos_ids, params.ignore_eos, params.min_new_tokens
+            params.stop, params.stop_token_ids, eos_ids, params.ignore_eos, params.min_new_tokens,
+            params.stop_regex,
         )
         self.no_stop_trim = params.no_stop_trim
         self.num_tokens = 0
@@ -228,15 +236,29 @@ class OutputTextState:
         return self._visible()
 
     def _visible(self) -> tuple[str, dict | None]:
-        hold = 0
+        text, regex = self._text, self.checker.regex
+        end = len(text)
         if self.checker.can_stop_on_string(self.num_tokens):
-            match = self.checker.find_stop_string(self._text, self._emitted)
+            cut = None  # (start, end, matched) of the earliest stop string / regex match
+            match = self.checker.find_stop_string(text, self._emitted)
             if match is not None:
-                pos, s = match
-                return self._end(finish_stop(s), pos + len(s) if self.no_stop_trim else pos)
-            hold = self.checker.holdback_len(self._text, self._emitted)
-        end = len(self._text) - hold
-        delta = self._text[self._emitted : end]
+                cut = (match[0], match[0] + len(match[1]), match[1])
+            if regex is not None:
+                try:
+                    found, could_begin = regex.search(text)
+                except StopRegexError as e:
+                    return self._end(finish_abort(str(e)), len(text))
+                if found is not None and (cut is None or found.start < cut[0]):
+                    # never cut into text a client already has (see stop_regex.py, "Edge")
+                    cut = (max(found.start, self._emitted), max(found.end, self._emitted), found.pattern)
+                end = could_begin
+            if cut is not None:
+                return self._end(finish_stop(cut[2]), cut[1] if self.no_stop_trim else cut[0])
+            end = min(end, len(text) - self.checker.holdback_len(text, self._emitted))
+        elif regex is not None:
+            regex.skip_to(len(text))  # streamed before stopping was allowed: no match begins there
+        end = max(end, self._emitted)
+        delta = text[self._emitted : end]
         self._emitted = end
         return delta, None
 

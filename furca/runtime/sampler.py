@@ -7,6 +7,7 @@ constraints)::
     raw       = logits                                  # the model's distribution
     logits    = repetition_penalty(logits, prompt + output tokens)      # HF semantics
     logits   -= frequency * count(output) + presence * (count(output) > 0)  # OpenAI
+    logits[logit_bias ids] += logit_bias values        # OpenAI; -inf (masked) stays -inf
     logits[eos_ids] = -inf   while len(output) < min_new_tokens
     greedy rows:  argmax(logits)
     other rows:   x = logits / T;  top-k;  top-p (renormalised after top-k);
@@ -91,10 +92,11 @@ class SamplingBatch:
     freq_presence: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None
     blocked: tuple[torch.Tensor, torch.Tensor] | None  # rows, ids set to -inf
     top_logprobs_nums: list[int]
+    bias: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # rows, ids, logit_bias values
 
     @property
     def modifies_logits(self) -> bool:
-        return self.repetition is not None or self.freq_presence is not None or self.blocked is not None
+        return any(x is not None for x in (self.repetition, self.freq_presence, self.blocked, self.bias))
 
     @classmethod
     def build(
@@ -166,6 +168,12 @@ class SamplingBatch:
             pres[fp, 0] = torch.tensor([params[i].presence_penalty for i in fp], device=device)
             batch.freq_presence = (rows, ids, freq, pres)
 
+        biased = [i for i in range(n) if params[i].logit_bias]
+        if biased:
+            rows, ids = _pairs(biased, [[t for t, _ in params[i].logit_bias] for i in biased], vocab_size, device)
+            values = [b for i in biased for t, b in params[i].logit_bias if t < vocab_size]
+            batch.bias = (rows, ids, torch.tensor(values, dtype=torch.float32, device=device))
+
         blk = [i for i in range(n) if len(output_ids[i]) < params[i].min_new_tokens and eos_ids[i]]
         if blk:
             batch.blocked = _pairs(blk, [eos_ids[i] for i in blk], vocab_size, device)
@@ -185,7 +193,8 @@ def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:
     ``-inf`` where disallowed); it may be modified in place.
 
     Logprobs are those of the raw ``logits`` as passed in (the model's distribution after
-    the constraint mask; before penalties, min-new-tokens blocking and temperature).
+    the constraint mask; before penalties, logit_bias, min-new-tokens blocking and
+    temperature), as vLLM's default raw logprobs.
 
     Dead end: a row with no finite logit left after penalties and blocking does not raise.
     Its ``is_dead_end`` is True and its token is the argmax of the logits *as passed in*:
@@ -270,6 +279,9 @@ def _apply_penalties(logits: torch.Tensor, b: SamplingBatch) -> None:
         counts = torch.zeros_like(logits)
         counts.index_put_((rows, ids), torch.ones_like(ids, dtype=logits.dtype), accumulate=True)
         logits -= freq * counts + pres * (counts > 0)
+    if b.bias is not None:
+        rows, ids, values = b.bias
+        logits.index_put_((rows, ids), values, accumulate=True)
     if b.blocked is not None:
         rows, ids = b.blocked
         logits[rows, ids] = _NEG_INF

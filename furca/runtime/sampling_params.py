@@ -2,19 +2,34 @@
 
 ``SamplingParams`` is a frozen (hashable) dataclass validated in ``__post_init__``;
 every bad value raises ``SamplingParamsError`` naming the field, the value and the
-allowed range. Lists are normalised to tuples and dict-valued constraints
-(``json_schema``, ``structural_tag``) to JSON strings (key order kept), so two equal
-requests compare and hash equal (the constraint compiler keys its cache on that).
+allowed range. Lists are normalised to tuples, ``logit_bias`` to sorted
+``(token_id, bias)`` pairs, and dict-valued constraints (``json_schema``,
+``structural_tag``) to JSON strings (key order kept), so two equal requests compare and
+hash equal (the constraint compiler keys its cache on that).
+
+``from_dict`` takes every key of SGLang's ``SamplingParams`` API (docs/runtime.md,
+"Sampling keys"): most are fields; ``sampling_seed`` is ``seed``; ``custom_params``
+(furca has no custom logit processors) is checked and dropped; ``beam_width`` and
+``watermark`` are accepted only at their neutral values (None, or beam_width 1).
 """
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from furca.errors import SamplingParamsError
+from furca.runtime.sampling_checks import (
+    NOT_FIELDS,
+    fail,
+    int_tuple,
+    integer,
+    is_set,
+    json_text,
+    logit_bias_pairs,
+    number,
+    str_tuple,
+)
 
 # Temperatures below this are treated as greedy (SGLang does the same), which also
 # keeps ``logits / temperature`` finite.
@@ -25,6 +40,7 @@ SCHEMA_CONSTRAINTS = ("json_schema", "structural_tag")  # where allow_extra_prop
 
 # Keys that other SGLang/OpenAI-style clients send under a different name.
 _ALIASES = {"sampling_seed": "seed"}
+SEED_RANGE = (-(2**63), 2**63)  # SGLang's sampling_seed range, [lo, hi)
 
 
 @dataclass(frozen=True)
@@ -40,12 +56,15 @@ class SamplingParams:
     presence_penalty: float = 0.0  # OpenAI semantics, over output tokens
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()
+    stop_regex: tuple[str, ...] = ()  # Python re syntax; see stop_regex.py
     ignore_eos: bool = False
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     no_stop_trim: bool = False
     n: int = 1
-    seed: int | None = None
+    seed: int | None = None  # alias: sampling_seed
+    logit_bias: tuple[tuple[int, float], ...] = ()  # a {token_id: bias} dict is accepted
+    stream_interval: int | None = None  # accepted; the server streams every token
     return_logprob: bool = False
     logprob_start_len: int = -1
     top_logprobs_num: int = 0
@@ -64,24 +83,26 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
-        set_("stop", _str_tuple("stop", self.stop))
-        set_("stop_token_ids", _int_tuple("stop_token_ids", self.stop_token_ids))
+        set_("stop", str_tuple("stop", self.stop))
+        set_("stop_token_ids", int_tuple("stop_token_ids", self.stop_token_ids))
+        set_("stop_regex", str_tuple("stop_regex", self.stop_regex))
+        set_("logit_bias", logit_bias_pairs(self.logit_bias))
         if self.choices is not None:
-            set_("choices", _str_tuple("choices", self.choices))
-        set_("json_schema", _json_text("json_schema", self.json_schema))
-        set_("structural_tag", _json_text("structural_tag", self.structural_tag))
+            set_("choices", str_tuple("choices", self.choices))
+        set_("json_schema", json_text("json_schema", self.json_schema))
+        set_("structural_tag", json_text("structural_tag", self.structural_tag))
         for name in ("temperature", "top_p", "min_p", "repetition_penalty",
                      "frequency_penalty", "presence_penalty"):
-            set_(name, _number(name, getattr(self, name)))
+            set_(name, number(name, getattr(self, name)))
         for name in ("max_new_tokens", "min_new_tokens", "top_k", "n",
                      "logprob_start_len", "top_logprobs_num"):
-            _integer(name, getattr(self, name))
+            integer(name, getattr(self, name))
         for name in ("ignore_eos", "skip_special_tokens", "spaces_between_special_tokens",
                      "no_stop_trim", "return_logprob", "return_text_in_logprobs", "json_object"):
             if not isinstance(getattr(self, name), bool):
-                _fail(name, getattr(self, name), "true or false")
+                fail(name, getattr(self, name), "true or false")
         if self.allow_extra_properties is not None and not isinstance(self.allow_extra_properties, bool):
-            _fail("allow_extra_properties", self.allow_extra_properties, "true, false or None")
+            fail("allow_extra_properties", self.allow_extra_properties, "true, false or None")
         self._check_ranges()
         self._check_constraint()
 
@@ -103,24 +124,32 @@ class SamplingParams:
         )
         for name, ok, allowed in checks:
             if not ok:
-                _fail(name, getattr(self, name), allowed)
+                fail(name, getattr(self, name), allowed)
         if self.seed is not None:
-            _integer("seed", self.seed)
-            if not 0 <= self.seed < 2**63:
-                _fail("seed", self.seed, "None or an int in [0, 2**63)")
+            integer("seed", self.seed)
+            if not SEED_RANGE[0] <= self.seed < SEED_RANGE[1]:
+                fail("seed", self.seed, "None or an int in [-2**63, 2**63)")
+        if self.stream_interval is not None:
+            integer("stream_interval", self.stream_interval)
+            if self.stream_interval < 1:
+                fail("stream_interval", self.stream_interval, "None or >= 1")
+        if self.stop_regex:
+            from furca.runtime.stop_regex import check_patterns
+
+            check_patterns(self.stop_regex)
         if any(s == "" for s in self.stop):
-            _fail("stop", self.stop, "non-empty strings")
+            fail("stop", self.stop, "non-empty strings")
         if any(t < 0 for t in self.stop_token_ids):
-            _fail("stop_token_ids", self.stop_token_ids, "token ids >= 0")
+            fail("stop_token_ids", self.stop_token_ids, "token ids >= 0")
 
     def _check_constraint(self) -> None:
         for name in ("regex", "ebnf"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
-                _fail(name, value, "a string or None")
+                fail(name, value, "a string or None")
         if self.choices is not None and (not self.choices or any(c == "" for c in self.choices)):
-            _fail("choices", self.choices, "a non-empty list of non-empty strings")
-        set_ = [name for name in CONSTRAINT_FIELDS if _is_set(getattr(self, name))]
+            fail("choices", self.choices, "a non-empty list of non-empty strings")
+        set_ = [name for name in CONSTRAINT_FIELDS if is_set(getattr(self, name))]
         if len(set_) > 1:
             raise SamplingParamsError(
                 f"at most one constraint may be set, got {', '.join(set_)}; "
@@ -147,11 +176,15 @@ class SamplingParams:
         kwargs = {}
         for key, value in d.items():
             name = _ALIASES.get(key, key)
+            if name in NOT_FIELDS:
+                NOT_FIELDS[name](value)
+                continue
             if name not in known:
-                raise SamplingParamsError(
-                    f"unknown sampling parameter {key!r}; accepted: {', '.join(sorted(known))}"
-                )
+                accepted = sorted(known | set(_ALIASES) | set(NOT_FIELDS))
+                raise SamplingParamsError(f"unknown sampling parameter {key!r}; accepted: {', '.join(accepted)}")
             if value is not None:
+                if name in kwargs:
+                    raise SamplingParamsError(f"sampling parameter {name} is given twice (as {key!r} too)")
                 kwargs[name] = value
         return cls(**kwargs)
 
@@ -161,6 +194,7 @@ class SamplingParams:
         for key, value in d.items():
             if isinstance(value, tuple):
                 d[key] = list(value)
+        d["logit_bias"] = {str(t): b for t, b in self.logit_bias}  # OpenAI's shape
         return d
 
     def replace(self, **changes: Any) -> SamplingParams:
@@ -185,7 +219,7 @@ class SamplingParams:
         """``(field_name, value)`` of the constraint, or None."""
         for name in CONSTRAINT_FIELDS:
             value = getattr(self, name)
-            if _is_set(value):
+            if is_set(value):
                 return (name, value)
         return None
 
@@ -201,63 +235,3 @@ class SamplingParams:
         if c[0] in SCHEMA_CONSTRAINTS and self.allow_extra_properties is not None:
             options = (("allow_extra_properties", self.allow_extra_properties),)
         return (c[0], c[1], options)
-
-
-# -- helpers ------------------------------------------------------------------------------
-
-
-def _fail(name: str, value: Any, allowed: str):
-    raise SamplingParamsError(f"sampling parameter {name}={value!r} is invalid: must be {allowed}")
-
-
-def _is_set(value: Any) -> bool:
-    return value is not None and value is not False
-
-
-def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        _fail(name, value, "a number")
-    if not math.isfinite(value):
-        _fail(name, value, "a finite number")
-    return float(value)
-
-
-def _integer(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        _fail(name, value, "an integer")
-
-
-def _str_tuple(name: str, value: Any) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    _fail(name, value, "a string or a list of strings")
-
-
-def _int_tuple(name: str, value: Any) -> tuple[int, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, int) and not isinstance(value, bool):
-        return (value,)
-    if isinstance(value, (list, tuple, set, frozenset)) and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
-    ):
-        return tuple(value)
-    _fail(name, value, "an int or a list of ints")
-
-
-def _json_text(name: str, value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        return json.dumps(value)  # keep key order: property order matters for generation
-    if not isinstance(value, str):
-        _fail(name, value, "a JSON string, a dict, or None")
-    try:
-        json.loads(value)
-    except json.JSONDecodeError as e:
-        _fail(name, value, f"valid JSON ({e.msg} at position {e.pos})")
-    return value

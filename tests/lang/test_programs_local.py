@@ -246,6 +246,23 @@ def test_run_batch_computes_a_long_constant_prefix_once(engine):
     assert all(c >= prefix_len - 2 for c in cached), (cached, prefix_len)
 
 
+def test_gen_stop_regex_on_the_local_engine(engine):
+    @sgl.function
+    def story(s, stop_regex):
+        s += "Once upon a time, in a small village by the sea, there lived"
+        s += sgl.gen("rest", max_tokens=40, temperature=0, stop_regex=stop_regex, ignore_eos=True)
+
+    free = story.run(stop_regex=None)["rest"]
+    pattern = r"[,.;!?\n]"  # one character: the first match is the leftmost one
+    m = re.search(pattern, free)
+    assert m, free
+    state = story.run(stop_regex=pattern)
+    assert state["rest"] == free[:m.start()]
+    assert state.get_meta_info("rest")["finish_reason"] == {"type": "stop", "matched": pattern}
+    streamed = story(stop_regex=[pattern, r"zz+z"], stream=True)
+    assert "".join(streamed.text_iter("rest")) == free[:m.start()]
+
+
 # -- constrained decoding (runs once Engine() has a grammar backend) -----------------------
 
 

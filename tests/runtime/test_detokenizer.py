@@ -230,3 +230,152 @@ def test_stop_strings_property(tok, text, stops):
     else:
         assert text.startswith(state.text + finished["matched"])
     assert streamed == state.text and not any(s in state.text for s in stops)
+
+
+# -- stop_regex ----------------------------------------------------------------------------
+
+
+def assert_never_streamed(deltas, final_text):
+    """Every prefix the client saw is a prefix of the final text (nothing taken back)."""
+    streamed = ""
+    for d in deltas:
+        streamed += d
+        assert final_text.startswith(streamed), (streamed, final_text)
+    assert streamed == final_text
+
+
+def test_stop_regex_across_tokens_is_trimmed_and_never_streamed(tok):
+    text = "the quick brown fox. STOP now 😀"
+    state, deltas, finished = run_state(tok, text, SP(stop_regex=[r"zz+", r"b\w+n f[aeiou]x"]))
+    assert finished == {"type": "stop", "matched": r"b\w+n f[aeiou]x"}
+    assert state.text == "the quick " == "".join(deltas)
+    assert_never_streamed(deltas, state.text)
+    state, deltas, _ = run_state(tok, text, SP(stop_regex=r"b\w+n f[aeiou]x", no_stop_trim=True))
+    assert state.text == "the quick brown fox" == "".join(deltas)
+
+
+def test_stop_regex_holds_back_only_what_could_still_match(tok):
+    state = OutputTextState(tok, SP(stop_regex=r"hello t\w*x"), eos_ids=[EOS])
+    streamed = "".join(state.append(i)[0] for i in tok.encode("hello world, hello th").ids)
+    assert streamed == "hello world, "  # "hello th" may still become "hello thx"
+    for i in tok.encode("ere").ids:
+        streamed += state.append(i)[0]
+    assert streamed == "hello world, "  # "hello there" too (\w* then x)
+    for i in tok.encode(" now").ids:
+        delta, finished = state.append(i)
+        streamed += delta
+    assert finished is None and streamed == "hello world, hello there now"  # resolved: released
+    assert state.finish(finish_length(9)) == ""
+
+
+def test_stop_regex_finish_releases_held_text_and_multibyte(tok):
+    state, deltas, finished = run_state(tok, "héllo wörld 日本", SP(stop_regex="日本語"))
+    assert finished is None and "".join(deltas) == "héllo wörld "
+    assert state.finish(finish_length(5)) == "日本" and state.text == "héllo wörld 日本"
+    state, deltas, finished = run_state(tok, "héllo wörld 日本語 🙂", SP(stop_regex=r"[日本]+語"))
+    assert finished["matched"] == r"[日本]+語" and state.text == "".join(deltas) == "héllo wörld "
+
+
+def test_stop_regex_earliest_of_strings_and_patterns_wins(tok):
+    text = "the quick brown fox jumps"
+    state, _, finished = run_state(tok, text, SP(stop="fox", stop_regex=r"q\w+k"))
+    assert finished == {"type": "stop", "matched": r"q\w+k"} and state.text == "the "
+    state, _, finished = run_state(tok, text, SP(stop="quick", stop_regex=r"b.own"))
+    assert finished == {"type": "stop", "matched": "quick"} and state.text == "the "
+    # a pattern matching later text does not move the cut of one that matched first
+    state, _, finished = run_state(tok, text, SP(stop_regex=[r"j\w+s", r"o"]))
+    assert finished["matched"] == "o" and state.text == "the quick br"
+
+
+def test_stop_regex_is_searched_step_by_step(tok):
+    # re.search at every step: a greedy pattern stops at its first (shortest) possible match
+    ids = [tok.encode(c).ids[0] for c in "ab12345"]
+    state = OutputTextState(tok, SP(stop_regex=r"\d+", no_stop_trim=True), eos_ids=[EOS])
+    results = [state.append(i) for i in ids[:3]]
+    assert results[-1][1] == {"type": "stop", "matched": r"\d+"} and state.text == "ab1"
+    # anchors see the text as it is now: "$" is the end of the output so far
+    state = OutputTextState(tok, SP(stop_regex=r"b$"), eos_ids=[EOS])
+    assert state.append(ids[0]) == ("a", None)
+    assert state.append(ids[1]) == ("", {"type": "stop", "matched": "b$"}) and state.text == "a"
+
+
+def test_stop_regex_and_min_new_tokens(tok):
+    ids = [tok.encode(c).ids[0] for c in "xaxbx"]
+    state = OutputTextState(tok, SP(min_new_tokens=3, stop_regex="x"), eos_ids=[EOS])
+    assert [state.append(i) for i in ids[:2]] == [("x", None), ("a", None)]  # early: no stop, no hold
+    delta, finished = state.append(ids[2])  # 3 tokens out: the x it brings stops; earlier ones never count
+    assert finished == {"type": "stop", "matched": "x"} and state.text == "xa" and delta == ""
+    # a match that begins in text streamed before min_new_tokens does not count
+    state = OutputTextState(tok, SP(min_new_tokens=2, stop_regex="ab"), eos_ids=[EOS])
+    assert state.append(ids[1])[1] is None  # "a" (1 token)
+    assert state.append(ids[3])[1] is None  # "ab": begins in streamed text
+    assert state.text == "ab"
+
+
+def test_stop_regex_inside_jump_forward_text(tok):
+    state = OutputTextState(tok, SP(stop_regex=r"STOP\d"), eos_ids=[EOS])
+    for i in tok.encode("the quick ").ids:
+        state.append(i)
+    ctx = tok.encode("the quick ").ids
+    delta, finished = state.append_forced("brown ST", 3, ctx)
+    assert finished is None and delta == "brown "  # "ST" may begin the match: held back
+    delta, finished = state.append_forced("OP7 and more", 4, ctx)
+    assert finished == {"type": "stop", "matched": r"STOP\d"} and delta == ""
+    assert state.text == "the quick brown "
+
+
+def test_stop_regex_pathological_pattern_aborts_only_the_request(tok):
+    a = tok.encode("a").ids[0]
+    assert tok.decode([a]) == "a"
+    state = OutputTextState(tok, SP(stop_regex=[r"q", r"(a|a)+b"]), eos_ids=[EOS])
+    finished = None
+    for n in range(1, 200):
+        delta, finished = state.append(a)
+        if finished:
+            break
+    assert finished["type"] == "abort" and "(a|a)+b" in finished["message"], finished
+    assert "simplify the pattern" in finished["message"] or "budget" in finished["message"]
+    assert state.text == "a" * n and state.is_finished
+
+
+def test_stop_checker_regex_helper():
+    c = StopChecker(stop_regex=[r"\d{2}"], min_new_tokens=2)
+    assert c.regex is not None and not c.can_stop_on_string(1) and c.can_stop_on_string(2)
+    m, could_begin = c.regex.search("ab1")
+    assert m is None and could_begin == 2
+    m, could_begin = c.regex.search("ab12c")
+    assert (m.start, m.end, m.pattern) == (2, 4, r"\d{2}")
+    assert StopChecker().regex is None
+
+
+PATTERNS = [r"b+日", r"日🙂", r"a\s", r"é+b", r"(ab|ba)", r"🙂{2}", r"[ab]日", r"🙂 é"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet="ab日🙂 é", max_size=30), st.lists(st.sampled_from(PATTERNS), min_size=1, max_size=3),
+       st.booleans())
+def test_stop_regex_property_matches_re_search_at_each_step(tok, text, patterns, trim):
+    import re
+
+    ids = tok.encode(text).ids
+    det, seen, expected = IncrementalDetokenizer(tok), "", None  # reference: re.search after each token
+    for i in ids:
+        seen += det.add(i)
+        found = [m for m in (re.search(p, seen) for p in patterns) if m]
+        if found:
+            m = min(found, key=lambda m: (m.start(), -m.end()))
+            expected = seen[:m.start()] if trim else seen[:m.end()]
+            break
+    state = OutputTextState(tok, SP(stop_regex=patterns, no_stop_trim=not trim), eos_ids=[EOS])
+    deltas, finished = [], None
+    for i in ids:
+        delta, finished = state.append(i)
+        deltas.append(delta)
+        if finished:
+            break
+    if finished is None:
+        deltas.append(state.finish(finish_length(state.num_tokens)))
+        assert expected is None and state.text == text
+    else:
+        assert finished["matched"] in patterns and state.text == expected
+    assert_never_streamed(deltas, state.text)

@@ -67,3 +67,160 @@ def test_allow_extra_properties_structural_tag(engine):
     assert accepts(engine, lax, 'x <f>{"a":1,"b":2}</f> y')
     assert not accepts(engine, strict, 'x <f>{"a":1,"b":2}</f> y')
     assert accepts(engine, strict, 'x <f>{"a":1}</f> y')
+
+
+# ------------------------------------------------------------------------------ stop_regex
+
+GREEDY = {"temperature": 0, "max_new_tokens": 32, "ignore_eos": True}
+
+
+def fixed_length_pattern(text: str, start: int, length: int = 6) -> str:
+    """A pattern with regex features (a class, a count) of a fixed length that matches
+    ``text[start : start + length]``: its leftmost match in the final text is also the
+    first one a step-by-step search meets."""
+    s = text[start:start + length]
+    return re.escape(s[:2]) + r"[\s\S]{%d}" % (length - 3) + re.escape(s[-1])
+
+
+@pytest.fixture(scope="module")
+def base(engine):
+    """A prompt and its greedy output (the random model's text has byte fragments too)."""
+    ids = engine.tokenizer.encode("def add(a, b):", add_special_tokens=True)
+    out = engine.generate(input_ids=ids, sampling_params=GREEDY)
+    assert len(out.text) > 24
+    return ids, out
+
+
+@pytest.mark.parametrize("start", [3, 11])
+def test_stop_regex_cuts_the_greedy_output_where_it_first_matches(engine, base, start):
+    ids, full = base
+    pattern = fixed_length_pattern(full.text, start)
+    m = re.search(pattern, full.text)
+    out = engine.generate(input_ids=ids, sampling_params={**GREEDY, "stop_regex": pattern})
+    assert out.meta_info["finish_reason"] == {"type": "stop", "matched": pattern}
+    assert out.text == full.text[:m.start()]
+    assert out.output_ids == full.output_ids[:len(out.output_ids)] and len(out.output_ids) < len(full.output_ids)
+    kept = engine.generate(input_ids=ids, sampling_params={**GREEDY, "stop_regex": [pattern], "no_stop_trim": True})
+    assert kept.text == full.text[:m.end()]
+    engine.check_memory(idle=True)
+
+
+def test_stop_regex_streaming_never_shows_the_match(engine, base):
+    ids, full = base
+    pattern = fixed_length_pattern(full.text, 9, length=8)
+    m = re.search(pattern, full.text)
+    deltas = list(engine.generate(input_ids=ids, sampling_params={**GREEDY, "stop_regex": pattern}, stream=True))
+    assert deltas[-1].finished and deltas[-1].meta_info["finish_reason"]["matched"] == pattern
+    streamed = ""
+    for d in deltas:
+        streamed += d.text
+        assert full.text[:m.start()].startswith(streamed)  # never a character of the match
+    assert streamed == full.text[:m.start()]
+    engine.check_memory(idle=True)
+
+
+def test_stop_regex_with_min_new_tokens_skips_early_matches(engine, base):
+    ids, full = base
+    first, later = full.text[0], full.text[len(full.text) // 2]
+    pattern = f"{re.escape(first)}|{re.escape(later)}"  # matches at once, and again later on
+    early = engine.generate(input_ids=ids, sampling_params={**GREEDY, "stop_regex": pattern})
+    assert early.text == "" and early.meta_info["finish_reason"]["matched"] == pattern
+    late = engine.generate(input_ids=ids, sampling_params={**GREEDY, "stop_regex": pattern, "min_new_tokens": 5})
+    assert len(late.output_ids) >= 5 and late.output_ids == full.output_ids[:len(late.output_ids)]
+    assert full.text.startswith(late.text) and 0 < len(late.text) <= len(full.text) // 2
+    assert late.meta_info["finish_reason"]["matched"] == pattern
+    assert re.match(pattern, full.text[len(late.text):])  # cut where a later match begins
+    engine.check_memory(idle=True)
+
+
+def test_stop_regex_inside_jump_forward_text(engine):
+    params = {"regex": r"The (quick|lazy) fox jumps over it\.", "stop_regex": r"j\w+s", "temperature": 0,
+              "max_new_tokens": 40}
+    out = engine.generate("Hello", sampling_params=params)
+    assert re.fullmatch(r"The (quick|lazy) fox ", out.text), out.text
+    assert out.meta_info["finish_reason"] == {"type": "stop", "matched": r"j\w+s"}
+    assert out.meta_info["jump_forward_tokens"] > 0
+    deltas = list(engine.generate("Hello", sampling_params=params, stream=True))
+    assert "".join(d.text for d in deltas) == out.text
+    engine.check_memory(idle=True)
+
+
+def test_pathological_stop_regex_aborts_that_request_only(engine):
+    a = engine.tokenizer.encode("a", add_special_tokens=False)
+    assert len(a) == 1
+    params = {"temperature": 0, "max_new_tokens": 120, "ignore_eos": True, "logit_bias": {a[0]: 100},
+              "stop_regex": r"(a|a)+b"}
+    good = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
+    bad_out, good_out = engine.generate(["Hello", "Paris is"], sampling_params=[params, good])
+    reason = bad_out.meta_info["finish_reason"]
+    assert reason["type"] == "abort" and "(a|a)+b" in reason["message"], reason
+    assert set(bad_out.text) == {"a"} and len(bad_out.output_ids) < 120
+    assert good_out.meta_info["finish_reason"]["type"] == "length" and len(good_out.output_ids) == 8
+    engine.check_memory(idle=True)
+
+
+def test_invalid_stop_regex_is_a_clear_error_and_holds_nothing(engine):
+    with pytest.raises(SamplingParamsError, match=r"invalid pattern '\(a'"):
+        engine.generate("Hello", sampling_params={"stop_regex": ["ok", "(a"]})
+    engine.check_memory(idle=True)
+
+
+# ------------------------------------------------------------------------------ logit_bias
+
+
+def test_logit_bias_forces_and_bans_under_greedy(engine, base):
+    ids, full = base
+    first = full.output_ids[0]
+    forced = next(t for t in range(3, 250) if t not in full.output_ids)
+    out = engine.generate(input_ids=ids, sampling_params={**GREEDY, "max_new_tokens": 6,
+                                                          "logit_bias": {str(forced): 100}})
+    assert out.output_ids == [forced] * 6
+    out = engine.generate(input_ids=ids, sampling_params={**GREEDY, "max_new_tokens": 6, "logit_bias": {first: -100}})
+    assert first not in out.output_ids and out.output_ids != full.output_ids[:6]
+    # a small bias only where the model is undecided does nothing else: 0 bias == no bias
+    same = engine.generate(input_ids=ids, sampling_params={**GREEDY, "logit_bias": {first: 0}})
+    assert same.output_ids == full.output_ids
+    engine.check_memory(idle=True)
+
+
+def test_logit_bias_with_a_grammar_mask_and_sampling(engine):
+    digits = [engine.tokenizer.encode(str(d), add_special_tokens=False) for d in range(10)]
+    assert all(len(t) == 1 for t in digits)
+    seven = digits[7][0]
+    letter = engine.tokenizer.encode("x", add_special_tokens=False)[0]
+    params = {"regex": "[0-9]{4}", "temperature": 1.0, "seed": 3, "max_new_tokens": 10,
+              "logit_bias": {seven: 100, letter: 100}}
+    out = engine.generate("Hello", sampling_params=params)
+    assert out.text == "7777"  # the mask wins over +100 on "x"; +100 on "7" wins inside it
+    banned = engine.generate("Hello", sampling_params={**params, "logit_bias": {seven: -100}, "n": 3})
+    assert all(re.fullmatch("[0-9]{4}", o.text) and "7" not in o.text for o in banned)
+    engine.check_memory(idle=True)
+
+
+def test_logit_bias_outside_the_vocabulary_is_rejected(engine):
+    vocab = engine.generate("Hi", sampling_params={"max_new_tokens": 1}).meta_info  # the engine works
+    assert vocab
+    with pytest.raises(InvalidRequestError, match=r"logit_bias names token id 100000"):
+        engine.generate("Hello", sampling_params={"logit_bias": {"100000": 5}})
+    with pytest.raises(SamplingParamsError, match=r"logit_bias\['3'\]=-150"):
+        engine.generate("Hello", sampling_params={"logit_bias": {"3": -150}})
+    engine.check_memory(idle=True)
+
+
+# --------------------------------------------------------------------------- sampling_seed
+
+
+def test_sampling_seed_reproduces_with_n(engine):
+    params = {"temperature": 1.0, "max_new_tokens": 10, "ignore_eos": True, "n": 3}
+    one = engine.generate("The quick brown", sampling_params={**params, "sampling_seed": 1234})
+    two = engine.generate("The quick brown", sampling_params={**params, "sampling_seed": 1234})
+    assert [o.output_ids for o in one] == [o.output_ids for o in two]
+    assert len({tuple(o.output_ids) for o in one}) > 1  # the n samples differ (seed + i)
+    as_seed = engine.generate("The quick brown", sampling_params={**params, "seed": 1234})
+    assert [o.output_ids for o in as_seed] == [o.output_ids for o in one]  # an alias of seed
+    other = engine.generate("The quick brown", sampling_params={**params, "sampling_seed": 99})
+    assert [o.output_ids for o in other] != [o.output_ids for o in one]
+    neg = [engine.generate("The quick brown", sampling_params={**params, "n": 1, "sampling_seed": -7}).output_ids
+           for _ in range(2)]
+    assert neg[0] == neg[1]
+    engine.check_memory(idle=True)

@@ -238,3 +238,53 @@ def test_empty_batch():
 def test_logits_shape_checked():
     with pytest.raises(ValueError, match="B=2"):
         sample(torch.zeros(3, 5), build([SP(), SP()], vocab_size=5))
+
+
+# -- logit_bias -----------------------------------------------------------------------------
+
+
+def test_logit_bias_added_after_penalties_logprobs_stay_raw():
+    logits = torch.tensor([[2.0, -1.0, 0.5, 1.0, 3.0]])
+    p = SP(temperature=0, frequency_penalty=0.5, logit_bias={"1": 5, 3: -2})
+    b = build([p], output_ids=[[1]], vocab_size=5)
+    assert b.modifies_logits
+    out = sample(logits, b)
+    # token 1: -1 - 0.5 (frequency) + 5 = 3.5 beats token 4 (3.0); token 3: 1 - 2
+    torch.testing.assert_close(logits, torch.tensor([[2.0, 3.5, 0.5, -1.0, 3.0]]))
+    assert out.next_token_ids.item() == 1
+    raw = torch.tensor([2.0, -1.0, 0.5, 1.0, 3.0])
+    assert math.isclose(out.logprobs.item(), torch.log_softmax(raw, -1)[1].item(), rel_tol=1e-6)
+
+
+def test_logit_bias_plus_100_forces_minus_100_bans_per_row():
+    torch.manual_seed(0)
+    logits = torch.randn(3, 40) * 5
+    low = int(logits[0].argmin())
+    top = int(logits[1].argmax())
+    params = [SP(temperature=0, logit_bias={low: 100}), SP(temperature=0, logit_bias={top: -100}), SP(temperature=0)]
+    out = sample(logits.clone(), build(params, vocab_size=40))
+    assert out.next_token_ids[0].item() == low
+    assert out.next_token_ids[1].item() != top and out.next_token_ids[1].item() == int(logits[1].topk(2).indices[1])
+    assert out.next_token_ids[2].item() == int(logits[2].argmax())  # an unbiased row is untouched
+    # sampled rows too: +100 wins every draw, -100 never drawn (top-k and top-p on)
+    logits = torch.zeros(500, 10)
+    params = [SP(temperature=1.0, top_k=5, logit_bias={7: 100})] * 250 + [SP(temperature=1.5, top_p=0.9, logit_bias={3: -100})] * 250
+    ids = sample(logits, build(params, vocab_size=10)).next_token_ids
+    assert set(ids[:250].tolist()) == {7} and 3 not in ids[250:].tolist() and len(set(ids[250:].tolist())) > 5
+
+
+def test_logit_bias_never_unmasks_a_constrained_token():
+    torch.manual_seed(2)
+    logits = torch.zeros(400, 8)
+    logits[:, 4:] = NEG_INF  # the grammar mask allows 0..3
+    p = [SP(temperature=0, logit_bias={6: 100})] * 200 + [SP(temperature=1.0, logit_bias={5: 100, 1: -100})] * 200
+    out = sample(logits, build(p, vocab_size=8))
+    ids = out.next_token_ids.tolist()
+    assert max(ids) < 4 and not out.is_dead_end.any()
+    assert set(ids[200:]) == {0, 2, 3}  # 1 is banned by the bias, 4.. by the mask
+
+
+def test_logit_bias_ids_beyond_the_logits_width_are_ignored():
+    logits = torch.tensor([[1.0, 2.0, 0.0]])
+    out = sample(logits, build([SP(temperature=0, logit_bias={2: 5.0, 9: 100})], vocab_size=3))
+    assert out.next_token_ids.item() == 2

@@ -77,7 +77,8 @@ def test_from_dict_unknown_key_names_it_and_lists_accepted():
         ("stop", [1], "list of strings"),
         ("stop_token_ids", [-1], ">= 0"),
         ("stop_token_ids", ["a"], "list of ints"),
-        ("seed", -1, "2**63"),
+        ("seed", -2**63 - 1, "2**63"),
+        ("seed", 2**63, "2**63"),
         ("seed", 1.5, "integer"),
         ("json_schema", "{not json", "valid JSON"),
         ("json_schema", 3, "JSON string"),
@@ -154,3 +155,74 @@ def test_allow_extra_properties_validated_and_in_compile_key():
     # no schema in the constraint: the option changes nothing
     assert SamplingParams(regex="a", allow_extra_properties=False).compile_key == ("regex", "a", ())
     assert SamplingParams().compile_key is None
+
+
+# SGLang 0.5.x SamplingParams, "API parameters" (srt/sampling/sampling_params.py)
+SGLANG_API_KEYS = (
+    "max_new_tokens", "stop", "stop_token_ids", "stop_regex", "temperature", "top_p", "top_k", "min_p",
+    "frequency_penalty", "presence_penalty", "repetition_penalty", "min_new_tokens", "n", "beam_width",
+    "json_schema", "regex", "ebnf", "structural_tag", "ignore_eos", "skip_special_tokens",
+    "spaces_between_special_tokens", "no_stop_trim", "stream_interval", "logit_bias", "sampling_seed",
+    "custom_params", "watermark",
+)
+
+
+def test_every_sglang_key_accepted_with_none_and_neutral_values():
+    assert SamplingParams.from_dict(dict.fromkeys(SGLANG_API_KEYS)) == SamplingParams()
+    # what sglang.lang's SglSamplingParams.to_srt_kwargs sends for a plain gen
+    srt = {"max_new_tokens": 16, "min_new_tokens": 0, "n": 1, "stop": [], "stop_token_ids": [], "stop_regex": [],
+           "temperature": 0.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0, "frequency_penalty": 0.0,
+           "presence_penalty": 0.0, "ignore_eos": False, "regex": None, "json_schema": None}
+    p = SamplingParams.from_dict(srt)
+    assert p.max_new_tokens == 16 and p.stop_regex == () and p.is_greedy
+    neutral = {"beam_width": 1, "custom_params": {"k": [1, "x"]}, "stream_interval": 4, "logit_bias": {},
+               "sampling_seed": -5, "spaces_between_special_tokens": False, "watermark": None, "top_k": 1 << 30}
+    q = SamplingParams.from_dict(neutral)
+    assert q.seed == -5 and q.stream_interval == 4 and q.logit_bias == () and not q.spaces_between_special_tokens
+    hash(q)
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("beam_width", 4, "beam_width=4 is not supported"),
+    ("beam_width", 0, "beam_width=0 is invalid"),
+    ("watermark", {"enabled": True}, "watermark="),
+    ("custom_params", [1], "custom_params="),
+    ("stream_interval", 0, "stream_interval=0"),
+    ("logit_bias", {"x": 1}, "token ids"),
+    ("logit_bias", {"-3": 1}, "token ids"),
+    ("logit_bias", {"5": 101}, "logit_bias['5']=101.0"),
+    ("logit_bias", {"5": float("inf")}, "finite"),
+    ("logit_bias", {"5": 1, 5: 2}, "given twice"),
+    ("logit_bias", [1, 2], "logit_bias="),
+    ("stop_regex", "(", "invalid pattern '('"),
+    ("stop_regex", [r"a*"], "matches the empty string"),
+    ("stop_regex", ["x" * 257], "over the 256-byte limit"),
+    ("stop_regex", ["x"] * 33, "at most 32 patterns"),
+    ("stop_regex", [3], "list of strings"),
+    ("sampling_seed", 2**63, "seed=9223372036854775808"),
+    ("speculative", 1, "unknown sampling parameter 'speculative'"),
+])
+def test_sglang_keys_refused_with_a_clear_error(key, value, words):
+    with pytest.raises(SamplingParamsError) as e:
+        SamplingParams.from_dict({key: value})
+    assert words in str(e.value), str(e.value)
+
+
+def test_unknown_key_message_lists_sglang_aliases_and_seed_given_twice():
+    with pytest.raises(SamplingParamsError) as e:
+        SamplingParams.from_dict({"max_tokens": 3})
+    assert "sampling_seed" in str(e.value) and "beam_width" in str(e.value)
+    with pytest.raises(SamplingParamsError, match="given twice"):
+        SamplingParams.from_dict({"seed": 1, "sampling_seed": 2})
+    assert SamplingParams.from_dict({"seed": None, "sampling_seed": 2}).seed == 2
+
+
+def test_stop_regex_and_logit_bias_normalised_hashable_round_trip():
+    p = SamplingParams(stop_regex=r"\d+;", logit_bias={"7": 2, 3: -100, "+12": 0.5})
+    assert p.stop_regex == (r"\d+;",) and p.logit_bias == ((3, -100.0), (7, 2.0), (12, 0.5))
+    assert hash(p) == hash(SamplingParams(stop_regex=[r"\d+;"], logit_bias=[(12, 0.5), (7, 2.0), (3, -100)]))
+    d = p.to_dict()
+    assert d["logit_bias"] == {"3": -100.0, "7": 2.0, "12": 0.5} and d["stop_regex"] == [r"\d+;"]
+    assert SamplingParams.from_dict(json.loads(json.dumps(d))) == p
+    assert p.replace(temperature=0.5).logit_bias == p.logit_bias
+    assert SamplingParams(stop_regex=[r"(?=x)", r"\p{Lu}{2}"]).stop_regex == (r"(?=x)", r"\p{Lu}{2}")

@@ -15,13 +15,9 @@ from typing import Any, Iterator
 from furca.lang.backends.base import GenerateRequest, GenerateResult, SelectRequest, StreamChunk
 from furca.lang.chat import CHATML_TEMPLATE, ChatFormat, TemplateChatFormat, jinja_renderer
 from furca.lang.choices import ChoicesDecision, decide
-from furca.lang.errors import BackendCapabilityError
 from furca.lang.ir import GenParams
 
 logger = logging.getLogger("furca.lang")
-
-_UNSUPPORTED = ("stop_regex",)
-
 
 def _common_prefix_len(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))
@@ -32,12 +28,9 @@ def _common_prefix_len(a: list[int], b: list[int]) -> int:
 
 
 def engine_params(params: GenParams) -> dict[str, Any]:
-    """``GenParams`` as the engine's ``sampling_params`` dict."""
-    d = params.to_dict()
-    for key in _UNSUPPORTED:
-        if key in d:
-            raise BackendCapabilityError(f"the local engine does not support {key}; use stop strings instead")
-    return d
+    """``GenParams`` as the engine's ``sampling_params`` dict (every key, stop_regex included,
+    is the engine's own; the engine validates them)."""
+    return params.to_dict()
 
 
 class LocalBackend:
