@@ -243,3 +243,38 @@ def test_default_names_the_served_model(engine):
     assert chat.json()["model"] == comp.json()["model"] == card.json()["id"] == "tiny"
     assert other.status_code == 404 and other.json()["error"]["code"] == "model_not_found"
     assert "`default`" in other.json()["error"]["message"]
+
+
+def test_the_sdk_parse_helper_takes_calls_cut_by_max_tokens(engine):
+    """``chat.completions.parse`` raises LengthFinishReasonError on finish_reason length;
+    an answer whose whole calls went on to max_tokens is tool_calls, and parses."""
+    openai = pytest.importorskip("openai")
+    from pydantic import BaseModel
+
+    class noop(BaseModel):  # noqa: N801 - the tool's name
+        pass
+
+    class city(BaseModel):  # noqa: N801
+        name: str
+
+    tools = [openai.pydantic_function_tool(noop), openai.pydantic_function_tool(city)]
+
+    async def fn(c):
+        client = openai.AsyncOpenAI(base_url="http://test/v1", api_key="none", http_client=c, max_retries=0)
+        for seed in range(40):
+            try:
+                r = await client.chat.completions.parse(
+                    model="default", messages=USER, tools=tools, tool_choice="required", max_tokens=40,
+                    temperature=1.0, seed=seed, logprobs=True)
+            except openai.LengthFinishReasonError:  # cut inside its first call: no whole call to return
+                continue
+            choice = r.choices[0]
+            if len(choice.logprobs.content) == 40:
+                return choice
+        return None
+
+    choice = serve(engine, fn)
+    assert choice is not None, "no seed gave whole calls cut by max_tokens"
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls
+    for call in choice.message.tool_calls:
+        assert isinstance(call.function.parsed_arguments, {"noop": noop, "city": city}[call.function.name])
