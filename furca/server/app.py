@@ -5,6 +5,12 @@ Given an `Engine`, the app serves it at once (the caller owns it). Given
 thread; until the model is loaded and has run one warm-up generation, every route
 but /health (503) and /metrics answers 503. The app shuts the engine down when it
 stops (only an engine it created).
+
+Once serving, the app registers `Metrics.observe_step` as the engine's step observer
+(removed when the app stops). With ``allowed_origins`` set, Starlette's CORSMiddleware
+wraps everything, the API-key check included: a browser's preflight (OPTIONS, no key)
+is answered, and error answers (401 too) carry the CORS headers the browser needs to
+read them.
 """
 
 from __future__ import annotations
@@ -15,9 +21,11 @@ import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import Response
 
 import furca
+from furca.errors import FurcaError
 from furca.server import errors
 from furca.server.args import ServerArgs
 from furca.server.auth import APIKeyMiddleware
@@ -45,12 +53,30 @@ async def _start(state: ServerState, args: ServerArgs) -> None:
         engine = await asyncio.to_thread(_load_engine, args)
         await asyncio.to_thread(_warm_up, engine)
         await asyncio.to_thread(state.attach, engine)
+        _observe_steps(state)
         state.ready = True
         logger.info("furca serving %s (context %d, %d KV slots)", state.model_name, engine.context_length,
                     engine.capacity)
-    except Exception as e:  # noqa: BLE001 - /health reports it
+    except Exception as e:  # noqa: BLE001 - /health reports it (`furca serve` exits)
         state.load_error = e
-        logger.exception("the model failed to load")
+        if isinstance(e, FurcaError):
+            logger.error("the model failed to load: %s: %s", type(e).__name__, e)
+        else:
+            logger.exception("the model failed to load")
+
+
+def _observe_steps(state: ServerState) -> None:
+    """Feed the per-step metrics from the engine (an engine without the seam: none)."""
+    add = getattr(state.engine, "add_step_observer", None)
+    if add is not None:
+        state.step_observer = state.metrics.observe_step  # one bound method: removed by identity
+        add(state.step_observer)
+
+
+def _stop_observing(state: ServerState) -> None:
+    if state.step_observer is not None and state.engine is not None:
+        state.engine.remove_step_observer(state.step_observer)
+        state.step_observer = None
 
 
 def create_app(engine_or_args: Any = None, *, args: ServerArgs | None = None) -> FastAPI:
@@ -69,6 +95,7 @@ def create_app(engine_or_args: Any = None, *, args: ServerArgs | None = None) ->
             loader = asyncio.create_task(_start(state, args))
         else:
             state.attach(engine_or_args)
+            _observe_steps(state)
             state.ready = True
         try:
             yield
@@ -77,6 +104,7 @@ def create_app(engine_or_args: Any = None, *, args: ServerArgs | None = None) ->
             if loader is not None:
                 with contextlib.suppress(BaseException):
                     await loader
+            _stop_observing(state)
             if owns_engine and state.engine is not None:
                 await asyncio.to_thread(state.engine.shutdown)
 
@@ -96,4 +124,8 @@ def create_app(engine_or_args: Any = None, *, args: ServerArgs | None = None) ->
 
     if args.api_key:
         app.add_middleware(APIKeyMiddleware, api_key=args.api_key)
+    if args.allowed_origins:  # added last: the outermost layer, around the key check
+        app.add_middleware(CORSMiddleware, allow_origins=list(args.allowed_origins),
+                           allow_methods=list(args.allowed_methods), allow_headers=list(args.allowed_headers),
+                           allow_credentials=args.allow_credentials)
     return app

@@ -4,6 +4,10 @@ SIGTERM (or a first Ctrl+C): stop admitting (new requests get 503, /health 503),
 running requests finish for up to ``shutdown_grace_period`` seconds, abort the rest,
 then stop uvicorn, which closes the connections and shuts the engine down; the process
 exits with status 0. A second signal exits at once.
+
+If the model fails to load (a missing file, or an engine option the engine rejects only
+once it knows the model and the device, such as a context length past the model's), the
+server stops and `run` raises that error: ``furca serve`` prints it and exits with status 1.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from types import FrameType
 
 import uvicorn
 
+from furca.errors import FurcaError
 from furca.server.app import create_app
 from furca.server.args import ServerArgs
 from furca.server.state import ServerState, drain
@@ -31,7 +36,18 @@ class DrainingServer(uvicorn.Server):
 
     async def startup(self, sockets=None) -> None:
         self.loop = asyncio.get_running_loop()
+        self._load_watch = asyncio.ensure_future(self._exit_if_load_fails())
         await super().startup(sockets=sockets)
+
+    async def _exit_if_load_fails(self) -> None:
+        while not self.state.ready and self.state.load_error is None:
+            await asyncio.sleep(0.05)
+        if self.state.load_error is not None:
+            self.should_exit = True
+
+    async def shutdown(self, sockets=None) -> None:
+        self._load_watch.cancel()
+        await super().shutdown(sockets=sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.is_draining or self.loop is None:
@@ -63,4 +79,9 @@ def run(args: ServerArgs) -> int:
                             timeout_graceful_shutdown=5, access_log=args.log_requests)
     server = DrainingServer(config, app.state.furca, args.shutdown_grace_period)
     server.run()
+    error = server.state.load_error
+    if isinstance(error, FurcaError):
+        raise error
+    if error is not None:
+        raise FurcaError(f"the model failed to load: {error!r}") from error
     return 0

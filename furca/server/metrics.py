@@ -1,9 +1,13 @@
 """Prometheus metrics (text format at ``/metrics``), one registry per app.
 
 Gauges that the engine knows (running / waiting requests, KV usage, cache hit rate)
-are read from ``Engine.get_server_info()`` when scraped; latencies and token counts
-are observed by the server as requests stream through it (``RequestTimer``).
-Names follow vLLM's (``furca_`` instead of ``vllm:``).
+are read from ``Engine.get_server_info()`` when scraped and kept current by
+``observe_step``, the engine step observer the app registers: it also fills the
+per-step histograms (batch size in requests and tokens, running / waiting requests) and
+the per-request cached-token fraction. It runs on the engine's scheduler thread
+(prometheus_client is thread-safe). Latencies and token counts are observed by the
+server as requests stream through it (``RequestTimer``). Names follow vLLM's (``furca_``
+instead of ``vllm:``), or SGLang's where vLLM has none; docs/server.md lists them.
 """
 
 from __future__ import annotations
@@ -15,6 +19,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client import CONTENT_TYPE_LATEST  # noqa: F401 - re-exported for the route
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160)
+_STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)  # vLLM's iteration buckets
+_REQUEST_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+_FRACTION_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.99, 1.0)
 
 
 class Metrics:
@@ -44,6 +52,48 @@ class Metrics:
                                 registry=r)
         self.rejected = Counter("furca_requests_rejected", "Requests refused before running", ["status"],
                                 registry=r)
+        # per engine step (forward pass), from the step observer
+        self.iteration_tokens = Histogram("furca_iteration_tokens_total", "Tokens computed per engine step "
+                                          "(prefill + decode)", buckets=_TOKEN_BUCKETS, registry=r)
+        self.iteration_requests = Histogram("furca_iteration_requests", "Requests per engine step (batch size)",
+                                            buckets=_REQUEST_BUCKETS, registry=r)
+        self.iteration_decode = Histogram("furca_iteration_decode_requests", "Decoding requests per engine step",
+                                          buckets=_REQUEST_BUCKETS, registry=r)
+        self.iteration_prefill_tokens = Histogram("furca_iteration_prefill_tokens", "Prompt tokens computed per "
+                                                  "engine step", buckets=_TOKEN_BUCKETS, registry=r)
+        self.iteration_running = Histogram("furca_iteration_running_requests", "Requests running after each "
+                                           "engine step", buckets=_REQUEST_BUCKETS, registry=r)
+        self.iteration_waiting = Histogram("furca_iteration_waiting_requests", "Requests queued in the engine "
+                                           "after each engine step", buckets=_REQUEST_BUCKETS, registry=r)
+        self.iteration_seconds = Histogram("furca_iteration_seconds", "Wall time of an engine step (schedule, "
+                                           "forward, sample)", buckets=_STEP_BUCKETS, registry=r)
+        self.cached_fraction = Histogram("furca_request_cached_tokens_fraction", "Per request: prompt tokens "
+                                         "found in the prefix cache / prompt tokens", buckets=_FRACTION_BUCKETS,
+                                         registry=r)
+        self.retracted = Counter("furca_num_retracted_requests", "Requests retracted (KV given back, "
+                                 "recomputed later) when the KV pool ran short", registry=r)
+        self.new_token_ratio = Gauge("furca_new_token_ratio", "Fraction of max_new_tokens the scheduler "
+                                     "reserves for admitted requests", registry=r)
+
+    def observe_step(self, s: Any) -> None:
+        """The engine's step observer (`furca.runtime.step_stats.StepStats`); called on the
+        scheduler thread after every forward pass."""
+        self.iteration_tokens.observe(s.num_tokens)
+        self.iteration_requests.observe(s.num_reqs)
+        self.iteration_decode.observe(s.num_decode_reqs)
+        self.iteration_prefill_tokens.observe(s.num_prefill_tokens)
+        self.iteration_running.observe(s.num_running)
+        self.iteration_waiting.observe(s.num_waiting)
+        self.iteration_seconds.observe(s.duration_s)
+        for prompt, cached in s.admitted:
+            self.cached_fraction.observe(cached / prompt if prompt else 0.0)
+        if s.num_retracted:
+            self.retracted.inc(s.num_retracted)
+        self.num_running.set(s.num_running)
+        self.num_waiting.set(s.num_waiting)
+        if s.capacity:
+            self.kv_usage.set(s.used_tokens / s.capacity)
+        self.new_token_ratio.set(s.new_token_ratio)
 
     def update_from_engine(self, info: dict[str, Any]) -> None:
         capacity = info.get("capacity") or info.get("max_total_tokens") or 0
@@ -52,6 +102,8 @@ class Metrics:
         if capacity:
             self.kv_usage.set(info.get("used_tokens", 0) / capacity)
         self.cache_hit_rate.set(info.get("cache_hit_rate", 0.0))
+        if "new_token_ratio" in info:
+            self.new_token_ratio.set(info["new_token_ratio"])
         stats = info.get("stats", {})
         self.prefix_queries.set(stats.get("prompt_tokens", 0))
         self.prefix_hits.set(stats.get("cached_tokens", 0))

@@ -10,6 +10,7 @@ and the stream ends with ``data: [DONE]``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any, AsyncIterator
 
@@ -140,8 +141,18 @@ async def server_info(request: Request):
                       "draining": state.draining, "served_model_name": state.model_name,
                       "max_queued_requests": state.args.max_queued_requests,
                       "constrained_decoding": engine.grammar_backend is not None,
-                      "structural_tags": state.tool_tags}
+                      "structural_tags": state.tool_tags,
+                      "args": _server_args(state)}
     return info
+
+
+def _server_args(state: ServerState) -> dict[str, Any]:
+    """The HTTP layer's options as given (the engine's are ``config`` / ``effective_config``);
+    the API key is never shown."""
+    out = {f.name: getattr(state.args, f.name) for f in dataclasses.fields(state.args) if f.name != "engine"}
+    if out.get("api_key") is not None:
+        out["api_key"] = "<set>"
+    return out
 
 
 @router.get("/flush_cache", operation_id="flush_cache_get")

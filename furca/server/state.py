@@ -57,6 +57,7 @@ class ServerState:
         self.renderer: ChatRenderer | None = None
         self.constraints: Constraints | None = None
         self.tool_tags = False  # whether `auto` tool calls can use structural tags
+        self.step_observer: Any = None  # registered with the engine while serving (app.py)
 
     # -- setup ---------------------------------------------------------------------------
 
