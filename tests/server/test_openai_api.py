@@ -55,6 +55,7 @@ def test_models(client):
     models = client.models.list()
     assert [m.id for m in models.data] == [MODEL_NAME]
     assert client.models.retrieve(MODEL_NAME).id == MODEL_NAME
+    assert client.models.retrieve("default").id == MODEL_NAME  # the alias; answers carry the real id
     with pytest.raises(openai.NotFoundError) as e:
         client.models.retrieve("no-such-model")
     assert e.value.body["code"] == "model_not_found"
@@ -216,6 +217,54 @@ def test_tool_round_trip_and_streamed_call(client):
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["tool_calls"]
 
 
+# a tool whose parameters have no additionalProperties: seeded samples once carried keys it
+# does not declare ({"city": "Paris", "location": "Bordeaux"}) and get_weather(**args) raised
+LOOSE_WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                   "required": ["city"]}}}
+
+
+def get_weather(city: str, unit: str = "celsius") -> str:
+    return f"{city}: 21 {unit}"
+
+
+@pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_tool_arguments_carry_only_declared_properties(client, tool_choice):
+    r = client.chat.completions.create(model=MODEL_NAME, messages=WEATHER_Q, tools=[LOOSE_WEATHER], max_tokens=40,
+                                       temperature=1.0, seed=11, n=3, tool_choice=tool_choice)
+    calls = [call for c in r.choices for call in c.message.tool_calls or []]
+    assert calls
+    for call in calls:
+        assert get_weather(**json.loads(call.function.arguments)).endswith(("celsius", "fahrenheit"))
+
+
+def test_legacy_functions_through_the_sdk(client):
+    r = client.chat.completions.create(model="default", messages=WEATHER_Q, max_tokens=40, temperature=0,
+                                       functions=[WEATHER_TOOL["function"]], function_call={"name": "get_weather"})
+    c = r.choices[0]
+    assert c.finish_reason == "function_call" and not c.message.tool_calls
+    jsonschema.validate(json.loads(c.message.function_call.arguments), SCHEMAS["get_weather"])
+    assert c.message.function_call.name == "get_weather" and r.model == MODEL_NAME
+
+
+def test_readme_example_and_plain_errors(client):
+    """README's own call (model="default"); an image part and an unserved route say what
+    is wrong."""
+    r = client.chat.completions.create(model="default", messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
+    assert r.model == MODEL_NAME and r.system_fingerprint and r.choices[0].message.content
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="default", max_tokens=2, messages=[
+            {"role": "user", "content": [{"type": "text", "text": "What is this?"}, image]}])
+    assert "image inputs are not supported by this model" in e.value.body["message"]
+    assert e.value.body["param"] == "messages[0].content[1]"
+    with pytest.raises(openai.NotFoundError) as e:
+        client.embeddings.create(model="default", input="hello")
+    assert "/v1/embeddings is not served by furca" in e.value.body["message"]
+
+
 def test_completions(client):
     r = client.completions.create(model=MODEL_NAME, prompt="The capital of France is", max_tokens=4,
                                   temperature=0, logprobs=2)
@@ -232,6 +281,12 @@ def test_completions(client):
     assert streamed == c.text
     echo = client.completions.create(model=MODEL_NAME, prompt="Hello", max_tokens=2, temperature=0, echo=True)
     assert echo.choices[0].text.startswith("Hello")
+    scored = client.completions.create(model=MODEL_NAME, prompt="The capital of France is Paris", max_tokens=0,
+                                       echo=True, logprobs=1)  # how lm-evaluation-harness scores text
+    lp = scored.choices[0].logprobs
+    assert scored.choices[0].text == "The capital of France is Paris" == "".join(lp.tokens)
+    assert lp.token_logprobs[0] is None and all(x <= 0 for x in lp.token_logprobs[1:])
+    assert len(lp.tokens) == scored.usage.prompt_tokens and scored.usage.completion_tokens == 0
 
 
 def test_regex_and_grammar_extras(client):

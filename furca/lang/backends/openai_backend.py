@@ -8,8 +8,12 @@ without roles uses ``/v1/completions`` with its text.
 Constraints: ``json_schema`` goes as ``response_format``; ``regex`` and ``grammar`` go
 as the ``regex`` / ``ebnf`` extras that furca and SGLang servers take (not to
 api.openai.com, which cannot). ``select`` scores the options through ``/v1/completions``
-with ``echo`` and ``logprobs``; a server that does not return prompt logprobs gets a
-`BackendCapabilityError` that says so.
+with ``echo``, ``logprobs=0`` and ``max_tokens=0`` (one batched request: the prefix plus
+each option), keeping the tokens that overlap the option's text by ``text_offset``; furca
+and vLLM servers answer it, and a program selects through them as through the native API
+(tests/lang/test_programs_remote.py checks the scores agree). A server that does not
+return prompt logprobs (api.openai.com) gets a `BackendCapabilityError` that says so, as
+does a select inside a chat turn (chat APIs return no prompt logprobs).
 """
 
 from __future__ import annotations
