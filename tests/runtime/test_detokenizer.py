@@ -338,6 +338,18 @@ def test_stop_regex_pathological_pattern_aborts_only_the_request(tok):
     assert state.text == "a" * n and state.is_finished
 
 
+def test_stop_regex_total_budget_per_request(tok, monkeypatch):
+    import furca.runtime.stop_regex as stop_regex
+
+    state = OutputTextState(tok, SP(stop_regex=r"zq"), eos_ids=[EOS])
+    assert state.append(tok.encode("a").ids[0]) == ("a", None)
+    assert 0 < state.checker.regex.seconds < stop_regex.STEP_TIMEOUT
+    monkeypatch.setattr(stop_regex, "TOTAL_TIMEOUT", state.checker.regex.seconds)  # spent
+    delta, finished = state.append(tok.encode("b").ids[0])
+    assert finished["type"] == "abort" and "the request's" in finished["message"] and "'zq'" in finished["message"]
+    assert state.text == "ab" and delta == "b"
+
+
 def test_stop_checker_regex_helper():
     c = StopChecker(stop_regex=[r"\d{2}"], min_new_tokens=2)
     assert c.regex is not None and not c.can_stop_on_string(1) and c.can_stop_on_string(2)

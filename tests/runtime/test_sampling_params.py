@@ -199,6 +199,9 @@ def test_every_sglang_key_accepted_with_none_and_neutral_values():
     ("stop_regex", ["x" * 257], "over the 256-byte limit"),
     ("stop_regex", ["x"] * 33, "at most 32 patterns"),
     ("stop_regex", [3], "list of strings"),
+    ("stop_regex", r"\p{Lu}", "(Python re syntax)"),
+    ("stop_regex", r"(?:a{65535}){65535}", "unrolls to over 2000"),  # regex would need gigabytes
+    ("stop_regex", r"((a{1000}){1000}){1000}", "unrolls to over 2000"),
     ("sampling_seed", 2**63, "seed=9223372036854775808"),
     ("speculative", 1, "unknown sampling parameter 'speculative'"),
 ])
@@ -225,4 +228,4 @@ def test_stop_regex_and_logit_bias_normalised_hashable_round_trip():
     assert d["logit_bias"] == {"3": -100.0, "7": 2.0, "12": 0.5} and d["stop_regex"] == [r"\d+;"]
     assert SamplingParams.from_dict(json.loads(json.dumps(d))) == p
     assert p.replace(temperature=0.5).logit_bias == p.logit_bias
-    assert SamplingParams(stop_regex=[r"(?=x)", r"\p{Lu}{2}"]).stop_regex == (r"(?=x)", r"\p{Lu}{2}")
+    assert SamplingParams(stop_regex=[r"(?=x)", r"(?:ab){1,9}c"]).stop_regex == (r"(?=x)", r"(?:ab){1,9}c")
