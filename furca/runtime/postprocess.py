@@ -12,8 +12,9 @@ import torch
 
 from furca.runtime.batch_builder import ScheduledReq, StepInputs
 from furca.runtime.output import Output, StreamDelta, build_meta_info, finish_abort, finish_length, finish_stop
+from furca.runtime.logprobs import compute_logprobs
 from furca.runtime.request import Req
-from furca.runtime.sampler import SamplingBatch, compute_logprobs, sample, terminating_token_ids
+from furca.runtime.sampler import SamplingBatch, sample, terminating_token_ids
 
 _LOGPROB_ROWS = 512  # prompt-logprob rows per log-softmax call
 

@@ -38,6 +38,7 @@ from typing import Sequence
 
 import torch
 
+from furca.runtime.logprobs import compute_logprobs  # noqa: F401 - also part of this module's API
 from furca.runtime.sampling_params import SamplingParams
 
 _NEG_INF = float("-inf")
@@ -225,34 +226,6 @@ def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:
     next_ids = torch.where(is_dead_end, fallback, next_ids)
     chosen, top = compute_logprobs(raw, next_ids, batch.top_logprobs_nums)
     return SampleOutput(next_ids, chosen, top, is_dead_end)
-
-
-def compute_logprobs(
-    logits: torch.Tensor, token_ids: torch.Tensor, top_k_per_row: Sequence[int]
-) -> tuple[torch.Tensor, list[list[tuple[float, int]]] | None]:
-    """Log-softmax of ``logits`` (``[N, V]``) at ``token_ids`` (``[N]``) and, per row, the
-    ``top_k_per_row[i]`` most likely ``(logprob, token_id)`` pairs, best first.
-
-    Also used for prompt logprobs; ``[N, V]`` fp32 is materialised, so the caller chunks
-    long prompts. Rows whose logits are all ``-inf`` get ``-inf`` (never NaN). ``top`` is
-    None when every entry of ``top_k_per_row`` is 0; otherwise rows with 0 get ``[]``.
-    """
-    logits = logits.float()
-    lse = torch.logsumexp(logits, dim=-1)
-    chosen = logits.gather(1, token_ids.view(-1, 1).long()).squeeze(1) - lse
-    chosen = torch.where(torch.isneginf(lse), torch.full_like(chosen, _NEG_INF), chosen)
-    k_max = min(max(top_k_per_row, default=0), logits.shape[-1])
-    if k_max <= 0:
-        return chosen, None
-    rows = [i for i, k in enumerate(top_k_per_row) if k > 0]
-    vals, ids = logits[rows].topk(k_max, dim=-1)
-    vals = (vals - lse[rows, None]).tolist()
-    ids = ids.tolist()
-    top: list[list[tuple[float, int]]] = [[] for _ in top_k_per_row]
-    for j, i in enumerate(rows):
-        k = top_k_per_row[i]
-        top[i] = list(zip(vals[j][:k], ids[j][:k]))
-    return chosen, top
 
 
 # -- internals ----------------------------------------------------------------------------
