@@ -288,3 +288,15 @@ def test_logit_bias_ids_beyond_the_logits_width_are_ignored():
     logits = torch.tensor([[1.0, 2.0, 0.0]])
     out = sample(logits, build([SP(temperature=0, logit_bias={2: 5.0, 9: 100})], vocab_size=3))
     assert out.next_token_ids.item() == 2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_logit_bias_on_device_with_penalties_and_mask(device):
+    logits = torch.tensor([[0.0, 1.0, 2.0, NEG_INF], [3.0, 2.0, 1.0, 0.0]], device=device)
+    params = [SP(temperature=0, presence_penalty=1.0, logit_bias={0: 2.5, 3: 100}),
+              SP(temperature=0.7, seed=5, top_k=2, logit_bias={"3": 100})]
+    b = SamplingBatch.build(params, [[2], []], [None, make_generator(5, device)], [[], []], 4, device)
+    out = sample(logits, b)
+    # row 0: 2 loses 1 to the presence penalty, 0 gains 2.5 and wins; 3 is masked (-inf stays)
+    assert out.next_token_ids.tolist() == [0, 3] and not out.is_dead_end.any()
+    assert logits[0, 3].item() == NEG_INF
