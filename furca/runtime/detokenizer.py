@@ -6,8 +6,8 @@
 - ``StopChecker``: stop token ids / EOS, stop strings (also across token boundaries) and
   stop_regex patterns (`stop_regex.StopRegex`).
 - ``OutputTextState``: the two together plus hold-back, so a streaming client never sees
-  any part of a stop string or of a stop_regex match. The engine calls ``append`` once per output token and
-  ``finish`` when it ends the request itself (length, abort).
+  any part of a stop string or of a stop_regex match. The engine calls ``append`` once
+  per output token and ``finish`` when it ends the request itself (length, abort).
 
 The ``tokenizer`` is anything with ``decode(ids, skip_special_tokens=...) -> str``: a
 ``transformers`` tokenizer, a ``tokenizers.Tokenizer``, or furca's wrapper.

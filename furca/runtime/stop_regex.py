@@ -66,7 +66,8 @@ def compile_pattern(pattern: str):
     size = len(pattern.encode("utf-8"))
     if size > MAX_PATTERN_BYTES:
         raise SamplingParamsError(
-            f"sampling parameter stop_regex: pattern {pattern!r} is {size} bytes, over the {MAX_PATTERN_BYTES}-byte limit")
+            f"sampling parameter stop_regex: pattern {pattern!r} is {size} bytes, "
+            f"over the {MAX_PATTERN_BYTES}-byte limit")
     try:
         parsed = _sre_parse.parse(pattern)
     except re.error as e:
@@ -84,7 +85,8 @@ def compile_pattern(pattern: str):
     except regex.error as e:
         raise SamplingParamsError(f"sampling parameter stop_regex: invalid pattern {pattern!r}: {e}") from None
     except (RecursionError, OverflowError, ValueError, MemoryError) as e:
-        raise SamplingParamsError(f"sampling parameter stop_regex: pattern {pattern!r} cannot be compiled: {e}") from None
+        raise SamplingParamsError(
+            f"sampling parameter stop_regex: pattern {pattern!r} cannot be compiled: {e}") from None
     try:
         empty = compiled.search("", timeout=STEP_TIMEOUT)
     except TimeoutError:

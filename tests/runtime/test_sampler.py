@@ -268,7 +268,8 @@ def test_logit_bias_plus_100_forces_minus_100_bans_per_row():
     assert out.next_token_ids[2].item() == int(logits[2].argmax())  # an unbiased row is untouched
     # sampled rows too: +100 wins every draw, -100 never drawn (top-k and top-p on)
     logits = torch.zeros(500, 10)
-    params = [SP(temperature=1.0, top_k=5, logit_bias={7: 100})] * 250 + [SP(temperature=1.5, top_p=0.9, logit_bias={3: -100})] * 250
+    params = ([SP(temperature=1.0, top_k=5, logit_bias={7: 100})] * 250
+              + [SP(temperature=1.5, top_p=0.9, logit_bias={3: -100})] * 250)
     ids = sample(logits, build(params, vocab_size=10)).next_token_ids
     assert set(ids[:250].tolist()) == {7} and 3 not in ids[250:].tolist() and len(set(ids[250:].tolist())) > 5
 
