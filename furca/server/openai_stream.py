@@ -12,6 +12,7 @@ each choice's finish chunk.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, AsyncIterator, Callable
 
 from furca.server import legacy_functions as legacy
@@ -143,8 +144,9 @@ async def completion_chunks(state: ServerState, stream: EngineStream, req: Compl
                 yield chunk(i, text)
             if delta.finished:
                 meta = metas[i] = delta.meta_info or {}
-                yield chunk(i, "", fmt.finish_reason(meta), logprobs=logprobs(i, meta),
-                            matched_stop=fmt.matched_stop(meta))
+                # an echoed prompt's token texts: off the loop (a long prompt takes a while)
+                lp = await asyncio.to_thread(logprobs, i, meta) if req.echo else logprobs(i, meta)
+                yield chunk(i, "", fmt.finish_reason(meta), logprobs=lp, matched_stop=fmt.matched_stop(meta))
         if include_usage:
             yield sse({**base, "choices": [], "usage": fmt.usage(metas, num_prompts)})
     except Exception as e:  # noqa: BLE001 - the headers are sent: report in the stream
