@@ -29,6 +29,7 @@ from furca.errors import FurcaError
 from furca.server import errors
 from furca.server.args import ServerArgs
 from furca.server.auth import APIKeyMiddleware
+from furca.server.jsonout import FiniteJSONResponse
 from furca.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from furca.server.native_api import router as native_router
 from furca.server.openai_api import router as openai_router
@@ -109,6 +110,7 @@ def create_app(engine_or_args: Any = None, *, args: ServerArgs | None = None) ->
                 await asyncio.to_thread(state.engine.shutdown)
 
     app = FastAPI(title="furca", version=furca.__version__, lifespan=lifespan,
+                  default_response_class=FiniteJSONResponse,  # logprobs may be -inf
                   description="OpenAI-compatible and SGLang-native API over the furca runtime")
     app.state.furca = state
     errors.install(app)

@@ -10,18 +10,19 @@ aborts the engine request) runs at once, not at garbage collection.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from furca.server.jsonout import json_text
+
 T = TypeVar("T")
 
 
 def sse(obj: Any) -> str:
-    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+    return f"data: {json_text(obj, ensure_ascii=False)}\n\n"
 
 
 SSE_DONE = "data: [DONE]\n\n"
