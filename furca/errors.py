@@ -29,7 +29,12 @@ class ContextLengthError(InvalidRequestError):
 
 
 class SamplingParamsError(InvalidRequestError):
-    """A sampling parameter is out of range or contradicts another."""
+    """A sampling parameter is out of range or contradicts another. ``param``: the
+    parameter's name (SamplingParams' spelling), when one is to blame."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
 
 
 class CompileError(FurcaError, ValueError):

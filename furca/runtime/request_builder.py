@@ -125,7 +125,7 @@ def check_request(ids: list[int], p: SamplingParams, limits: Limits, index: int)
     if bad:
         raise SamplingParamsError(
             f"request {index}: sampling parameter logit_bias names token id {bad[0]}, outside the "
-            f"vocabulary [0, {limits.vocab_size})"
+            f"vocabulary [0, {limits.vocab_size})", param="logit_bias"
         )
     if p.return_logprob and p.logprob_start_len >= n:
         raise InvalidRequestError(

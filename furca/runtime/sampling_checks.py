@@ -46,7 +46,8 @@ NOT_FIELDS = {"beam_width": _check_beam_width, "watermark": _check_watermark, "c
 
 
 def fail(name: str, value: Any, allowed: str):
-    raise SamplingParamsError(f"sampling parameter {name}={value!r} is invalid: must be {allowed}")
+    raise SamplingParamsError(f"sampling parameter {name}={value!r} is invalid: must be {allowed}",
+                              param=name.split("[", 1)[0])
 
 
 def is_set(value: Any) -> bool:

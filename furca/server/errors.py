@@ -59,12 +59,17 @@ def error_response(status: int, message: str, param: str | None = None, code: An
     return JSONResponse(error_body(status, message, param, code), status_code=status, headers=headers)
 
 
+# SamplingParams' names of the parameters the OpenAI API spells otherwise
+_OPENAI_PARAM = {"max_new_tokens": "max_tokens", "min_new_tokens": "min_tokens", "top_logprobs_num": "logprobs"}
+
+
 def from_furca_error(e: FurcaError) -> APIError:
     """Map a FurcaError raised while building or running a request."""
     if isinstance(e, CompileError):
         return APIError(400, f"the constraint does not compile: {e}", code="invalid_constraint")
     if isinstance(e, InvalidRequestError):
-        return APIError(400, str(e))
+        param = getattr(e, "param", None)
+        return APIError(400, str(e), param=_OPENAI_PARAM.get(param, param))
     if isinstance(e, EngineClosedError):
         return APIError(503, f"the engine is not running: {e}")
     return APIError(400, f"{type(e).__name__}: {e}")

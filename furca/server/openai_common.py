@@ -48,7 +48,7 @@ def sampling_params(state: ServerState, req: Any, max_new_tokens: int, **extra: 
         "presence_penalty": req.presence_penalty, "min_new_tokens": req.min_tokens,
         "ignore_eos": req.ignore_eos, "stop_token_ids": req.stop_token_ids,
         "skip_special_tokens": req.skip_special_tokens, "regex": req.regex, "ebnf": req.ebnf,
-        "json_schema": req.json_schema, "allow_extra_properties": lax,
+        "json_schema": req.json_schema, "allow_extra_properties": lax, "logit_bias": req.logit_bias,
     }
     rf = req.response_format
     if rf is not None and rf.type == "json_object":

@@ -155,8 +155,6 @@ class _SamplingFields(_Model):
     def _check_common(self):
         if self.stream_options is not None and not self.stream:
             raise FieldError("stream_options is only allowed with stream=true", "stream_options")
-        if self.logit_bias:
-            raise FieldError("logit_bias is not supported", "logit_bias")
         constraints = [name for name in ("regex", "ebnf", "json_schema") if getattr(self, name) is not None]
         if self.response_format is not None and self.response_format.type != "text":
             constraints.append(f"response_format={self.response_format.type}")

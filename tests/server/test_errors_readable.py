@@ -66,7 +66,7 @@ CASES = [
     (CHAT, {"messages": U, "response_format": "json"}, "response_format", "must be an object with a type"),
     (CHAT, {"messages": U, "response_format": {"type": "xml"}}, "response_format.type", "'json_schema'"),
     (CHAT, {"messages": U, "json_schema": 5}, "json_schema", "JSON Schema object"),
-    (CHAT, {"messages": U, "logit_bias": {"5": 1}}, "logit_bias", "not supported"),
+    (CHAT, {"messages": U, "logit_bias": {"five": 1}}, "logit_bias", "token ids"),
     (CHAT, {"messages": U, "regex": "a", "ebnf": "root ::= \"a\""}, "ebnf", "at most one constraint"),
     (CHAT, {"messages": U, "tools": [{"type": "function", "function": {"name": "a b"}}]},
      "tools[0].function.name", "pattern"),

@@ -278,3 +278,40 @@ def test_the_sdk_parse_helper_takes_calls_cut_by_max_tokens(engine):
     assert choice.finish_reason == "tool_calls" and choice.message.tool_calls
     for call in choice.message.tool_calls:
         assert isinstance(call.function.parsed_arguments, {"noop": noop, "city": city}[call.function.name])
+
+
+def test_logit_bias_steers_and_bans_tokens(engine):
+    """OpenAI's ``logit_bias`` (token id as a string -> bias in [-100, 100]) on both routes:
+    +100 makes greedy pick the token, -100 bans greedy's own pick; a bad id is a 400."""
+    body = {"prompt": "Hello there", "max_tokens": 3, "temperature": 0}
+
+    async def fn(c):
+        plain = (await c.post("/v1/completions", json={**body, "logprobs": 0})).json()
+        first = plain["choices"][0]["logprobs"]["tokens"][0]
+        return plain, first
+
+    plain, _ = serve(engine, fn)
+    ids = engine.tokenizer.encode(plain["choices"][0]["text"], add_special_tokens=False)
+    greedy_first = ids[0]
+    forced = 7 if greedy_first != 7 else 8
+
+    async def fn2(c):
+        steer = await c.post("/v1/completions", json={**body, "logit_bias": {str(forced): 100}})
+        ban = await c.post("/v1/completions", json={**body, "max_tokens": 1,
+                                                     "logit_bias": {str(greedy_first): -100}})
+        chat = await c.post("/v1/chat/completions", json={"messages": USER, "max_tokens": 2, "temperature": 0,
+                                                          "logit_bias": {str(forced): 100}})
+        bad = await c.post("/v1/completions", json={**body, "logit_bias": {"99999999": 5}})
+        worse = await c.post("/v1/completions", json={**body, "logit_bias": {"5": 101}})
+        return steer, ban, chat, bad, worse
+
+    steer, ban, chat, bad, worse = serve(engine, fn2)
+    assert steer.status_code == ban.status_code == chat.status_code == 200, (steer.text, ban.text, chat.text)
+    tok = engine.tokenizer
+    assert steer.json()["choices"][0]["text"] == tok.decode([forced] * 3, skip_special_tokens=True)
+    assert chat.json()["choices"][0]["message"]["content"] == tok.decode([forced] * 2, skip_special_tokens=True)
+    banned_out = engine.generate(prompt=body["prompt"], sampling_params={"max_new_tokens": 1, "temperature": 0})
+    assert banned_out.output_ids[0] == greedy_first  # without the bias, greedy picks it...
+    assert ban.json()["choices"][0]["text"] != tok.decode([greedy_first], skip_special_tokens=True)  # ...with it, not
+    assert bad.status_code == 400 and "99999999" in bad.json()["error"]["message"], bad.text
+    assert worse.status_code == 400 and "logit_bias" in worse.json()["error"]["message"], worse.text
