@@ -11,7 +11,7 @@ import json
 import sys
 
 from furca.cli_flags import add_config_arguments, config_kwargs, string_list
-from furca.errors import FurcaError
+from furca.errors import ConfigError, FurcaError
 from furca.runtime.config import EngineConfig
 
 
@@ -99,6 +99,29 @@ def _add_serve_parser(sub) -> None:
                       help="let cross-origin requests carry credentials (cookies, Authorization)")
     _add_engine_arguments(p)
     p.set_defaults(func=_cmd_serve)
+
+
+def serve_argv(model: str | None = None, **options) -> list[str]:
+    """``furca serve`` arguments for ``options`` named as its flags' destinations (every
+    `ServerArgs` / `EngineConfig` field): ``context_length=4096`` -> ``--context-length
+    4096``, ``disable_radix_cache=True`` -> ``--disable-radix-cache``,
+    ``enable_jump_forward=False`` -> ``--disable-jump-forward``; None and a switch's default
+    give nothing. An unknown name raises ConfigError naming it."""
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    actions = {a.dest: a for a in sub.choices["serve"]._actions if a.option_strings}
+    argv = [] if model is None else [str(model)]
+    for name, value in options.items():
+        action = actions.get(name)
+        if action is None or name == "help":
+            raise ConfigError(f"furca serve has no option {name!r}; known: {sorted(set(actions) - {'help'})}")
+        flag = action.option_strings[-1]
+        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+            if bool(value) != bool(action.default):
+                argv.append(flag)
+        elif value is not None:
+            text = json.dumps(list(value)) if isinstance(value, (list, tuple)) else str(value)
+            argv += [flag, text]
+    return argv
 
 
 def _run_backend(args: argparse.Namespace):

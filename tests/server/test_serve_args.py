@@ -190,3 +190,22 @@ def test_server_info_shows_what_the_flags_did(tiny_dir):
     assert [o["meta_info"]["cached_tokens"] for o in outs] == [0, 0]  # the same prompt twice: no cache
     assert info["server"]["args"]["api_key"] == "<set>" and "secret-key" not in str(info)
     assert info["server"]["args"]["allowed_origins"] == []
+
+
+def test_serve_argv_round_trips_through_the_parser():
+    """`serve_argv` (what `sgl.Runtime(**server_args)` launches) writes options that the
+    serve parser reads back as the same values; switches in both directions."""
+    from furca.cli import build_parser, serve_argv
+    from furca.errors import ConfigError
+
+    options = {"context_length": 512, "disable_radix_cache": True, "enable_jump_forward": False,
+               "log_requests": True, "allowed_origins": ("http://a", "http://b"), "grammar_timeout": 2.5,
+               "schedule_policy": "fcfs", "max_total_tokens": None, "check_memory": True}
+    args = build_parser().parse_args(["serve", *serve_argv("some/model", **options)])
+    assert args.model == "some/model"
+    for name, value in options.items():
+        if value is not None:
+            assert getattr(args, name) == value, name
+    assert args.max_total_tokens is None
+    with pytest.raises(ConfigError, match="no option 'max_tokens'"):
+        serve_argv(max_tokens=5)

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import atexit
+import collections
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -23,19 +25,42 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def server_command(model_path: str | None, host: str, port: int, server_args: dict[str, Any]) -> list[str]:
-    """``furca serve`` arguments: ``context_length=4096`` -> ``--context-length 4096``,
-    ``log_requests=True`` -> ``--log-requests`` (False drops it)."""
-    cmd = [sys.executable, "-m", "furca.cli", "serve"]
-    if model_path is not None:
-        cmd.append(str(model_path))
-    cmd += ["--host", host, "--port", str(port)]
-    for key, value in server_args.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            cmd.append(flag)
-        elif value is not False and value is not None:
-            cmd += [flag, str(value)]
-    return cmd
+    """The ``furca serve`` command line; ``server_args`` are named as ``furca serve``'s
+    options (`furca.cli.serve_argv`): ``context_length=4096`` -> ``--context-length 4096``,
+    ``disable_radix_cache=True`` -> ``--disable-radix-cache``, ``enable_jump_forward=False``
+    -> ``--disable-jump-forward``. An unknown name raises ConfigError."""
+    from furca.cli import serve_argv
+
+    return [sys.executable, "-m", "furca.cli", "serve",
+            *serve_argv(model_path, host=host, port=port, **server_args)]
+
+
+class _StderrTail:
+    """Copies a child's stderr to ours line by line (so its output shows as if inherited)
+    and keeps the last lines, to say why it exited."""
+
+    def __init__(self, stream: Any, keep: int = 20):
+        self.lines: collections.deque[str] = collections.deque(maxlen=keep)
+        self.thread = threading.Thread(target=self._pump, args=(stream,), name="furca-serve-stderr", daemon=True)
+        self.thread.start()
+
+    def _pump(self, stream: Any) -> None:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace")
+            self.lines.append(line.rstrip("\n"))
+            try:
+                sys.stderr.write(line)
+            except (ValueError, OSError):  # our stderr is closed: keep draining the pipe
+                pass
+        stream.close()
+
+    def reason(self) -> str:
+        """The child's own error line (``furca serve: Error: ...``), else its last line."""
+        self.thread.join(timeout=5)
+        for line in reversed(self.lines):
+            if line.startswith("furca serve:"):
+                return line[len("furca serve:"):].strip()
+        return self.lines[-1] if self.lines else ""
 
 
 class Runtime:
@@ -52,10 +77,11 @@ class Runtime:
         self.port = port or free_port(host)
         self.url = f"http://{host}:{self.port}"
         self.api_key = server_args.get("api_key")
-        self._log = open(log_file, "ab") if log_file else None  # noqa: SIM115 - closed in shutdown
         cmd = server_command(model_path, host, self.port, server_args)
+        self._log = open(log_file, "ab") if log_file else None  # noqa: SIM115 - closed in shutdown
         self.process: subprocess.Popen | None = subprocess.Popen(
-            cmd, stdout=self._log or subprocess.DEVNULL, stderr=self._log or None, start_new_session=True)
+            cmd, stdout=self._log or subprocess.DEVNULL, stderr=self._log or subprocess.PIPE, start_new_session=True)
+        self._stderr = None if self._log else _StderrTail(self.process.stderr)
         atexit.register(self.shutdown)
         try:
             self._wait_healthy(launch_timeout)
@@ -71,8 +97,9 @@ class Runtime:
         while time.monotonic() < deadline:
             code = self.process.poll() if self.process else None
             if code is not None:
-                raise BackendRequestError(f"furca serve exited with status {code} before it was ready "
-                                          f"(pass log_file= to see its output)")
+                why = self._stderr.reason() if self._stderr else ""
+                raise BackendRequestError(f"furca serve could not start: exited with status {code}"
+                                          + (f": {why}" if why else " (its output is in the log file)"))
             try:
                 health = httpx.get(self.url + "/health", timeout=2.0)
                 if health.status_code == 200:
