@@ -585,14 +585,17 @@ def test_return_logprob_jumps_forward_and_scores_forced_tokens_as_prompt_tokens(
             assert [e[1] for e in meta["output_token_logprobs"]] == out.output_ids
             assert len(meta["output_top_logprobs"]) == n
             prompt_ids = engine.tokenizer.encode(prompt)
-            scored, scored_top = score_as_prompt(engine, prompt_ids, out.output_ids, k)
+            # k + 5 alternatives: two tokens within float noise of each other may swap places
+            # at the edge of the top k (seen on a CPU with native bf16)
+            scored, scored_top = score_as_prompt(engine, prompt_ids, out.output_ids, k + 5)
             for i, is_forced in enumerate(forced):
                 lp, ref = meta["output_token_logprobs"][i][0], scored[i][0]
                 if is_forced:
                     assert lp == pytest.approx(ref, abs=1e-4), (i, out.text)
                     top, ref_top = meta["output_top_logprobs"][i], scored_top[i]
-                    assert [e[1] for e in top] == [e[1] for e in ref_top]
-                    assert [e[0] for e in top] == pytest.approx([e[0] for e in ref_top], abs=1e-4)
+                    assert [e[0] for e in top] == pytest.approx([e[0] for e in ref_top[:k]], abs=1e-4)
+                    ref_lp = {e[1]: e[0] for e in ref_top}  # each alternative is the model's own
+                    assert all(ref_lp.get(t) == pytest.approx(v, abs=1e-4) for v, t, _ in top), (top, ref_top)
                 else:
                     assert lp >= ref - 1e-4  # renormalized over the allowed tokens
         engine.check_memory(idle=True)
