@@ -18,7 +18,15 @@ Streaming: a dropped token that was already streamed is taken back through the n
 `StreamDelta`'s ``retract`` (``Req.pending_retract``); one not streamed yet is simply
 not sent.
 
-Logprobs (``return_logprob``): the logprobs of dropped tokens are dropped with them. The
+Settled tokens: a jump re-tokenizes at most the last ``window`` output tokens, and never
+those before ``Req.jump_floor``, the start of the latest jump's window (it only matters
+after a jump that shortened the output). So the tokens before ``max(jump_floor, len + 1 -
+window)`` can never be dropped again (`JumpForward.settled`): streams that cannot take
+entries back send logprobs up to there (``StreamDelta.settled``).
+
+Logprobs (``return_logprob``): the logprobs of dropped tokens are dropped with them (the
+request's ``logprob_cursor`` learns the lowest index, so the next stream delta resends
+from there, see ``StreamDelta.logprob_retract``). The
 forced tokens are scored like prompt tokens by the pass that computes them (their
 predecessors' logits, no mask, no temperature; `Postprocessor._forced_logprobs`), so
 ``kv_rollback_to`` also moves back to the position whose logits score the first of them
@@ -107,6 +115,15 @@ class JumpForward:
         self.vocab_size = vocab_size
         self.window = window
 
+    def settled(self, req: Req) -> int:
+        """How many leading output tokens of ``req`` no later jump drops: the next jump
+        follows at least one more sampled token, so its window starts at ``len + 1 -
+        window`` or later, and never before ``jump_floor`` (which only grows)."""
+        n = len(req.output_ids)
+        if req.grammar is None or req.is_finished:
+            return n
+        return max(0, min(n, max(req.jump_floor, n + 1 - self.window)))
+
     def apply(self, req: Req, *, initial: bool = False) -> dict | None:
         """Append the grammar's forced text to ``req`` if any; return a finish reason
         (a stop string inside the forced text, or max_new_tokens reached) or None.
@@ -122,8 +139,8 @@ class JumpForward:
             text = forced_text(g)
             if not text:
                 return None
-            plan = plan_jump(self.tokenizer, req.origin_input_ids, req.output_ids, text, self.vocab_size,
-                             self.window)
+            window = min(self.window, len(req.output_ids) - req.jump_floor)
+            plan = plan_jump(self.tokenizer, req.origin_input_ids, req.output_ids, text, self.vocab_size, window)
         except Exception:  # noqa: BLE001 - never take the scheduler down: sample instead
             logger.exception("jump-forward failed for request %s; sampling instead", req.rid)
             return None
@@ -146,8 +163,11 @@ class JumpForward:
                     g.accept_token(o)
                 return None
         del req.output_ids[n - drop:]
-        del req.output_token_logprobs[n - drop:]
-        del req.output_top_logprobs[n - drop:]
+        if len(req.output_token_logprobs) > n - drop:
+            del req.output_token_logprobs[n - drop:]
+            del req.output_top_logprobs[n - drop:]
+            req.logprob_cursor.deleted_from(n - drop)
+        req.jump_floor = max(req.jump_floor, n - window)
         req.output_ids.extend(new)
         stale = req.prompt_len + n - drop  # KV positions from here on held the old tokens
         first = req.first_output_logprob_position  # logits that score the first forced token

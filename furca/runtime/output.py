@@ -142,6 +142,24 @@ class StreamDelta(_DictLike):
     ``index`` is the sample's index among its prompt's ``n`` samples (0 when n == 1) and
     ``group_rid`` the rid the caller gave for the prompt (== ``rid`` when n == 1), so a
     caller maps a delta to its output without knowing how sample rids are spelled.
+
+    Logprobs (``return_logprob`` only; None otherwise): ``output_token_logprobs`` holds the
+    entries (``[logprob, token_id, text|None]``, meta_info's format) that became known
+    since the previous delta, ``output_top_logprobs`` their top alternatives (when
+    ``top_logprobs_num > 0``), after dropping ``logprob_retract`` entries streamed before
+    (jump-forward re-tokenization deletes the entries of the tokens it drops). Applying
+    every delta in order (`apply_logprobs`) gives exactly the final meta_info's
+    ``output_token_logprobs`` / ``output_top_logprobs``. While logprobs were asked for,
+    a delta is sent only when every id streamed so far has its entry (forced tokens are
+    scored a pass after they are appended; their ids and text wait for it), so after
+    each delta the ids and the entries streamed have the same length.
+    ``input_token_logprobs`` / ``input_top_logprobs`` (the prompt's, when asked) ride on
+    the first delta of the request only.
+
+    ``settled``: how many leading output ids (and their logprob entries) no later delta
+    takes back; None means all of them. Only constrained requests with jump-forward leave
+    some unsettled (the last few, which re-tokenization may still replace); a consumer that
+    cannot retract (an OpenAI stream) sends entries up to ``settled``.
     """
 
     rid: str
@@ -152,8 +170,16 @@ class StreamDelta(_DictLike):
     index: int = 0
     group_rid: str | None = None  # None: the same as rid
     retract: int = 0
+    output_token_logprobs: list[LogprobEntry] | None = None
+    output_top_logprobs: list[list[LogprobEntry] | None] | None = None
+    logprob_retract: int = 0
+    input_token_logprobs: list[LogprobEntry] | None = None
+    input_top_logprobs: list[list[LogprobEntry] | None] | None = None
+    settled: int | None = None
 
-    _KEYS = ("rid", "text", "token_ids", "finished", "meta_info", "index", "group_rid", "retract")
+    _KEYS = ("rid", "text", "token_ids", "finished", "meta_info", "index", "group_rid", "retract",
+             "output_token_logprobs", "output_top_logprobs", "logprob_retract", "input_token_logprobs",
+             "input_top_logprobs", "settled")
 
     def __post_init__(self) -> None:
         if self.group_rid is None:
@@ -168,3 +194,46 @@ class StreamDelta(_DictLike):
             del ids[len(ids) - self.retract:]
         ids.extend(self.token_ids)
         return ids
+
+    def apply_logprobs(self, entries: list, tops: list | None = None) -> list:
+        """In place: drop ``logprob_retract`` trailing entries of ``entries`` (and of
+        ``tops``, the top alternatives, when given), append this delta's segments; returns
+        ``entries``. A no-op for a delta without logprobs."""
+        k = self.logprob_retract
+        if k > len(entries) or (tops is not None and k > len(tops)):
+            raise ValueError(f"logprob_retract {k} exceeds the {len(entries)} entries streamed so far")
+        for target, segment in ((entries, self.output_token_logprobs), (tops, self.output_top_logprobs)):
+            if target is None:
+                continue
+            if k:
+                del target[len(target) - k:]
+            target.extend(segment or [])
+        return entries
+
+
+@dataclass
+class LogprobCursor:
+    """How far a request's stream has delivered its output logprob entries (the engine
+    keeps one per request; `take` builds each delta's segment).
+
+    ``sent``: entries the consumer holds (retractions applied); ``low_water``: the lowest
+    index entries were deleted from since the last delta (None: none), so the entries from
+    there on may differ from what was sent; ``input_sent``: the prompt's logprobs went out.
+    """
+
+    sent: int = 0
+    low_water: int | None = None
+    input_sent: bool = False
+
+    def deleted_from(self, index: int) -> None:
+        """Entries ``index`` and later were deleted (or replaced)."""
+        self.low_water = index if self.low_water is None else min(self.low_water, index)
+
+    def take(self, num_entries: int) -> tuple[int, int]:
+        """The next delta, ``num_entries`` being known now: ``(retract, start)``, meaning
+        drop ``retract`` entries sent before, then send ``entries[start:num_entries]``."""
+        start = self.sent if self.low_water is None else min(self.low_water, self.sent)
+        start = min(start, num_entries)
+        retract = self.sent - start
+        self.sent, self.low_water = num_entries, None
+        return retract, start

@@ -165,11 +165,50 @@ class Postprocessor:
             self.end(req, reason)
             # forced tokens without logprobs yet: one more pass scores them, then it is delivered
             return req.first_output_logprob_position is None
-        if req.stream and req.pending_text:
-            req.emit(StreamDelta(req.rid, req.pending_text, req.pending_ids, index=req.sample_index,
-                                 group_rid=req.group_rid, retract=req.pending_retract))
-            req.pending_text, req.pending_ids, req.pending_retract = "", [], 0
+        # with logprobs, forced tokens wait (ids and text) for the pass that scores them
+        if req.stream and req.pending_text and req.first_output_logprob_position is None:
+            req.emit(self._delta(req))
         return False
+
+    # -- streaming -----------------------------------------------------------------------
+
+    def _decoder(self, req: Req):
+        if not req.params.return_text_in_logprobs:
+            return None
+        return lambda t: self.tokenizer.decode([t], skip_special_tokens=False)
+
+    def _delta(self, req: Req, meta: dict | None = None, full: dict | None = None) -> StreamDelta:
+        """The request's next `StreamDelta` (its pending text and ids, the logprobs known
+        since the last one); empties the stream buffer. ``meta`` makes it the final delta;
+        ``full``: the final meta_info's logprob lists, sliced instead of decoded again."""
+        p, cursor = req.params, req.logprob_cursor
+        logprobs: dict = {}
+        if p.return_logprob:
+            retract, start = cursor.take(len(req.output_token_logprobs))
+            decode = self._decoder(req)
+            logprobs["logprob_retract"] = retract
+            if full is not None:
+                logprobs["output_token_logprobs"] = full["output_token_logprobs"][start:]
+            else:
+                logprobs["output_token_logprobs"] = logprob_entries_of(req.output_token_logprobs[start:], decode)
+            if p.top_logprobs_num > 0:
+                logprobs["output_top_logprobs"] = (full["output_top_logprobs"][start:] if full is not None else
+                                                   top_entries_of(req.output_top_logprobs[start:], decode))
+            if req.wants_prompt_logprobs and not cursor.input_sent:
+                cursor.input_sent = True
+                logprobs["input_token_logprobs"] = (full["input_token_logprobs"] if full is not None else
+                                                    logprob_entries_of(req.input_token_logprobs, decode))
+                if p.top_logprobs_num > 0:
+                    logprobs["input_top_logprobs"] = (full["input_top_logprobs"] if full is not None else
+                                                      top_entries_of(req.input_top_logprobs, decode))
+        settled = None
+        if req.grammar is not None and self.jump_forward is not None and meta is None:
+            settled = self.jump_forward.settled(req)
+        delta = StreamDelta(req.rid, req.pending_text, req.pending_ids, finished=meta is not None, meta_info=meta,
+                            index=req.sample_index, group_rid=req.group_rid, retract=req.pending_retract,
+                            settled=settled, **logprobs)
+        req.pending_text, req.pending_ids, req.pending_retract = "", [], 0
+        return delta
 
     # -- finishing -----------------------------------------------------------------------
 
@@ -185,23 +224,16 @@ class Postprocessor:
 
     def emit_final(self, req: Req) -> None:
         p = req.params
-        decode = (lambda t: self.tokenizer.decode([t], skip_special_tokens=False)) if p.return_text_in_logprobs else None
-
-        def entries(pairs):
-            return [[lp, t, decode(t) if decode else None] for lp, t in pairs]
-
-        def tops(per_pos):
-            return [None if pairs is None else entries(pairs) for pairs in per_pos]
-
+        decode = self._decoder(req)
         logprobs = {}
         if p.return_logprob:
             logprobs = {
-                "input_token_logprobs": entries(req.input_token_logprobs),
-                "output_token_logprobs": entries(req.output_token_logprobs),
+                "input_token_logprobs": logprob_entries_of(req.input_token_logprobs, decode),
+                "output_token_logprobs": logprob_entries_of(req.output_token_logprobs, decode),
             }
             if p.top_logprobs_num > 0:
-                logprobs["input_top_logprobs"] = tops(req.input_top_logprobs)
-                logprobs["output_top_logprobs"] = tops(req.output_top_logprobs)
+                logprobs["input_top_logprobs"] = top_entries_of(req.input_top_logprobs, decode)
+                logprobs["output_top_logprobs"] = top_entries_of(req.output_top_logprobs, decode)
         meta = build_meta_info(
             req.rid,
             prompt_tokens=req.prompt_len,
@@ -215,9 +247,17 @@ class Postprocessor:
             meta["jump_forward_tokens"] = req.jump_forward_tokens
             meta["jump_forward_retokenized"] = req.jump_forward_dropped
         if req.stream:
-            out = StreamDelta(req.rid, req.pending_text, req.pending_ids, finished=True, meta_info=meta,
-                              index=req.sample_index, group_rid=req.group_rid, retract=req.pending_retract)
+            out = self._delta(req, meta, logprobs)
         else:
             out = Output(req.rid, req.detok.text, list(req.output_ids), meta)
-        req.pending_text, req.pending_ids, req.pending_retract = "", [], 0
+            req.pending_text, req.pending_ids, req.pending_retract = "", [], 0
         req.emit(out)
+
+
+def logprob_entries_of(pairs, decode) -> list:
+    """``[logprob, token_id]`` pairs as meta_info entries ``[logprob, token_id, text|None]``."""
+    return [[lp, t, decode(t) if decode else None] for lp, t in pairs]
+
+
+def top_entries_of(per_position, decode) -> list:
+    return [None if pairs is None else logprob_entries_of(pairs, decode) for pairs in per_position]

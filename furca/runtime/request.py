@@ -22,6 +22,7 @@ from typing import Any, Callable, Protocol
 
 import torch
 
+from furca.runtime.output import LogprobCursor
 from furca.runtime.sampling_params import SamplingParams
 
 
@@ -77,12 +78,14 @@ class Req:
     pending_text: str = ""  # decoded, not yet streamed
     pending_ids: list[int] = field(default_factory=list)
     pending_retract: int = 0  # streamed ids that jump-forward dropped (StreamDelta.retract)
+    logprob_cursor: LogprobCursor = field(default_factory=LogprobCursor)  # logprobs streamed so far
 
     # jump-forward (jump_forward.py): KV positions >= kv_rollback_to hold tokens that were
     # re-tokenized away (the scheduler frees them after the step); counts for meta_info
     kv_rollback_to: int | None = None
     jump_forward_tokens: int = 0  # tokens appended without sampling
     jump_forward_dropped: int = 0  # earlier output tokens they replaced
+    jump_floor: int = 0  # output tokens before this index are never re-tokenized (JumpForward.settled)
 
     # -- token views -------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ import torch
 
 from furca.errors import CompileError, InvalidRequestError
 from furca.runtime.engine import Engine
-from furca.runtime.jump_forward import forced_text, plan_jump
+from furca.runtime.jump_forward import WINDOW, forced_text, plan_jump
 from furca.runtime.sampling_params import SamplingParams
 
 PROMPTS = ["Hello", "The quick brown fox", '{"name": "furca"', "def add(a, b):", "Paris is"]
@@ -269,17 +269,20 @@ def reference_constrained(hf_model, engine: Engine, params: dict, prompt_ids: li
     tok, vocab = engine.tokenizer, engine.vocab_size
     out: list[int] = []
     min_margin = float("inf")
+    floor = [0]  # never re-tokenize before the latest jump's window (Req.jump_floor)
 
     def do_jump(initial: bool) -> None:
         s = forced_text(m) if jump else ""
         if not s:
             return
-        plan = plan_jump(tok, prompt_ids, out, s, vocab)
+        window = min(WINDOW, len(out) - floor[0])
+        plan = plan_jump(tok, prompt_ids, out, s, vocab, window)
         if plan is None:
             return
         total = len(out) - plan.drop + len(plan.new_ids)
         if total > p.max_new_tokens or (initial and total >= p.max_new_tokens):
             return
+        floor[0] = max(floor[0], len(out) - window)
         m.rollback(plan.drop)
         del out[len(out) - plan.drop:]
         for t in plan.new_ids:
