@@ -5,15 +5,19 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.furca-installed
+# Real clients whose own requirements cannot resolve beside the rest: installed without
+# them; what they import is in pyproject's `clients` extra (docs/clients.md says why).
+NODEPS_CLIENTS = sglang==0.5.23 instructor==1.17.0
 
 .PHONY: setup run test bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch alone first, pinned: pip must take the CPU build of 2.13.0
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,clients]'
+	$(PY) -m pip install --quiet --no-deps $(NODEPS_CLIENTS)
 	touch $(STAMP)
 
 setup: $(STAMP)
