@@ -4,7 +4,8 @@
 ``/generate`` answers like SGLang's: ``{"text", "output_ids", "meta_info"}`` for one
 prompt with n == 1, else a list in input order (a prompt's n samples adjacent); with
 ``stream`` each SSE event holds the cumulative text and ids of one output (``index``),
-and the stream ends with ``data: [DONE]``.
+and the stream ends with ``data: [DONE]``. With ``return_logprob`` each event's meta_info
+holds that event's logprob entries and their cumulative count (`_logprob_segments`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, AsyncIterator
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from furca.runtime.output import StreamDelta
 from furca.runtime.request_builder import MODEL_DEFAULT_KEYS
 from furca.runtime.sampling_params import SamplingParams
 from furca.server.errors import APIError, error_body, stream_error_body
@@ -97,21 +99,39 @@ async def _stream(stream: EngineStream, prompt_lens: list[int], params: list[Sam
     prompt_of = [i for i, p in enumerate(params) for _ in range(p.n)]
     texts = [""] * stream.num_outputs
     ids: list[list[int]] = [[] for _ in range(stream.num_outputs)]
+    num_logprobs = [0] * stream.num_outputs  # output_token_logprobs_length: entries streamed so far
     try:
         async for i, delta in stream:
             texts[i] += delta.text
             delta.apply_ids(ids[i])  # jump-forward may take back ids streamed before
             if delta.finished:
-                meta = delta.meta_info or {}
+                meta = dict(delta.meta_info or {})
             else:
                 meta = {"id": delta.rid, "finish_reason": None, "prompt_tokens": prompt_lens[prompt_of[i]],
                         "completion_tokens": len(ids[i])}
+            p = params[prompt_of[i]]
+            if p.return_logprob:
+                num_logprobs[i] += len(delta.output_token_logprobs or []) - delta.logprob_retract
+                _logprob_segments(meta, delta, p.top_logprobs_num > 0, num_logprobs[i])
             yield sse({"text": texts[i], "output_ids": ids[i], "meta_info": meta, "index": i})
     except Exception as e:  # noqa: BLE001 - the headers are sent: report in the stream
         yield sse(stream_error_body(e))
     finally:
         await stream.aclose()
     yield SSE_DONE
+
+
+def _logprob_segments(meta: dict[str, Any], delta: StreamDelta, top: bool, length: int) -> None:
+    """An event's logprobs, as SGLang streams them (its ``incremental_streaming_output``):
+    ``output_token_logprobs`` / ``output_top_logprobs`` hold this event's entries only,
+    ``output_token_logprobs_length`` counts all so far. After a retraction (jump-forward
+    re-tokenized tokens already streamed) the entries so far are ``merged[:length -
+    len(segment)] + segment``; without one that is plain concatenation. The prompt's
+    logprobs stay in the final event (SGLang's frontend keeps the last event's meta_info)."""
+    meta["output_token_logprobs"] = delta.output_token_logprobs or []
+    if top:
+        meta["output_top_logprobs"] = delta.output_top_logprobs or []
+    meta["output_token_logprobs_length"] = length
 
 
 @router.get("/get_model_info")

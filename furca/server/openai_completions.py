@@ -67,7 +67,7 @@ async def completions(req: CompletionRequest, request: Request):
 
     if req.stream:
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        return SSEResponse(completion_chunks(state, stream, req, rid, echo, len(prompts), include_usage, logprobs),
+        return SSEResponse(completion_chunks(state, stream, req, rid, echo, len(prompts), include_usage, prompts),
                            on_close=stream.aclose)
     outs = await cancel_on_disconnect(request, stream.collect())
     choices = []

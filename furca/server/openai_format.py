@@ -49,6 +49,12 @@ def chat_logprobs(meta: dict[str, Any], num_top: int) -> dict[str, Any] | None:
     if entries is None:
         return None
     tops = meta.get("output_top_logprobs") or [None] * len(entries)
+    return {"content": chat_logprob_items(entries, tops, num_top), "refusal": None}
+
+
+def chat_logprob_items(entries: list, tops: list, num_top: int) -> list[dict[str, Any]]:
+    """``logprobs.content`` items of meta_info entries and their top alternatives (a whole
+    answer's, or a stream chunk's: streamed items concatenate to the whole answer's)."""
     content = []
     for entry, top in zip(entries, tops):
         token, lp = _tok(entry)
@@ -57,7 +63,7 @@ def chat_logprobs(meta: dict[str, Any], num_top: int) -> dict[str, Any] | None:
             t, alp = _tok(alt)
             alts.append({"token": t, "logprob": alp, "bytes": list(t.encode())})
         content.append({"token": token, "logprob": lp, "bytes": list(token.encode()), "top_logprobs": alts})
-    return {"content": content, "refusal": None}
+    return content
 
 
 def chat_message(content: str | None, calls: list[dict[str, Any]], function_call: Any = None) -> dict[str, Any]:

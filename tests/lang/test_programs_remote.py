@@ -91,6 +91,30 @@ def test_streaming(backend):
     assert state.get_meta_info("answer_1")["completion_tokens"] <= 12
 
 
+@sgl.function
+def qa_logprobs(s, question):
+    s += sgl.system("You are a helpful assistant.")
+    s += sgl.user(question)
+    s += sgl.assistant(sgl.gen("answer", max_tokens=24, return_logprob=True, top_logprobs_num=2,
+                               return_text_in_logprobs=True))
+
+
+def test_streamed_logprobs_through_the_native_api(native):
+    """The server streams each event's logprob entries (SGLang's incremental segments);
+    `RuntimeEndpoint` puts them back together: the streamed run's meta_info has every
+    entry, as the plain run's has."""
+    streamed = qa_logprobs.run(question="Name three colors.", stream=True, temperature=0, backend=native)
+    answer = "".join(streamed.text_iter("answer"))
+    meta = streamed.get_meta_info("answer")
+    plain = qa_logprobs.run(question="Name three colors.", temperature=0, backend=native).get_meta_info("answer")
+    assert answer == streamed["answer"] and answer
+    entries = meta["output_token_logprobs"]
+    assert len(entries) == meta["completion_tokens"] == meta["output_token_logprobs_length"] > 1
+    assert len(meta["output_top_logprobs"]) == len(entries)
+    assert [e[1:] for e in entries] == [e[1:] for e in plain["output_token_logprobs"]]
+    assert [e[0] for e in entries] == pytest.approx([e[0] for e in plain["output_token_logprobs"]], abs=0.05)
+
+
 def test_fork_join(backend):
     @sgl.function
     def tips(s):

@@ -123,11 +123,12 @@ def test_token_texts_add_up_to_the_text_and_offsets_index_it(engine):
                              "ignore_eos": True})
     assert no_echo["choices"][0]["logprobs"]["token_logprobs"] == pytest.approx(lp["token_logprobs"][n_prompt:],
                                                                                  abs=1e-4)
-    # streamed: the finish chunk carries the same logprobs
+    # streamed: the chunks' logprobs, concatenated, are the same
     (raw,) = post(engine, {"prompt": prompt, "max_tokens": 5, "echo": True, "logprobs": 0, "temperature": 0,
                            "ignore_eos": True}, stream=True)
     events = [json.loads(line[6:]) for line in raw.splitlines() if line.startswith("data: {")]
-    last = [e for e in events if e["choices"] and e["choices"][0]["finish_reason"]][-1]["choices"][0]
+    parts = [e["choices"][0]["logprobs"] for e in events if e["choices"] and e["choices"][0]["logprobs"]]
     assert "".join(e["choices"][0]["text"] for e in events if e["choices"]) == text
-    assert last["logprobs"]["tokens"] == lp["tokens"]
-    assert last["logprobs"]["token_logprobs"] == pytest.approx(lp["token_logprobs"], abs=1e-4)
+    assert [t for p in parts for t in p["tokens"]] == lp["tokens"]
+    assert [x for p in parts for x in p["text_offset"]] == lp["text_offset"]
+    assert [x for p in parts for x in p["token_logprobs"]] == pytest.approx(lp["token_logprobs"], abs=1e-4)

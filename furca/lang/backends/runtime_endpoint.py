@@ -51,6 +51,33 @@ def _error_message(response) -> str:
     return str(body)
 
 
+_SEGMENT_KEYS = ("output_token_logprobs", "output_top_logprobs")
+
+
+def _merge_logprob_segments(merged: dict[str, list], meta: dict[str, Any]) -> dict[str, Any]:
+    """A stream event's meta_info with its output logprobs made cumulative (``merged``
+    keeps them between events). Events hold their own segment and
+    ``output_token_logprobs_length``, the count so far: the list so far is
+    ``merged[:length - len(segment)] + segment``, which is plain concatenation, drops
+    entries a retraction took back, and equally reads a server that sends the whole list
+    each time (SGLang without ``--incremental-streaming-output``)."""
+    if "output_token_logprobs" not in meta:
+        return meta
+    out = dict(meta)
+    segment = meta["output_token_logprobs"] or []
+    length = meta.get("output_token_logprobs_length")
+    if not isinstance(length, int):  # a server that sends the whole list only at the end
+        length = len(merged.get("output_token_logprobs", [])) + len(segment)
+    keep = max(length - len(segment), 0)
+    for key in _SEGMENT_KEYS:
+        if key in meta:
+            so_far = merged.setdefault(key, [])
+            del so_far[keep:]
+            so_far.extend(meta[key] or [])
+            out[key] = so_far
+    return out
+
+
 def _local_chat_template(model_path: str | None) -> str | None:
     """The chat template shipped beside a local model (tokenizer_config.json or
     chat_template.jinja), read as plain files."""
@@ -154,6 +181,7 @@ class RuntimeEndpoint:
                         f"{self.base_url}/generate answered {response.status_code}: {_error_message(response)}",
                         status_code=response.status_code)
                 seen = 0
+                merged: dict[str, list] = {}
                 for line in response.iter_lines():
                     if not line.startswith("data:"):
                         continue
@@ -167,6 +195,8 @@ class RuntimeEndpoint:
                         continue
                     text = event["text"]  # cumulative
                     meta = event.get("meta_info")
+                    if meta:
+                        meta = _merge_logprob_segments(merged, meta)
                     done = bool(meta and meta.get("finish_reason"))
                     yield StreamChunk(text[seen:], meta if done else None)
                     seen = len(text)
