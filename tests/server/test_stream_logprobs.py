@@ -319,3 +319,30 @@ def test_settled_entries_are_never_taken_back():
     got, _ = SettledLogprobs(top=False).feed(StreamDelta("r", "", [0, 1], finished=True, output_token_logprobs=e[:2],
                                                          settled=0))
     assert got == e[:2]  # the end settles everything
+
+
+# ----------------------------------------------------------------------- tool calls, on the default model
+
+TOOL = {"type": "function", "function": {"name": "pick", "parameters": {
+    "type": "object", "properties": {"fruit": {"type": "string", "enum": ["apple", "pear"]}}, "required": ["fruit"]}}}
+
+
+@pytest.mark.default_model
+@pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "pick"}}, "auto"],
+                         ids=["required", "named", "auto"])
+def test_tool_call_chunks_carry_logprobs(http, tool_choice):
+    """Tool-call streams (whole calls, argument deltas, held-back text) put each token's
+    logprobs on some chunk of the choice; every chunk validates strictly."""
+    body = {"messages": [{"role": "user", "content": "Pick a fruit."}], "max_tokens": 30, "temperature": 0,
+            "tools": [TOOL], "tool_choice": tool_choice, "logprobs": True, "top_logprobs": 2}
+    want = http.post("/v1/chat/completions", json=body).json()
+    with http.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as r:
+        assert r.status_code == 200
+        raws = [line[6:] for line in r.iter_lines() if line.startswith("data: {")]
+    for raw in raws:
+        ChatCompletionChunk.model_validate_json(raw, strict=True)
+    got = [x for raw in raws for c in json.loads(raw)["choices"] if c["logprobs"] for x in c["logprobs"]["content"]]
+    expected = want["choices"][0]["logprobs"]["content"]
+    assert [x["token"] for x in got] == [x["token"] for x in expected]
+    assert [x["logprob"] for x in got] == pytest.approx([x["logprob"] for x in expected], abs=0.05)
+    assert len(got) == want["usage"]["completion_tokens"]
