@@ -26,8 +26,6 @@ import pytest  # noqa: E402
 from tests.clients.support import NetworkGuard, in_ci  # noqa: E402
 from tests.server.conftest import MODEL_NAME, ServerProcess, assert_idle  # noqa: E402
 
-__all__ = ["MODEL_NAME"]
-
 
 @pytest.fixture(scope="package")
 def served():
