@@ -80,8 +80,6 @@ class ConstrainBackend:
             if kind == "regex":
                 return c.compile_regex(value)
             if kind == "json_schema":
-                if extra is None:  # the compiler's default (its cache key has no option then)
-                    return c.compile_json_schema(value)
                 return c.compile_json_schema(value, allow_extra_properties=extra)
             if kind == "ebnf":
                 return c.compile_grammar(value)

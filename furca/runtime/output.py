@@ -36,21 +36,19 @@ LogprobEntry = list  # [logprob: float, token_id: int, text: str | None]
 
 
 def logprob_entries(
-    logprobs: Sequence[float], token_ids: Sequence[int], decode: Callable[[int], str] | None = None
+    pairs: Sequence[Sequence], decode: Callable[[int], str] | None = None
 ) -> list[LogprobEntry]:
-    """``[[logprob, token_id, text|None], ...]``; ``decode`` (one id -> text) when
+    """A request's ``[logprob, token_id]`` pairs (logprob None for an unscored first prompt
+    token) as ``[[logprob, token_id, text|None], ...]``; ``decode`` (one id -> text) when
     ``return_text_in_logprobs``."""
-    return [[float(lp), int(t), decode(int(t)) if decode else None] for lp, t in zip(logprobs, token_ids)]
+    return [[lp, t, decode(t) if decode else None] for lp, t in pairs]
 
 
 def top_logprob_entries(
     top: Sequence[Sequence[tuple[float, int]] | None], decode: Callable[[int], str] | None = None
 ) -> list[list[LogprobEntry] | None]:
     """Per position, the ``(logprob, token_id)`` pairs from ``compute_logprobs`` as triples."""
-    return [
-        None if pairs is None else logprob_entries([p[0] for p in pairs], [p[1] for p in pairs], decode)
-        for pairs in top
-    ]
+    return [None if pairs is None else logprob_entries(pairs, decode) for pairs in top]
 
 
 def build_meta_info(

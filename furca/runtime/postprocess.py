@@ -11,8 +11,17 @@ from __future__ import annotations
 import torch
 
 from furca.runtime.batch_builder import ScheduledReq, StepInputs
-from furca.runtime.output import Output, StreamDelta, build_meta_info, finish_abort, finish_length, finish_stop
 from furca.runtime.logprobs import compute_logprobs
+from furca.runtime.output import (
+    Output,
+    StreamDelta,
+    build_meta_info,
+    finish_abort,
+    finish_length,
+    finish_stop,
+    logprob_entries,
+    top_logprob_entries,
+)
 from furca.runtime.request import Req
 from furca.runtime.sampler import SamplingBatch, sample, terminating_token_ids
 
@@ -190,17 +199,17 @@ class Postprocessor:
             if full is not None:
                 logprobs["output_token_logprobs"] = full["output_token_logprobs"][start:]
             else:
-                logprobs["output_token_logprobs"] = logprob_entries_of(req.output_token_logprobs[start:], decode)
+                logprobs["output_token_logprobs"] = logprob_entries(req.output_token_logprobs[start:], decode)
             if p.top_logprobs_num > 0:
                 logprobs["output_top_logprobs"] = (full["output_top_logprobs"][start:] if full is not None else
-                                                   top_entries_of(req.output_top_logprobs[start:], decode))
+                                                   top_logprob_entries(req.output_top_logprobs[start:], decode))
             if req.wants_prompt_logprobs and not cursor.input_sent:
                 cursor.input_sent = True
                 logprobs["input_token_logprobs"] = (full["input_token_logprobs"] if full is not None else
-                                                    logprob_entries_of(req.input_token_logprobs, decode))
+                                                    logprob_entries(req.input_token_logprobs, decode))
                 if p.top_logprobs_num > 0:
                     logprobs["input_top_logprobs"] = (full["input_top_logprobs"] if full is not None else
-                                                      top_entries_of(req.input_top_logprobs, decode))
+                                                      top_logprob_entries(req.input_top_logprobs, decode))
         settled = None
         if req.grammar is not None and self.jump_forward is not None and meta is None:
             settled = self.jump_forward.settled(req)
@@ -228,12 +237,12 @@ class Postprocessor:
         logprobs = {}
         if p.return_logprob:
             logprobs = {
-                "input_token_logprobs": logprob_entries_of(req.input_token_logprobs, decode),
-                "output_token_logprobs": logprob_entries_of(req.output_token_logprobs, decode),
+                "input_token_logprobs": logprob_entries(req.input_token_logprobs, decode),
+                "output_token_logprobs": logprob_entries(req.output_token_logprobs, decode),
             }
             if p.top_logprobs_num > 0:
-                logprobs["input_top_logprobs"] = top_entries_of(req.input_top_logprobs, decode)
-                logprobs["output_top_logprobs"] = top_entries_of(req.output_top_logprobs, decode)
+                logprobs["input_top_logprobs"] = top_logprob_entries(req.input_top_logprobs, decode)
+                logprobs["output_top_logprobs"] = top_logprob_entries(req.output_top_logprobs, decode)
         meta = build_meta_info(
             req.rid,
             prompt_tokens=req.prompt_len,
@@ -252,12 +261,3 @@ class Postprocessor:
             out = Output(req.rid, req.detok.text, list(req.output_ids), meta)
             req.pending_text, req.pending_ids, req.pending_retract = "", [], 0
         req.emit(out)
-
-
-def logprob_entries_of(pairs, decode) -> list:
-    """``[logprob, token_id]`` pairs as meta_info entries ``[logprob, token_id, text|None]``."""
-    return [[lp, t, decode(t) if decode else None] for lp, t in pairs]
-
-
-def top_entries_of(per_position, decode) -> list:
-    return [None if pairs is None else logprob_entries_of(pairs, decode) for pairs in per_position]

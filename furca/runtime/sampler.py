@@ -38,7 +38,7 @@ from typing import Sequence
 
 import torch
 
-from furca.runtime.logprobs import compute_logprobs  # noqa: F401 - also part of this module's API
+from furca.runtime.logprobs import compute_logprobs
 from furca.runtime.sampling_params import SamplingParams
 
 _NEG_INF = float("-inf")

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-FINISH_REASON = "function_call"
-
-
 def function_call(calls: list[dict[str, Any]]) -> dict[str, str] | None:
     """``{"name", "arguments"}`` of the first call, or None."""
     if not calls:

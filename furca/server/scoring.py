@@ -30,14 +30,27 @@ def token_texts(tokenizer: Any, ids: Sequence[int], context: Sequence[int] = ())
     return texts
 
 
-def _top_dict(alts: list | None, num_top: int) -> dict[str, float] | None:
-    if alts is None:
-        return None
+def _top_dict(alts: list, num_top: int) -> dict[str, float]:
     out: dict[str, float] = {}
     for logprob, token_id, text in alts[:num_top]:
         key = text if text is not None and text not in out else f"token_id:{token_id}"
         out[key] = float(logprob)
     return out
+
+
+def format_logprobs(entries: Sequence[list], tops: Sequence[list | None], tokens: Sequence[str], num_top: int,
+                    offset: int = 0) -> dict[str, Any]:
+    """The legacy shape of meta_info entries, their top alternatives and their token texts:
+    ``tokens``, ``token_logprobs``, ``top_logprobs`` (None unless ``num_top``) and
+    ``text_offset`` (from ``offset``, where the tokens' text begins in the answer)."""
+    offsets = []
+    for t in tokens:
+        offsets.append(offset)
+        offset += len(t)
+    logprobs = [None if e[0] is None else float(e[0]) for e in entries]
+    top = [None if lp is None else _top_dict(alts or [], num_top) for lp, alts in zip(logprobs, tops)]
+    return {"tokens": list(tokens), "token_logprobs": logprobs, "top_logprobs": top if num_top else None,
+            "text_offset": offsets}
 
 
 def completion_logprobs(meta: dict[str, Any], num_top: int, tokenizer: Any, prompt_ids: Sequence[int],
@@ -58,11 +71,4 @@ def completion_logprobs(meta: dict[str, Any], num_top: int, tokenizer: Any, prom
         in_tops = meta.get("input_top_logprobs") or [None] * len(in_entries)
         tokens = token_texts(tokenizer, prompt_ids) + tokens
         entries, tops = list(in_entries) + entries, list(in_tops) + tops
-    offsets, pos = [], 0
-    for t in tokens:
-        offsets.append(pos)
-        pos += len(t)
-    logprobs = [None if e[0] is None else float(e[0]) for e in entries]
-    top = [None if lp is None else _top_dict(alts or [], num_top) for lp, alts in zip(logprobs, tops)]
-    return {"tokens": tokens, "token_logprobs": logprobs, "top_logprobs": top if num_top else None,
-            "text_offset": offsets}
+    return format_logprobs(entries, tops, tokens, num_top)

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 from furca.runtime.detokenizer import IncrementalDetokenizer
 from furca.runtime.output import StreamDelta
 from furca.server import openai_format as fmt
-from furca.server.scoring import _top_dict, token_texts
+from furca.server.scoring import format_logprobs, token_texts
 
 
 class SettledLogprobs:
@@ -96,12 +96,7 @@ class CompletionLogprobs:
         return self._format(parts) if parts else None
 
     def _format(self, parts: list[list]) -> dict[str, Any]:
-        tokens, offsets = [], []
-        for _, _, text in parts:
-            tokens.append(text)
-            offsets.append(self.offset)
-            self.offset += len(text)
-        logprobs = [None if e[0] is None else float(e[0]) for e, _, _ in parts]
-        top = [None if lp is None else _top_dict(alts or [], self.num_top) for lp, (_, alts, _) in zip(logprobs, parts)]
-        return {"tokens": tokens, "token_logprobs": logprobs, "top_logprobs": top if self.num_top else None,
-                "text_offset": offsets}
+        entries, tops, tokens = zip(*parts)
+        out = format_logprobs(entries, tops, tokens, self.num_top, self.offset)
+        self.offset += sum(len(t) for t in tokens)
+        return out
