@@ -79,6 +79,14 @@ def _add_serve_parser(sub) -> None:
     p.add_argument("--chat-template", default=None, help="a jinja chat template (file or text)")
     p.add_argument("--max-queued-requests", type=int, default=None, help="past it, requests get 429")
     p.add_argument("--grammar-timeout", type=float, default=10.0, help="seconds a constraint may compile")
+    p.add_argument("--grammar-workers", type=int, default=2,
+                   help="threads that compile constraints, a pool of their own (default: 2)")
+    p.add_argument("--max-request-bytes", type=int, default=16 * 1024 * 1024,
+                   help="request bodies longer than this get 413 (default: 16 MiB)")
+    p.add_argument("--public-docs", action="store_true",
+                   help="with --api-key: serve /docs, /redoc and /openapi.json without the key")
+    p.add_argument("--expose-model-path", action="store_true",
+                   help="show the model's filesystem path in /v1/models, /get_model_info and /server_info")
     p.add_argument("--shutdown-grace-period", type=float, default=30.0,
                    help="SIGTERM: seconds running requests may take before they are aborted")
     p.add_argument("--log-requests", action="store_true",

@@ -28,6 +28,10 @@ class ServerArgs:
     # HTTP layer
     max_queued_requests: int | None = None  # None: unbounded; past it, 429
     grammar_timeout: float = 10.0  # seconds a constraint may take to compile
+    grammar_workers: int = 2  # threads that compile constraints (a pool of their own)
+    max_request_bytes: int = 16 * 1024 * 1024  # request bodies past it get 413
+    public_docs: bool = False  # with api_key: /docs, /redoc, /openapi.json open without the key
+    expose_model_path: bool = False  # show the model's filesystem path in /v1/models, /server_info
     shutdown_grace_period: float = 30.0  # SIGTERM: seconds running requests may take
     log_requests: bool = False
     log_level: str = "info"
@@ -57,6 +61,10 @@ class ServerArgs:
         if not isinstance(self.json_schema_allow_extra_properties, bool):
             raise ConfigError("json_schema_allow_extra_properties must be true or false, "
                               f"got {self.json_schema_allow_extra_properties!r}")
+        for name in ("grammar_workers", "max_request_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
         for name in ("grammar_timeout", "shutdown_grace_period"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be > 0 seconds, got {getattr(self, name)!r}")
