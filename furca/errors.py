@@ -47,3 +47,19 @@ class EngineClosedError(FurcaError, RuntimeError):
 
 class RequestAbortedError(FurcaError):
     """The request was aborted before it finished."""
+
+
+class RequestFailedError(FurcaError, RuntimeError):
+    """Handling one request inside a scheduler step raised: that request alone failed (its
+    KV and lock are given back; every other request goes on). ``stage``: where it failed
+    ("model forward", "sampler", "grammar matcher", "detokenizer", ...); ``__cause__``:
+    the exception. The engine keeps serving."""
+
+    def __init__(self, message: str, stage: str | None = None):
+        super().__init__(message)
+        self.stage = stage
+
+
+class QueueTimeoutError(FurcaError):
+    """The request waited longer than the engine's ``max_queue_time`` to be admitted and
+    was dropped before it ran (the server answers 503 with Retry-After)."""

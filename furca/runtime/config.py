@@ -6,6 +6,7 @@ unknown keys by name. Nothing here touches a device; sizing happens in `memory.p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -50,6 +51,10 @@ class EngineConfig:
                                                   "chunks of it (-1: chunking off)")
     max_prefill_tokens: int = _opt(16384, "per-step prefill token budget when chunking is off (a longer prompt "
                                           "runs alone)")
+    max_queue_time: float | None = _opt(None, "seconds a request may wait in the engine's queue to be admitted the "
+                                              "first time; past it, it fails with QueueTimeoutError (the server "
+                                              "answers 503 with Retry-After); a request retracted after it ran is not "
+                                              "timed out (default: none, no limit)")
     schedule_policy: str = _opt("lpm", "admission order: lpm (longest cached prefix first) or fcfs",
                                 choices=_POLICIES)
     disable_radix_cache: bool = _opt(False, "no prefix sharing: every prompt is computed in full")
@@ -102,6 +107,10 @@ class EngineConfig:
             object.__setattr__(self, "chunked_prefill_size", None)
         positive("chunked_prefill_size", self.chunked_prefill_size)
         positive("max_prefill_tokens", self.max_prefill_tokens, allow_none=False)
+        if self.max_queue_time is not None:
+            t = self.max_queue_time
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+                raise ConfigError(f"max_queue_time must be a number of seconds > 0 (or None: no limit), got {t!r}")
         if self.schedule_policy not in _POLICIES:
             raise ConfigError(f"schedule_policy must be one of {_POLICIES}, got {self.schedule_policy!r}")
         positive("in_batch_prefix_min", self.in_batch_prefix_min, allow_none=False)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import queue
 import weakref
 from pathlib import Path
@@ -22,6 +23,8 @@ import torch
 from furca.errors import ConfigError
 from furca.runtime.config import EngineConfig
 from furca.runtime.engine_loop import SchedulerLoop
+from furca.runtime.faults import ENV_VAR as FAULTS_ENV_VAR
+from furca.runtime.faults import FaultInjector
 from furca.runtime.model_runner import ModelRunner
 from furca.runtime.output import StreamDelta
 from furca.runtime.request import Req
@@ -99,6 +102,10 @@ class Engine:
         self.config = EngineConfig.from_kwargs(**config)
         in_short_lived_thread(lambda: self._set_up(model, grammar_backend))
         self._loop = SchedulerLoop(self.scheduler, self.config.check_memory)
+        faults = FaultInjector.from_env()  # tests only: FURCA_FAULT_INJECT
+        if faults is not None:
+            logger.warning("fault injection is on (%s=%s): %r", FAULTS_ENV_VAR, os.environ[FAULTS_ENV_VAR], faults)
+            self.scheduler.set_faults(faults)
         if self.config.decode_log_interval:
             self._loop.add_observer(StepLog(self.config.decode_log_interval, logger))
         self._loop.thread.start()
@@ -287,6 +294,17 @@ class Engine:
     @property
     def is_closed(self) -> bool:
         return self._loop.closed
+
+    @property
+    def error(self) -> BaseException | None:
+        """The exception that killed the scheduler thread (the engine died: it is closed and
+        every call raises EngineClosedError), or None while it runs or after `shutdown`."""
+        return self._loop.error
+
+    def set_fault_injector(self, injector: FaultInjector | None) -> None:
+        """Tests only: install a `FaultInjector` (faults.py), or None to remove it; takes
+        effect before the next step."""
+        self._loop.call(lambda: self.scheduler.set_faults(injector))
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -4,8 +4,10 @@
 commands). Callers append and notify; the thread drains the inbox between steps and
 sleeps on the condition when there is no work (no busy-wait). The thread holds the loop,
 not the `Engine`, so an engine nobody references is collected and its thread stopped.
-If the thread dies, every pending request and command receives `EngineClosedError`
-whose `__cause__` is the crash.
+If the thread dies (only on an error that may have corrupted shared state: a request's
+own failure is isolated inside the step, see `isolation.py`), ``error`` holds the crash
+and every pending request and command receives `EngineClosedError` ("the engine died:
+...") whose `__cause__` is the crash.
 
 Step observers (`add_observer`) are called on the thread after every step that ran a
 forward pass, with the scheduler's `StepStats`; one that raises is logged once and
@@ -78,7 +80,7 @@ class SchedulerLoop:
 
     def raise_if_closed(self) -> None:
         if self.closed or self.stopping:
-            msg = "the engine's scheduler crashed; see the cause" if self.error else "the engine is shut down"
+            msg = f"the engine died: {self.error!r}" if self.error else "the engine is shut down"
             raise EngineClosedError(msg) from self.error
 
     def submit(self, reqs: list[Req]) -> None:
@@ -184,7 +186,7 @@ class SchedulerLoop:
                         sched.check_memory(idle=True)
         except BaseException as e:  # noqa: BLE001 - every crash must reach the callers
             self.error = e
-            logger.exception("furca scheduler thread crashed")
+            logger.exception("the furca scheduler thread died (every pending request fails)")
         finally:
             self._close()
 
@@ -195,7 +197,7 @@ class SchedulerLoop:
             commands, self.commands = self.commands, []
         if self.at_exit and self.error is None:
             return  # interpreter exit: whoever still waits is a daemon thread about to vanish
-        msg = f"the engine's scheduler crashed: {self.error!r}" if self.error else "the engine was shut down"
+        msg = f"the engine died: {self.error!r}" if self.error else "the engine was shut down"
         err = EngineClosedError(msg)
         err.__cause__ = self.error
         for req in inbox:

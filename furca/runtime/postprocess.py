@@ -4,13 +4,21 @@ streaming, and the final `Output` of each request.
 `process` never frees anything: it marks requests finished and the scheduler releases
 their KV *before* calling `emit_final`, so a caller that got its result sees the
 memory already given back.
+
+Failure isolation (`isolation.py`): the work of each request is guarded on its own, so
+an exception fails that request only (`process` returns it among the failures, with the
+stage it failed in; the scheduler releases it and calls `fail`). Batched sampling that
+raises is run again one row at a time on fresh logits rows; only a row that fails alone
+fails. Fatal exceptions (`is_fatal`) propagate.
 """
 
 from __future__ import annotations
 
 import torch
 
+from furca.errors import RequestFailedError
 from furca.runtime.batch_builder import ScheduledReq, StepInputs
+from furca.runtime.isolation import is_fatal
 from furca.runtime.logprobs import compute_logprobs
 from furca.runtime.output import (
     Output,
@@ -25,6 +33,7 @@ from furca.runtime.output import (
 from furca.runtime.request import Req
 from furca.runtime.sampler import SamplingBatch, sample, terminating_token_ids
 
+Failure = tuple[Req, str, Exception]  # (request, stage, exception): one request that failed
 _LOGPROB_ROWS = 512  # prompt-logprob rows per log-softmax call
 
 
@@ -48,31 +57,46 @@ class Postprocessor:
         self.eos_ids = tuple(eos_ids)
         self.device = device
         self.jump_forward = None  # a JumpForward (jump_forward.py) when enabled; set by the scheduler
+        self.faults = None  # a FaultInjector (faults.py) in tests; set by the scheduler
+        self._stage = ""  # what the current request's guarded work is doing (for its error)
 
     # -- per step ------------------------------------------------------------------------
 
-    def process(self, step: StepInputs, logits: torch.Tensor) -> list[Req]:
-        """Consume one step's logits; return the requests that finished in it."""
+    def process(self, step: StepInputs, logits: torch.Tensor) -> tuple[list[Req], list[Failure]]:
+        """Consume one step's logits; return the requests that finished in it and those
+        that failed (each with its stage and exception; their state is to be dropped)."""
         finished: list[Req] = []
+        failed: list[Failure] = []
         sampling: list[ScheduledReq] = []
         for item in step.items:
             req = item.req
-            if req.wants_prompt_logprobs:
-                self._prompt_logprobs(item, logits)
-            if req.first_output_logprob_position is not None:
-                self._forced_logprobs(item, logits)
-            if item.samples:
-                sampling.append(item)
-            elif req.is_finished:
-                if req.kv_len == req.fill_len:  # its forced tokens are scored: deliver it now
+            try:
+                if req.wants_prompt_logprobs:
+                    self._stage = "prompt logprobs"
+                    self._prompt_logprobs(item, logits)
+                if req.first_output_logprob_position is not None:
+                    self._stage = "forced-token logprobs"
+                    self._forced_logprobs(item, logits)
+                if item.samples:
+                    sampling.append(item)
+                elif req.is_finished:
+                    if req.kv_len == req.fill_len:  # its forced tokens are scored: deliver it now
+                        finished.append(req)
+                elif req.kv_len == req.fill_len and req.remaining_new_tokens == 0:
+                    # max_new_tokens == 0: the prompt is scored, nothing to generate
+                    self._stage = "detokenizer"
+                    self.end(req, finish_length(req.params.max_new_tokens))
                     finished.append(req)
-            elif req.kv_len == req.fill_len and req.remaining_new_tokens == 0:
-                # max_new_tokens == 0: the prompt is scored, nothing to generate
-                self.end(req, finish_length(req.params.max_new_tokens))
-                finished.append(req)
+            except Exception as e:  # noqa: BLE001 - fails this request only (unless fatal)
+                failed.append(self._failure(req, self._stage, e))
         if sampling:
-            finished.extend(self._sample(sampling, logits))
-        return finished
+            finished.extend(self._sample(sampling, logits, failed))
+        return finished, failed
+
+    def _failure(self, req: Req, stage: str, exc: Exception) -> Failure:
+        if is_fatal(exc):
+            raise exc
+        return (req, stage or "postprocessing", exc)
 
     def _prompt_logprobs(self, item: ScheduledReq, logits: torch.Tensor) -> None:
         req = item.req
@@ -113,17 +137,71 @@ class Postprocessor:
         if k > 0:
             req.output_top_logprobs.extend(top)
 
-    def _sample(self, items: list[ScheduledReq], logits: torch.Tensor) -> list[Req]:
+    def _sample(self, items: list[ScheduledReq], logits: torch.Tensor, failed: list[Failure]) -> list[Req]:
         reqs = [it.req for it in items]
+        bitmask = self._fill_masks(reqs, logits.shape[-1], failed)
+        if bitmask is not None and len(reqs) < len(items):  # a matcher failed: drop its row
+            keep = {id(r) for r in reqs}
+            bitmask = bitmask[[i for i, it in enumerate(items) if id(it.req) in keep]]
+            items = [it for it in items if id(it.req) in keep]
+        if not items:
+            return []
         rows = torch.tensor([it.logit_offset + len(it.logit_positions) - 1 for it in items], device=logits.device)
-        x = logits.index_select(0, rows).float()  # (B, V), owned
-        vocab = x.shape[-1]
         masked = [i for i, r in enumerate(reqs) if r.grammar is not None]
-        if masked:
-            bitmask = torch.full((len(reqs), (vocab + 31) // 32), -1, dtype=torch.int32)
-            for i in masked:
-                reqs[i].grammar.fill_bitmask(bitmask, i)
-            apply_token_bitmask_(x, bitmask, masked)
+
+        def rows_to_sample() -> torch.Tensor:  # (B, V) fp32, owned; `sample` may write into it
+            x = logits.index_select(0, rows).float()
+            if masked:
+                apply_token_bitmask_(x, bitmask, masked)
+            return x
+
+        try:
+            picks = self._sample_rows(reqs, rows_to_sample())
+        except Exception as e:  # noqa: BLE001 - find the row that fails, fail it alone
+            if is_fatal(e):
+                raise
+            picks = []
+            x = rows_to_sample()  # the failed attempt may have written into its rows
+            for i, req in enumerate(reqs):
+                try:
+                    picks.extend(self._sample_rows([req], x[i : i + 1].clone()))
+                except Exception as e1:  # noqa: BLE001
+                    failed.append(self._failure(req, "sampler", e1))
+        finished = []
+        for req, token, logprob, top, dead in picks:
+            try:
+                if self._append(req, token, logprob, top, dead):
+                    finished.append(req)
+            except Exception as e:  # noqa: BLE001
+                failed.append(self._failure(req, self._stage, e))
+        return finished
+
+    def _fill_masks(self, reqs: list[Req], vocab: int, failed: list[Failure]) -> torch.Tensor | None:
+        """The constrained rows' token masks (None when no row has a grammar); a request
+        whose matcher raises is removed from ``reqs`` (in place) and failed."""
+        if all(r.grammar is None for r in reqs):
+            return None
+        bitmask = torch.full((len(reqs), (vocab + 31) // 32), -1, dtype=torch.int32)
+        bad = []
+        for i, req in enumerate(reqs):
+            if req.grammar is None:
+                continue
+            try:
+                if self.faults is not None:
+                    self.faults.check("grammar", req)
+                req.grammar.fill_bitmask(bitmask, i)
+            except Exception as e:  # noqa: BLE001
+                failed.append(self._failure(req, "grammar matcher", e))
+                bad.append(req)
+        for req in bad:
+            reqs.remove(req)
+        return bitmask
+
+    def _sample_rows(self, reqs: list[Req], x: torch.Tensor) -> list[tuple]:
+        """Sample one token for each of ``reqs`` from its row of ``x``: ``(req, token,
+        logprob, top logprobs, is_dead_end)`` per request."""
+        if self.faults is not None:
+            self.faults.check("sampler", reqs)
         params = [r.params for r in reqs]
         needs_prompt = any(p.repetition_penalty != 1.0 for p in params)
         batch = SamplingBatch.build(
@@ -131,7 +209,7 @@ class Postprocessor:
             [r.output_ids for r in reqs],
             [r.generator for r in reqs],
             [terminating_token_ids(p, self.eos_ids) for p in params],
-            vocab,
+            x.shape[-1],
             x.device,
             prompt_ids=[r.origin_input_ids for r in reqs] if needs_prompt else None,
         )
@@ -139,11 +217,8 @@ class Postprocessor:
         ids = out.next_token_ids.tolist()
         lps = out.logprobs.tolist()
         dead = out.is_dead_end.tolist()
-        finished = []
-        for i, req in enumerate(reqs):
-            if self._append(req, ids[i], lps[i], out.top_logprobs[i] if out.top_logprobs else None, dead[i]):
-                finished.append(req)
-        return finished
+        tops = out.top_logprobs
+        return [(req, ids[i], lps[i], tops[i] if tops else None, dead[i]) for i, req in enumerate(reqs)]
 
     def _append(self, req: Req, token: int, logprob: float, top, is_dead_end: bool) -> bool:
         req.output_ids.append(token)
@@ -153,29 +228,37 @@ class Postprocessor:
                 req.output_top_logprobs.append(top)
         reason = None
         if req.grammar is not None:
+            self._stage = "grammar matcher"
             if is_dead_end and logprob == float("-inf"):
                 reason = finish_abort("the constraint allows no token here")
             elif not req.grammar.accept_token(token):
                 reason = finish_abort(f"the constraint rejected token {token}")
+        self._stage = "detokenizer"
+        if self.faults is not None:
+            self.faults.check("detokenizer", req)
         delta, stop = req.detok.append(token)
         req.pending_text += delta
         req.pending_ids.append(token)
         if reason is None:
             reason = stop
+        self._stage = "grammar matcher"
         if reason is None and req.grammar is not None and req.grammar.is_terminated():
             reason = finish_stop(token)
         if reason is None and len(req.output_ids) >= req.params.max_new_tokens:
             reason = finish_length(req.params.max_new_tokens)
         if reason is None and req.grammar is not None and self.jump_forward is not None:
+            self._stage = "jump-forward"
             reason = self.jump_forward.apply(req)  # forced text, appended without sampling
             if reason is None and len(req.output_ids) >= req.params.max_new_tokens:
                 reason = finish_length(req.params.max_new_tokens)
+        self._stage = "detokenizer"
         if reason is not None:
             self.end(req, reason)
             # forced tokens without logprobs yet: one more pass scores them, then it is delivered
             return req.first_output_logprob_position is None
         # with logprobs, forced tokens wait (ids and text) for the pass that scores them
         if req.stream and req.pending_text and req.first_output_logprob_position is None:
+            self._stage = "stream output"
             req.emit(self._delta(req))
         return False
 
@@ -231,7 +314,25 @@ class Postprocessor:
         self.end(req, reason)
         self.emit_final(req)
 
+    def fail(self, req: Req, err: RequestFailedError) -> None:
+        """Deliver ``err`` for ``req`` (failed; its KV already given back): a stream gets a
+        final delta with finish reason abort (its message is ``err``'s), a caller waiting
+        for the whole output gets ``err``. Nothing pending is sent: it may be inconsistent."""
+        req.finished_reason = finish_abort(str(err))
+        if not req.stream:
+            req.emit(err)
+            return
+        sent = max(len(req.output_ids) - len(req.pending_ids), 0)
+        meta = build_meta_info(req.rid, prompt_tokens=req.prompt_len, completion_tokens=sent,
+                               cached_tokens=req.cached_tokens, finish_reason=req.finished_reason)
+        meta["e2e_latency"] = req.e2e_latency
+        req.pending_text, req.pending_ids, req.pending_retract = "", [], 0
+        req.emit(StreamDelta(req.rid, "", [], finished=True, meta_info=meta, index=req.sample_index,
+                             group_rid=req.group_rid))
+
     def emit_final(self, req: Req) -> None:
+        if self.faults is not None:
+            self.faults.check("output", req)
         p = req.params
         decode = self._decoder(req)
         logprobs = {}

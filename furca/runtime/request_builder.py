@@ -121,12 +121,13 @@ def check_request(ids: list[int], p: SamplingParams, limits: Limits, index: int)
             f"prompt {index} has {n} tokens and max_new_tokens is {p.max_new_tokens}: {n + p.max_new_tokens} "
             f"tokens exceed the KV pool ({limits.pool_capacity} tokens); raise the KV budget or shorten the request"
         )
-    bad = [t for t, _ in p.logit_bias if t >= limits.vocab_size]
-    if bad:
-        raise SamplingParamsError(
-            f"request {index}: sampling parameter logit_bias names token id {bad[0]}, outside the "
-            f"vocabulary [0, {limits.vocab_size})", param="logit_bias"
-        )
+    for name, ids in (("stop_token_ids", p.stop_token_ids), ("logit_bias", [t for t, _ in p.logit_bias])):
+        bad = [t for t in ids if t >= limits.vocab_size]
+        if bad:
+            raise SamplingParamsError(
+                f"request {index}: sampling parameter {name} names token id {bad[0]}, outside the "
+                f"vocabulary [0, {limits.vocab_size})", param=name
+            )
     if p.return_logprob and p.logprob_start_len >= n:
         raise InvalidRequestError(
             f"prompt {index}: logprob_start_len {p.logprob_start_len} must be below the prompt length {n}"

@@ -13,6 +13,9 @@ from typing import Any
 from furca.errors import SamplingParamsError
 
 LOGIT_BIAS_MAX = 100.0  # OpenAI's range: [-100, 100]
+INT32_MAX = 2**31 - 1  # the largest count or length a request may carry (tensors hold them)
+TOKEN_ID_LIMIT = 2**31  # token ids lie in [0, 2**31) before the engine checks them against its vocabulary
+N_MAX = 1024  # samples per prompt
 
 
 # -- keys that are not fields ---------------------------------------------------------------
@@ -65,6 +68,13 @@ def number(name: str, value: Any) -> float:
 def integer(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         fail(name, value, "an integer")
+
+
+def token_ids(name: str, ids: tuple[int, ...]) -> None:
+    """Every id in [0, 2**31) (the engine checks its vocabulary later)."""
+    bad = [t for t in ids if not 0 <= t < TOKEN_ID_LIMIT]
+    if bad:
+        fail(name, bad[0], "token ids in [0, 2**31) (and below the vocabulary size)")
 
 
 def str_tuple(name: str, value: Any) -> tuple[str, ...]:
@@ -121,8 +131,8 @@ def logit_bias_pairs(value: Any) -> tuple[tuple[int, float], ...]:
             token = key
         else:
             fail("logit_bias", value, f"keys that are token ids (ints or decimal strings), not {key!r}")
-        if token < 0:
-            fail("logit_bias", value, f"token ids >= 0, not {key!r}")
+        if not 0 <= token < TOKEN_ID_LIMIT:
+            fail("logit_bias", value, f"keys that are token ids in [0, 2**31), not {key!r}")
         if token in out:
             fail("logit_bias", value, f"each token id once ({token} is given twice)")
         bias = number(f"logit_bias[{key!r}]", bias)

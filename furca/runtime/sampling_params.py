@@ -20,6 +20,8 @@ from typing import Any
 
 from furca.errors import SamplingParamsError
 from furca.runtime.sampling_checks import (
+    INT32_MAX,
+    N_MAX,
     NOT_FIELDS,
     fail,
     int_tuple,
@@ -29,6 +31,7 @@ from furca.runtime.sampling_checks import (
     logit_bias_pairs,
     number,
     str_tuple,
+    token_ids,
 )
 
 # Temperatures below this are treated as greedy (SGLang does the same), which also
@@ -115,12 +118,14 @@ class SamplingParams:
             ("repetition_penalty", self.repetition_penalty > 0, "> 0 (1 means off)"),
             ("frequency_penalty", -2 <= self.frequency_penalty <= 2, "in [-2, 2]"),
             ("presence_penalty", -2 <= self.presence_penalty <= 2, "in [-2, 2]"),
-            ("max_new_tokens", self.max_new_tokens >= 0, ">= 0"),
+            ("top_k", self.top_k <= INT32_MAX, "at most 2**31 - 1"),
+            ("max_new_tokens", 0 <= self.max_new_tokens <= INT32_MAX, "in [0, 2**31 - 1]"),
             ("min_new_tokens", 0 <= self.min_new_tokens <= self.max_new_tokens,
              f"in [0, max_new_tokens={self.max_new_tokens}]"),
-            ("n", self.n >= 1, ">= 1"),
-            ("logprob_start_len", self.logprob_start_len >= -1, "-1 (no prompt logprobs) or >= 0"),
-            ("top_logprobs_num", self.top_logprobs_num >= 0, ">= 0"),
+            ("n", 1 <= self.n <= N_MAX, f"in [1, {N_MAX}]"),
+            ("logprob_start_len", -1 <= self.logprob_start_len <= INT32_MAX,
+             "-1 (no prompt logprobs) or in [0, 2**31 - 1]"),
+            ("top_logprobs_num", 0 <= self.top_logprobs_num <= INT32_MAX, "in [0, 2**31 - 1]"),
         )
         for name, ok, allowed in checks:
             if not ok:
@@ -131,16 +136,15 @@ class SamplingParams:
                 fail("seed", self.seed, "None or an int in [-2**63, 2**63)")
         if self.stream_interval is not None:
             integer("stream_interval", self.stream_interval)
-            if self.stream_interval < 1:
-                fail("stream_interval", self.stream_interval, "None or >= 1")
+            if not 1 <= self.stream_interval <= INT32_MAX:
+                fail("stream_interval", self.stream_interval, "None or in [1, 2**31 - 1]")
         if self.stop_regex:
             from furca.runtime.stop_regex import check_patterns
 
             check_patterns(self.stop_regex)
         if any(s == "" for s in self.stop):
             fail("stop", self.stop, "non-empty strings")
-        if any(t < 0 for t in self.stop_token_ids):
-            fail("stop_token_ids", self.stop_token_ids, "token ids >= 0")
+        token_ids("stop_token_ids", self.stop_token_ids)
 
     def _check_constraint(self) -> None:
         for name in ("regex", "ebnf"):

@@ -10,6 +10,15 @@ Runs on the engine's scheduler thread only (nothing here locks). One `step()`:
 4. postprocess (`postprocess.py`): prompt logprobs, sampling, stop checks, streaming;
 5. insert what each prefill computed into the tree (keeping it locked), release
    finished requests (insert prompt + output, free duplicates, unlock).
+
+Failure isolation (`isolation.py`, docs/runtime.md "Failure isolation"): a request whose
+own work raises is failed alone (`_fail`: its KV is freed, not cached, its lock and row
+dropped, its caller told). A forward pass that raises is rolled back (the step's slots
+freed; nothing it computed is kept) and its requests run again one at a time, so only one
+that fails alone is failed. Errors in shared bookkeeping propagate and end the thread.
+
+``max_queue_time``: at the start of each step, requests never admitted that waited longer
+are dropped with `QueueTimeoutError` (retracted requests already ran, and are not).
 """
 
 from __future__ import annotations
@@ -19,9 +28,11 @@ import time
 
 import torch
 
+from furca.errors import QueueTimeoutError
 from furca.radix.radix_cache import RadixCache
 from furca.runtime.batch_builder import ScheduledReq, build_step
 from furca.runtime.config import EngineConfig
+from furca.runtime.isolation import is_fatal, request_failed
 from furca.runtime.jump_forward import JumpForward
 from furca.runtime.memory import MemoryAccountingError, ReqToTokenPool, TokenSlotAllocator
 from furca.runtime.model_runner import ModelRunner
@@ -51,25 +62,34 @@ class Scheduler:
         self.live: set[Req] = set()  # every request not yet given its final result
         self.new_token_ratio = config.init_new_token_ratio
         self.stats = {"steps": 0, "prompt_tokens": 0, "cached_tokens": 0, "generated_tokens": 0,
-                      "retractions": 0, "finished": 0, "aborted": 0}
+                      "retractions": 0, "finished": 0, "aborted": 0, "failed": 0, "queue_timeouts": 0}
+        self.faults = None  # a FaultInjector (faults.py) in tests; `set_faults`
         self.last_step: StepStats | None = None  # of the last step that ran a forward pass
         self._admitted: list[tuple[int, int]] = []  # (prompt, cached) of first admissions this step
 
     # -- requests in and out ---------------------------------------------------------------
 
+    def set_faults(self, injector) -> None:
+        """Install a `FaultInjector` (or None) for the scheduler and postprocessing."""
+        self.faults = self.post.faults = injector
+
     def add_request(self, req: Req) -> None:
         if req.grammar is not None and self.post.jump_forward is not None and not req.output_ids:
             # text the grammar forces from its start is computed with the prompt
-            reason = self.post.jump_forward.apply(req, initial=True)
-            req.kv_rollback_to = None  # nothing computed yet
-            if reason is not None:  # a stop string inside the forced text
-                if req.first_output_logprob_position is None:
-                    self.post.finish(req, reason)
+            try:
+                reason = self.post.jump_forward.apply(req, initial=True)
+                req.kv_rollback_to = None  # nothing computed yet
+                if reason is not None and req.first_output_logprob_position is None:
+                    self._finish(req, reason)  # a stop string inside the forced text
                     self.stats["finished"] += 1
                     return
-                # its forced tokens (and prompt) still need their logprobs: one pass scores
-                # them, then postprocessing delivers it
-                self.post.end(req, reason)
+                if reason is not None:
+                    # its forced tokens (and prompt) still need their logprobs: one pass
+                    # scores them, then postprocessing delivers it
+                    self.post.end(req, reason)
+            except Exception as e:  # noqa: BLE001 - fails this request only (unless fatal)
+                self._fail(req, "jump-forward", e)
+                return
         self.waiting.append(req)
         self.live.add(req)
 
@@ -85,10 +105,58 @@ class Scheduler:
                 self._release(req)
             else:
                 self.waiting.remove(req)
-            self.post.finish(req, finish_abort("aborted by abort()"))
             self.live.discard(req)
+            self._finish(req, finish_abort("aborted by abort()"))
             self.stats["aborted"] += 1
         return len(hits)
+
+    def _finish(self, req: Req, reason: dict) -> None:
+        """End `req` (not queued or running any more) for `reason` and deliver its result."""
+        try:
+            self.post.end(req, reason)
+        except Exception as e:  # noqa: BLE001
+            self._fail(req, "detokenizer", e)
+            return
+        self._deliver(req)
+
+    def _deliver(self, req: Req) -> None:
+        """Send `req`'s final result (released already); if building it raises, its
+        caller gets the failure instead."""
+        try:
+            self.post.emit_final(req)
+        except Exception as e:  # noqa: BLE001
+            self._fail(req, "output", e)
+
+    def _fail(self, req: Req, stage: str, exc: BaseException) -> None:
+        """`req` failed in `stage`: drop everything it holds (its KV is freed, never
+        cached: its tokens may not match it) and tell its caller. Fatal errors re-raise."""
+        if is_fatal(exc):
+            raise exc
+        err = request_failed(req.rid, stage, exc)
+        if req in self.running:
+            self.running.remove(req)
+            self._release(req, cache=False)
+        elif req in self.waiting:
+            self.waiting.remove(req)
+        self.live.discard(req)
+        self.stats["failed"] += 1
+        self.post.fail(req, err)
+
+    def _expire_waiting(self, limit: float) -> int:
+        """Drop the requests never admitted that waited longer than `limit` seconds; returns
+        how many."""
+        now = time.perf_counter()
+        expired = [r for r in self.waiting if not r.is_admitted_once and now - r.created_at > limit]
+        for req in expired:
+            self.waiting.remove(req)
+            self.live.discard(req)
+            self.stats["queue_timeouts"] += 1
+            waited = now - req.created_at
+            req.finished_reason = finish_abort("queue timeout")
+            req.emit(QueueTimeoutError(
+                f"request {req.rid} waited {waited:.1f} s without being admitted, longer than max_queue_time "
+                f"({limit:g} s): the engine is saturated; retry later"))
+        return len(expired)
 
     def fail_all(self, exc: BaseException) -> None:
         """Deliver `exc` to every request not yet answered (the engine is going down);
@@ -109,39 +177,18 @@ class Scheduler:
         forward pass ``last_step`` describes it (else it is None)."""
         began, retractions = time.perf_counter(), self.stats["retractions"]
         self.last_step, self._admitted = None, []
+        expired = 0
+        if self.config.max_queue_time is not None and self.waiting:
+            expired = self._expire_waiting(self.config.max_queue_time)
         self._make_room_for_decode()
         items = self._schedule()
         if not items:
             if self.running:  # nothing fits next to what runs: give memory back, retry next step
                 self._retract(self.running[-1])
                 return True
-            return False
-        total = sum(it.num_new for it in items)
-        slots = self._alloc(total)
-        table = self.req_pool.table
-        pos = 0
-        for it in items:
-            table[it.req.row, it.start : it.end] = slots[pos : pos + it.num_new]
-            pos += it.num_new
-        step = build_step(items, table, self.runner.kv_cache, self.runner.attn_backend, self.runner.device)
-        logits = self.runner.forward(step)
-        for it in items:
-            it.req.kv_len = it.end
-        finished = self.post.process(step, logits)
-        for it in items:
-            if it.req.kv_rollback_to is not None:  # jump-forward re-tokenized computed tokens
-                self._rollback_kv(it.req)
+            return expired > 0
+        finished = self._run(items)
         self.stats["steps"] += 1
-        for it in items:
-            req = it.req
-            if req in finished:
-                self.running.remove(req)
-                self._release(req)
-                self.live.discard(req)
-                self.post.emit_final(req)
-                self.stats["finished"] += 1
-            elif it.is_prefill:
-                self._cache_unfinished(req)
         generated = sum(1 for it in items if it.samples)
         self.stats["generated_tokens"] += generated
         if all(not it.is_prefill for it in items):
@@ -157,6 +204,55 @@ class Scheduler:
             num_finished=len(finished), num_retracted=self.stats["retractions"] - retractions,
             new_token_ratio=self.new_token_ratio, duration_s=time.perf_counter() - began)
         return True
+
+    def _run(self, items: list[ScheduledReq]) -> list[Req]:
+        """Allocate, run one forward pass over `items`, postprocess, do the KV bookkeeping;
+        returns the requests that finished. A forward pass that raises is rolled back and
+        its requests are run one at a time; a request that fails alone is failed."""
+        slots = self._alloc(sum(it.num_new for it in items))
+        table = self.req_pool.table
+        pos = 0
+        for it in items:
+            table[it.req.row, it.start : it.end] = slots[pos : pos + it.num_new]
+            pos += it.num_new
+        try:
+            if self.faults is not None:
+                self.faults.check("forward", [it.req for it in items])
+            step = build_step(items, table, self.runner.kv_cache, self.runner.attn_backend, self.runner.device)
+            logits = self.runner.forward(step)
+        except Exception as e:  # noqa: BLE001 - find the request it fails for
+            if is_fatal(e):
+                raise
+            self.allocator.free(slots)  # roll the step back: its KV is never read
+            if len(items) == 1:
+                self._fail(items[0].req, "model forward", e)
+                return []
+            logger.warning("a forward pass over %d requests raised %s: %s; running them one at a time",
+                           len(items), type(e).__name__, e)
+            return [req for it in items for req in self._run([it])]
+        for it in items:
+            it.req.kv_len = it.end
+        finished, failures = self.post.process(step, logits)
+        for req, stage, exc in failures:
+            self._fail(req, stage, exc)
+        failed = {id(req) for req, _, _ in failures}
+        items = [it for it in items if id(it.req) not in failed]
+        for it in items:
+            if it.req.kv_rollback_to is not None:  # jump-forward re-tokenized computed tokens
+                self._rollback_kv(it.req)
+        for it in items:
+            req = it.req
+            if req in finished:
+                self.running.remove(req)
+                self._release(req)
+                self.live.discard(req)
+                self._deliver(req)
+                self.stats["finished"] += 1
+            elif it.is_prefill:
+                if self.faults is not None:
+                    self.faults.check("cache", req)
+                self._cache_unfinished(req)
+        return finished
 
     def _available(self) -> int:
         return self.allocator.num_free + self.tree.evictable_size()
@@ -289,15 +385,16 @@ class Scheduler:
         table[row, :keep] = match.slot_indices.to(table.device)
         req.last_node, req.tree_len, req.kv_len = match.node, keep, keep
 
-    def _release(self, req: Req) -> None:
+    def _release(self, req: Req, cache: bool = True) -> None:
         """Give back everything `req` holds: its computed KV goes into the tree (duplicates
-        freed), its lock and row are dropped. With the cache off its slots are freed."""
+        freed), its lock and row are dropped. With the cache off (or ``cache=False``: a
+        failed request) its own slots are freed."""
         if req.row is None:
             return
         row, kv_len, tree_len = req.row, req.kv_len, req.tree_len
         slots = self.req_pool.table[row, :kv_len].clone()
         present = tree_len
-        if not self.tree.disabled and kv_len > tree_len:
+        if cache and not self.tree.disabled and kv_len > tree_len:
             present = self.tree.insert(req.tokens(0, kv_len), slots)
             self.allocator.free(slots[tree_len:present])
         elif kv_len > tree_len:
