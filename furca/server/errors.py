@@ -72,6 +72,10 @@ def from_furca_error(e: FurcaError) -> APIError:
         return APIError(400, str(e), param=_OPENAI_PARAM.get(param, param))
     if isinstance(e, EngineClosedError):
         return APIError(503, f"the engine is not running: {e}")
+    from furca.errors import QueueTimeoutError  # runtime's max_queue_time
+
+    if isinstance(e, QueueTimeoutError):
+        return APIError(503, str(e), code="queue_timeout", headers={"Retry-After": "5"})
     return APIError(400, f"{type(e).__name__}: {e}")
 
 
@@ -155,7 +159,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(FurcaError)
     async def _furca_error(_: Request, e: FurcaError):
         api = from_furca_error(e)
-        return error_response(api.status, api.message, api.param, api.code)
+        return error_response(api.status, api.message, api.param, api.code, api.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, e: RequestValidationError):

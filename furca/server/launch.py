@@ -8,6 +8,12 @@ exits with status 0. A second signal exits at once.
 If the model fails to load (a missing file, or an engine option the engine rejects only
 once it knows the model and the device, such as a context length past the model's), the
 server stops and `run` raises that error: ``furca serve`` prints it and exits with status 1.
+
+A server whose engine dies (its scheduler thread ended on an error that may have
+corrupted shared state; one request's own failure never does that) answers every request
+and /health with 503 "the engine died: <cause>", logs one line with the cause and exits
+with status ``EXIT_ENGINE_DIED`` (70) within a second, so a supervisor restarts it; a
+SIGTERM while it is dead exits with that status too.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ from furca.server.state import ServerState, drain
 
 logger = logging.getLogger("furca.server")
 
+EXIT_ENGINE_DIED = 70  # sysexits' EX_SOFTWARE: the engine's scheduler died (a bug or a device fault)
+DEATH_POLL_S = 0.2  # how often the server checks that its engine is alive
+
 
 class DrainingServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, state: ServerState, grace: float):
@@ -37,6 +46,7 @@ class DrainingServer(uvicorn.Server):
     async def startup(self, sockets=None) -> None:
         self.loop = asyncio.get_running_loop()
         self._load_watch = asyncio.ensure_future(self._exit_if_load_fails())
+        self._death_watch = asyncio.ensure_future(self._exit_if_engine_dies())
         await super().startup(sockets=sockets)
 
     async def _exit_if_load_fails(self) -> None:
@@ -45,8 +55,18 @@ class DrainingServer(uvicorn.Server):
         if self.state.load_error is not None:
             self.should_exit = True
 
+    async def _exit_if_engine_dies(self) -> None:
+        """A dead engine serves nothing: say why in one line and stop (`run` returns
+        EXIT_ENGINE_DIED), so a supervisor restarts the server."""
+        while self.state.engine_death is None:
+            await asyncio.sleep(DEATH_POLL_S)
+        logger.error("the engine died (%s): furca serve exits with status %d", self.state.engine_death,
+                     EXIT_ENGINE_DIED)
+        self.should_exit = True
+
     async def shutdown(self, sockets=None) -> None:
         self._load_watch.cancel()
+        self._death_watch.cancel()
         await super().shutdown(sockets=sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -84,4 +104,6 @@ def run(args: ServerArgs) -> int:
         raise error
     if error is not None:
         raise FurcaError(f"the model failed to load: {error!r}") from error
+    if server.state.engine_death is not None:  # whether it exited on its own or on SIGTERM
+        return EXIT_ENGINE_DIED
     return 0

@@ -228,6 +228,9 @@ async def health(request: Request):
     if state.ready and not state.draining and not state.engine.is_closed:
         return Response(status_code=200)
     why = "draining" if state.draining else ("failed to load" if state.load_error else "starting")
+    death = state.engine_death
+    if death is not None:
+        why = f"the engine died: {death}"
     return JSONResponse(error_body(503, f"not ready: {why}"), status_code=503)
 
 

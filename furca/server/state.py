@@ -84,7 +84,18 @@ class ServerState:
     def context_length(self) -> int:
         return int(self.require_engine().context_length)
 
+    @property
+    def engine_death(self) -> str | None:
+        """Why the engine's scheduler died (``"Type: message"``), or None while it runs (or
+        after a clean shutdown). A dead engine serves nothing: `require_engine` answers 503,
+        /health says so, and `furca serve` exits non-zero (launch.py)."""
+        error = getattr(self.engine, "error", None) if self.engine is not None else None
+        return None if error is None else f"{type(error).__name__}: {error}"
+
     def require_engine(self) -> Any:
+        death = self.engine_death
+        if death is not None:
+            raise APIError(503, f"the engine died: {death}; the server is exiting (a supervisor restarts it)")
         if self.engine is None or not self.ready:
             if self.load_error is not None:
                 raise APIError(503, f"the model failed to load: {self.load_error}")

@@ -280,16 +280,30 @@ def test_cancelling_async_generate_aborts(engine):
 
 
 def test_scheduler_crash_fails_pending_requests(tiny_engine_model):
+    from furca.errors import RequestFailedError
+    from furca.runtime.memory import MemoryAccountingError
+
     loaded, _ = tiny_engine_model
     engine = Engine(loaded, max_total_tokens=512)
+    forward = engine.scheduler.runner.forward
 
     def boom(step):
         raise RuntimeError("kernel exploded")
 
+    # an ordinary exception fails the request it was raised for; the engine goes on
     engine.scheduler.runner.forward = boom
+    with pytest.raises(RequestFailedError, match="model forward: RuntimeError: kernel exploded"):
+        engine.generate("hello", sampling_params={"max_new_tokens": 3})
+    engine.scheduler.runner.forward = forward
+    assert len(engine.generate("hello", sampling_params={"max_new_tokens": 3}).output_ids) == 3
+
+    def corrupt(step):  # one that may have corrupted shared state kills the scheduler
+        raise MemoryAccountingError("kernel exploded")
+
+    engine.scheduler.runner.forward = corrupt
     with pytest.raises(EngineClosedError) as info:
         engine.generate("hello", sampling_params={"max_new_tokens": 3})
-    assert isinstance(info.value.__cause__, RuntimeError)
+    assert isinstance(info.value.__cause__, MemoryAccountingError)
     with pytest.raises(EngineClosedError):
         engine.generate("hello")
     engine.shutdown()
