@@ -7,10 +7,12 @@ but /health (503) and /metrics answers 503. The app shuts the engine down when i
 stops (only an engine it created).
 
 Once serving, the app registers `Metrics.observe_step` as the engine's step observer
-(removed when the app stops). With ``allowed_origins`` set, Starlette's CORSMiddleware
-wraps everything, the API-key check included: a browser's preflight (OPTIONS, no key)
-is answered, and error answers (401 too) carry the CORS headers the browser needs to
-read them.
+(removed when the app stops). Middleware, outermost first: CORS (with
+``allowed_origins``; Starlette's CORSMiddleware wraps everything, the API-key check
+included, so a browser's preflight is answered and error answers, 401 too, carry the
+CORS headers the browser needs to read them), the security headers, the API-key check
+(with ``api_key``; the docs stay behind it unless ``public_docs``), the body size limit
+(``max_request_bytes``, 413), then the routes (protections.py, auth.py).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from furca.server.jsonout import FiniteJSONResponse
 from furca.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from furca.server.native_api import router as native_router
 from furca.server.openai_api import router as openai_router
+from furca.server.protections import BodyLimitMiddleware, SecurityHeadersMiddleware
 from furca.server.state import ServerState
 
 logger = logging.getLogger("furca.server")
@@ -124,8 +127,13 @@ def create_app(engine_or_args: Any = None, *, args: ServerArgs | None = None) ->
             state.metrics.update_from_engine(info)
         return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
+    # middleware, innermost first: the body limit sees only requests that passed the key
+    # check; the security headers go on every answer (401 and 413 too); CORS wraps all
+    app.add_middleware(BodyLimitMiddleware, max_bytes=args.max_request_bytes,
+                       on_reject=state.metrics.rejected.labels(status="413").inc)
     if args.api_key:
-        app.add_middleware(APIKeyMiddleware, api_key=args.api_key)
+        app.add_middleware(APIKeyMiddleware, api_key=args.api_key, public_docs=args.public_docs)
+    app.add_middleware(SecurityHeadersMiddleware)
     if args.allowed_origins:  # added last: the outermost layer, around the key check
         app.add_middleware(CORSMiddleware, allow_origins=list(args.allowed_origins),
                            allow_methods=list(args.allowed_methods), allow_headers=list(args.allowed_headers),

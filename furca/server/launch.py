@@ -5,9 +5,12 @@ running requests finish for up to ``shutdown_grace_period`` seconds, abort the r
 then stop uvicorn, which closes the connections and shuts the engine down; the process
 exits with status 0. A second signal exits at once.
 
-If the model fails to load (a missing file, or an engine option the engine rejects only
-once it knows the model and the device, such as a context length past the model's), the
-server stops and `run` raises that error: ``furca serve`` prints it and exits with status 1.
+A server that cannot start exits: if the model fails to load (a missing path, an
+unsupported architecture, an engine option the engine rejects only once it knows the
+model and the device, such as a context length past the model's), the server stops and
+`run` raises that error: ``furca serve`` prints it as one line on stderr and exits with
+status 1. An address it cannot listen on (a port in use) is found before the model
+starts loading, the same way.
 
 A server whose engine dies (its scheduler thread ended on an error that may have
 corrupted shared state; one request's own failure never does that) answers every request
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 from types import FrameType
 
 import uvicorn
@@ -92,8 +96,29 @@ def configure_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+def check_listen(host: str, port: int) -> None:
+    """Raise FurcaError (one line) if `host`:`port` cannot be listened on, trying every
+    address the host resolves to as the server will; port 0 (any free one) always can."""
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as e:
+        raise FurcaError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as e:
+                raise FurcaError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+
+
 def run(args: ServerArgs) -> int:
     configure_logging(args.log_level)
+    check_listen(args.host, args.port)  # before the model loads: a port in use fails at once
     app = create_app(args)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                             timeout_graceful_shutdown=5, access_log=args.log_requests)

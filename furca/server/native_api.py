@@ -23,6 +23,7 @@ from furca.runtime.request_builder import MODEL_DEFAULT_KEYS
 from furca.runtime.sampling_params import SamplingParams
 from furca.server.errors import APIError, error_body, stream_error_body
 from furca.server.protocol import AbortRequest, DetokenizeRequest, GenerateRequest, TokenizeRequest
+from furca.server.redact import hide_paths
 from furca.server.state import EngineStream, ServerState, Ticket
 from furca.server.streaming import SSE_DONE, SSEResponse, cancel_on_disconnect, sse
 
@@ -138,7 +139,7 @@ def _logprob_segments(meta: dict[str, Any], delta: StreamDelta, top: bool, lengt
 async def get_model_info(request: Request):
     state = _state(request)
     engine = state.require_engine()
-    path = str(engine.model_path) if getattr(engine, "model_path", None) else None
+    path = state.shown_model_path()  # the model id; the whole path with --expose-model-path
     tok = engine.tokenizer
     # the template the server renders chats with (--chat-template, else the model's; None:
     # the ChatML fallback), and the special tokens it sees, so a client renders the same
@@ -163,7 +164,7 @@ async def server_info(request: Request):
                       "constrained_decoding": engine.grammar_backend is not None,
                       "structural_tags": state.tool_tags,
                       "args": _server_args(state)}
-    return info
+    return hide_paths(info, state)  # the model's directory only with --expose-model-path
 
 
 def _server_args(state: ServerState) -> dict[str, Any]:
@@ -175,7 +176,7 @@ def _server_args(state: ServerState) -> dict[str, Any]:
     return out
 
 
-@router.get("/flush_cache", operation_id="flush_cache_get")
+# POST only: a cross-site GET (a link, an <img>) must not change state
 @router.post("/flush_cache", operation_id="flush_cache")
 async def flush_cache(request: Request):
     state = _state(request)
@@ -187,8 +188,13 @@ async def flush_cache(request: Request):
 
 @router.post("/abort_request")
 async def abort_request(req: AbortRequest, request: Request):
+    """Abort every engine request the HTTP request with rid ``req.rid`` started (a batch
+    completion's prompts, every sample of ``n``); 404 when none is in flight."""
     state = _state(request)
-    state.require_engine().abort(req.rid)
+    state.require_engine()
+    if not state.abort(req.rid):
+        raise APIError(404, f"no request with rid {req.rid!r} is queued or running", param="rid",
+                       code="rid_not_found")
     return {"message": f"abort requested for {req.rid!r}"}
 
 

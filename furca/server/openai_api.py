@@ -108,7 +108,7 @@ async def chat_completions(req: ChatCompletionRequest, request: Request):
 
 def _model_card(state: ServerState) -> dict[str, Any]:
     return {"id": state.model_name, "object": "model", "created": state.created, "owned_by": "furca",
-            "root": str(getattr(state.engine, "model_path", None) or state.model_name),
+            "root": state.shown_model_path() or state.model_name,  # the id; the path with --expose-model-path
             "max_model_len": state.context_length, "shutdown_date": None}
 
 

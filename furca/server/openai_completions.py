@@ -57,7 +57,7 @@ async def completions(req: CompletionRequest, request: Request):
     ticket = state.admit(req.n * len(prompts))
     rid = req.rid or f"cmpl-{uuid.uuid4().hex}"
     rids = [rid] if len(prompts) == 1 else [f"{rid}-p{i}" for i in range(len(prompts))]
-    stream = await state.start(prompts, params, ticket, rids=rids)
+    stream = await state.start(prompts, params, ticket, rids=rids, request_rid=rid)  # abort(rid): the batch
     n = req.n
 
     def logprobs(i: int, meta: dict):

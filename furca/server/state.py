@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from furca.runtime.output import StreamDelta
@@ -51,7 +52,12 @@ class ServerState:
         self.load_error: BaseException | None = None
         self.draining = False
         self.num_inflight = 0
+        # engine rids of the requests started and not yet closed; `request_rids` maps the
+        # rid a client gave an HTTP request that started several (a batch completion's
+        # ``{rid}-p{i}``) to them; `aborted`: those `abort` was asked to stop
         self.active_rids: set[str] = set()
+        self.request_rids: dict[str, tuple[str, ...]] = {}
+        self.aborted: set[str] = set()
         self.model_name = args.served_model_name or "default"
         self.created = int(time.time())
         self.renderer: ChatRenderer | None = None
@@ -75,6 +81,14 @@ class ServerState:
         if not self.args.served_model_name and getattr(engine, "model_path", None):
             self.model_name = str(engine.model_path).rstrip("/").split("/")[-1]
         self.engine = engine
+
+    def shown_model_path(self) -> str | None:
+        """The model's path as the API shows it: whole with ``expose_model_path``, else only
+        its last component (the model id), so no directory of the server's disk shows."""
+        path = getattr(self.engine, "model_path", None)
+        if path is None:
+            return None
+        return str(path) if self.args.expose_model_path else Path(str(path)).name
 
     @property
     def tokenizer(self) -> Any:
@@ -150,22 +164,55 @@ class ServerState:
         return max_new_tokens
 
     async def start(self, input_ids: list[list[int]], params: list[SamplingParams], ticket: Ticket,
-                    rids: list[str] | None = None) -> "EngineStream":
-        """Submit one engine call (a prompt per entry; each expands to its params' n)."""
+                    rids: list[str] | None = None, request_rid: str | None = None) -> "EngineStream":
+        """Submit one engine call (a prompt per entry; each expands to its params' n).
+        ``rids``: one engine rid per prompt (default: fresh ones); ``request_rid``: the
+        rid the client knows when it is none of them (a batch completion), so that
+        `abort` of it stops them all. The rids are abortable from the moment this is
+        called (while constraints compile too) until the stream closes."""
         engine = self.require_engine()
+        rids = rids or [uuid.uuid4().hex for _ in input_ids]
+        self._track(rids, request_rid)
         try:
             await self.constraints.precompile(params)
-            rids = rids or [uuid.uuid4().hex for _ in input_ids]
             batch = len(input_ids) > 1
             stream = await engine.async_generate(
                 input_ids=input_ids if batch else input_ids[0],
                 sampling_params=params if batch else params[0],
                 rid=rids if batch else rids[0], stream=True)
         except BaseException:
+            self._untrack(rids, request_rid)
             ticket.release()
             raise
+        if self.aborted.intersection(rids):  # aborted before the engine had it
+            for rid in rids:
+                engine.abort(rid)
         self.metrics.prompt_tokens.inc(sum(len(ids) * p.n for ids, p in zip(input_ids, params)))
-        return EngineStream(self, stream, rids, params, ticket)
+        return EngineStream(self, stream, rids, params, ticket, request_rid)
+
+    # -- rids ------------------------------------------------------------------------------
+
+    def _track(self, rids: list[str], request_rid: str | None) -> None:
+        self.active_rids.update(rids)
+        if request_rid is not None and [request_rid] != rids:
+            self.request_rids[request_rid] = tuple(rids)
+
+    def _untrack(self, rids: list[str], request_rid: str | None) -> None:
+        self.active_rids.difference_update(rids)
+        self.aborted.difference_update(rids)
+        if request_rid is not None and self.request_rids.get(request_rid) == tuple(rids):
+            del self.request_rids[request_rid]
+
+    def abort(self, rid: str) -> bool:
+        """Abort every engine request `rid` names (a request's own rid, or the rid of an
+        HTTP request that started several); False when it names none in flight."""
+        group = self.request_rids.get(rid) or ((rid,) if rid in self.active_rids else None)
+        if group is None:
+            return False
+        self.aborted.update(group)
+        for engine_rid in group:
+            self.engine.abort(engine_rid)
+        return True
 
 
 class EngineStream:
@@ -173,8 +220,9 @@ class EngineStream:
     prompt's n samples adjacent). ``aclose()`` aborts what has not finished."""
 
     def __init__(self, state: ServerState, stream: Any, rids: list[str], params: list[SamplingParams],
-                 ticket: Ticket):
+                 ticket: Ticket, request_rid: str | None = None):
         self.state, self.stream, self.group_rids, self.ticket = state, stream, rids, ticket
+        self.request_rid = request_rid
         # (prompt's rid, sample index) -> output index; StreamDelta carries both
         expected = [(rid, j) for rid, p in zip(rids, params) for j in range(p.n)]
         self.index = {key: i for i, key in enumerate(expected)}
@@ -182,7 +230,6 @@ class EngineStream:
         start = time.perf_counter()
         self.timers = [RequestTimer(state.metrics, start) for _ in expected]
         self.closed = False
-        state.active_rids.update(rids)
 
     @property
     def num_outputs(self) -> int:
@@ -216,7 +263,7 @@ class EngineStream:
             if not all(self.finished) and self.state.engine is not None:
                 for rid in self.group_rids:
                     self.state.engine.abort(rid)
-            self.state.active_rids.difference_update(self.group_rids)
+            self.state._untrack(self.group_rids, self.request_rid)
             self.ticket.release()
 
     async def collect(self) -> list[dict[str, Any]]:

@@ -103,7 +103,7 @@ def test_server_info_flush_abort_health(http, server):
     assert http.post("/flush_cache").status_code == 200
     info = http.get("/server_info").json()
     assert info["evictable"] == 0 and info["free"] == info["capacity"]
-    assert http.post("/abort_request", json={"rid": "no-such-rid"}).status_code == 200
+    assert http.post("/abort_request", json={"rid": "no-such-rid"}).status_code == 404
 
 
 def test_abort_request_mid_flight(http):
