@@ -24,11 +24,11 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 
 import furca
 from furca.errors import FurcaError
-from furca.server import errors
+from furca.server import errors, openapi_doc
 from furca.server.args import ServerArgs
 from furca.server.auth import APIKeyMiddleware
 from furca.server.jsonout import FiniteJSONResponse
@@ -117,10 +117,11 @@ def create_app(engine_or_args: Any = None, *, args: ServerArgs | None = None) ->
                   description="OpenAI-compatible and SGLang-native API over the furca runtime")
     app.state.furca = state
     errors.install(app)
+    openapi_doc.install(app)  # the document as the server answers (no 422s)
     app.include_router(openai_router)
     app.include_router(native_router)
 
-    @app.get("/metrics", include_in_schema=True)
+    @app.get("/metrics", include_in_schema=True, response_class=PlainTextResponse)
     async def metrics(request: Request):
         if state.ready:
             info = await asyncio.to_thread(state.engine.get_server_info)

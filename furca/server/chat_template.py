@@ -5,6 +5,10 @@ does not know tools (no ``tools`` / ``tool_call`` in its source: SmolLM2's) cann
 render tool definitions, assistant tool calls or tool results, so for such requests
 the fallback renders ChatML with tools in the Hermes style (as Qwen2.5 and
 NousResearch's Hermes models do) and the server logs it once.
+
+``template_kwargs`` (a request's ``chat_template_kwargs``) become template variables;
+names the renderer passes itself (`RESERVED_TEMPLATE_KWARGS`: the messages, the tools,
+the template...) are refused, never silently overridden.
 """
 
 from __future__ import annotations
@@ -17,6 +21,16 @@ from typing import Any
 from furca.errors import InvalidRequestError
 
 logger = logging.getLogger("furca.server")
+
+# the renderer's own arguments to Tokenizer.apply_chat_template and the template
+RESERVED_TEMPLATE_KWARGS = ("self", "messages", "conversation", "tools", "add_generation_prompt", "chat_template",
+                            "continue_final_message", "tokenize")
+
+
+def reserved_kwargs(kwargs: dict[str, Any] | None) -> list[str]:
+    """The keys of `kwargs` the renderer sets itself."""
+    return [k for k in kwargs or {} if k in RESERVED_TEMPLATE_KWARGS]
+
 
 TOOLS_PREAMBLE = (
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
@@ -92,6 +106,9 @@ class ChatRenderer:
                add_generation_prompt: bool = True, continue_final_message: bool = False,
                template_kwargs: dict[str, Any] | None = None) -> str:
         gen = add_generation_prompt and not continue_final_message
+        if reserved_kwargs(template_kwargs):
+            raise InvalidRequestError(f"chat_template_kwargs may not set {reserved_kwargs(template_kwargs)[0]!r}: "
+                                      f"the server sets {', '.join(RESERVED_TEMPLATE_KWARGS)} itself")
         if self.needs_fallback(messages, tools):
             if not self._warned:
                 self._warned = True

@@ -21,7 +21,9 @@ from fastapi.responses import JSONResponse, Response
 from furca.runtime.output import StreamDelta
 from furca.runtime.request_builder import MODEL_DEFAULT_KEYS
 from furca.runtime.sampling_params import SamplingParams
+from furca.server import openapi_doc as doc
 from furca.server.errors import APIError, error_body, stream_error_body
+from furca.server.openai_common import check_sequences, check_text_length
 from furca.server.protocol import AbortRequest, DetokenizeRequest, GenerateRequest, TokenizeRequest
 from furca.server.redact import hide_paths
 from furca.server.state import EngineStream, ServerState, Ticket
@@ -40,9 +42,9 @@ def _params(req: GenerateRequest, num: int, defaults: dict[str, Any]) -> list[Sa
     if isinstance(raw, list):
         if len(raw) != num:
             raise APIError(400, f"got {len(raw)} sampling_params for {num} prompts", param="sampling_params")
-        dicts = [dict(d) for d in raw]
+        dicts = [d.given() for d in raw]
     else:
-        dicts = [dict(raw or {}) for _ in range(num)]
+        dicts = [raw.given() if raw is not None else {} for _ in range(num)]
     out = []
     for d in dicts:
         if req.return_logprob:
@@ -55,14 +57,16 @@ def _params(req: GenerateRequest, num: int, defaults: dict[str, Any]) -> list[Sa
     return out
 
 
-@router.post("/generate")
+@router.post("/generate", responses={**doc.JSON_OR_SSE, **doc.NATIVE_GENERATES})
 async def generate(req: GenerateRequest, request: Request):
     state = _state(request)
     state.require_engine()
+    _check_size(state, req)
     if req.text is not None:
         texts = [req.text] if isinstance(req.text, str) else list(req.text)
         if not texts or any(t == "" for t in texts):
             raise APIError(400, "text must be a non-empty string or a non-empty list of them", param="text")
+        check_text_length(state, max(len(t) for t in texts))
         prompts = await asyncio.to_thread(lambda: [state.tokenizer.encode(t, add_special_tokens=True)
                                                    for t in texts])
         is_batch = not isinstance(req.text, str)
@@ -84,6 +88,15 @@ async def generate(req: GenerateRequest, request: Request):
     if not is_batch and len(outs) == 1:
         return outs[0]
     return outs
+
+
+def _check_size(state: ServerState, req: GenerateRequest) -> None:
+    """n x prompts within the engine's running batch (openai_common.check_sequences)."""
+    source = req.text if req.text is not None else req.input_ids
+    num = 1 if isinstance(source, str) or not source or not isinstance(source[0], (str, list)) else len(source)
+    sp = req.sampling_params
+    per_prompt = [d.n or 1 for d in sp] if isinstance(sp, list) else [(sp.n if sp is not None else None) or 1] * num
+    check_sequences(state, sum(per_prompt), param="sampling_params.n")
 
 
 def _rids(rid: Any, num: int, is_batch: bool) -> list[str] | None:
@@ -135,7 +148,7 @@ def _logprob_segments(meta: dict[str, Any], delta: StreamDelta, top: bool, lengt
     meta["output_token_logprobs_length"] = length
 
 
-@router.get("/get_model_info")
+@router.get("/get_model_info", responses=doc.READS)
 async def get_model_info(request: Request):
     state = _state(request)
     engine = state.require_engine()
@@ -150,8 +163,8 @@ async def get_model_info(request: Request):
             "bos_token": getattr(tok, "bos_token", None), "eos_token": getattr(tok, "eos_token", None)}
 
 
-@router.get("/server_info")
-@router.get("/get_server_info")
+@router.get("/server_info", responses=doc.READS)
+@router.get("/get_server_info", responses=doc.READS)
 async def server_info(request: Request):
     state = _state(request)
     engine = state.require_engine()
@@ -177,7 +190,7 @@ def _server_args(state: ServerState) -> dict[str, Any]:
 
 
 # POST only: a cross-site GET (a link, an <img>) must not change state
-@router.post("/flush_cache", operation_id="flush_cache")
+@router.post("/flush_cache", operation_id="flush_cache", responses=doc.error_responses(400, 401, 413, 503))
 async def flush_cache(request: Request):
     state = _state(request)
     engine = state.require_engine()
@@ -186,7 +199,7 @@ async def flush_cache(request: Request):
     raise APIError(400, "Cache not flushed: requests are queued or running; retry when the server is idle")
 
 
-@router.post("/abort_request")
+@router.post("/abort_request", responses=doc.error_responses(400, 401, 404, 413, 503))
 async def abort_request(req: AbortRequest, request: Request):
     """Abort every engine request the HTTP request with rid ``req.rid`` started (a batch
     completion's prompts, every sample of ``n``); 404 when none is in flight."""
@@ -198,7 +211,7 @@ async def abort_request(req: AbortRequest, request: Request):
     return {"message": f"abort requested for {req.rid!r}"}
 
 
-@router.post("/tokenize")
+@router.post("/tokenize", responses=doc.TAKES_BODY)
 async def tokenize(req: TokenizeRequest, request: Request):
     state = _state(request)
     state.require_engine()
@@ -216,7 +229,7 @@ async def tokenize(req: TokenizeRequest, request: Request):
     return {"tokens": tokens, "count": count, "max_model_len": state.context_length}
 
 
-@router.post("/detokenize")
+@router.post("/detokenize", responses=doc.TAKES_BODY)
 async def detokenize(req: DetokenizeRequest, request: Request):
     state = _state(request)
     state.require_engine()
@@ -228,7 +241,7 @@ async def detokenize(req: DetokenizeRequest, request: Request):
     return {"text": text}
 
 
-@router.get("/health")
+@router.get("/health", response_class=Response, responses={**doc.NO_BODY, **doc.error_responses(503)})
 async def health(request: Request):
     state = _state(request)
     if state.ready and not state.draining and not state.engine.is_closed:
@@ -240,7 +253,8 @@ async def health(request: Request):
     return JSONResponse(error_body(503, f"not ready: {why}"), status_code=503)
 
 
-@router.get("/health_generate")
+@router.get("/health_generate", response_class=Response,
+            responses={**doc.NO_BODY, **doc.error_responses(401, 503)})
 async def health_generate(request: Request):
     state = _state(request)
     state.require_engine()

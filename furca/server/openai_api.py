@@ -16,9 +16,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from furca.server import legacy_functions as legacy
+from furca.server import openapi_doc as doc
 from furca.server import openai_format as fmt
 from furca.server import tools as toolmod
-from furca.server.openai_common import check_model, log_answer, sampling_params, state_of
+from furca.server.openai_common import (check_model, check_sequences, check_text_length, log_answer,
+                                        sampling_params, state_of)
 from furca.server.openai_completions import router as completions_router
 from furca.server.openai_stream import chat_chunks
 from furca.server.protocol import ChatCompletionRequest, ChatMessage
@@ -41,13 +43,15 @@ def _message_dict(m: ChatMessage) -> dict[str, Any]:
     """A request message as the chat template receives it; the legacy ``function`` role
     and ``function_call`` become a tool result and a tool call."""
     role = {"developer": "system", "function": "tool"}.get(m.role, m.role)
-    d: dict[str, Any] = {"role": role, "content": m.text()}
+    has_calls = bool(getattr(m, "tool_calls", None) or getattr(m, "function_call", None))
+    # an assistant turn without content or calls renders as an empty turn
+    d: dict[str, Any] = {"role": role, "content": m.text() if m.text() is not None or has_calls else ""}
     if m.name:
         d["name"] = m.name
-    if m.tool_call_id:
+    if getattr(m, "tool_call_id", None):
         d["tool_call_id"] = m.tool_call_id
-    calls = [(c.id, c.function) for c in m.tool_calls or []]
-    if m.function_call is not None:
+    calls = [(c.id, c.function) for c in getattr(m, "tool_calls", None) or []]
+    if getattr(m, "function_call", None) is not None:
         calls.append((None, m.function_call))
     if calls:
         d["tool_calls"] = [{"id": cid, "type": "function", "function": _call_dict(fn)}
@@ -69,10 +73,12 @@ def _choice(i: int, out: dict[str, Any], mode: toolmod.ToolMode, req: ChatComple
             "matched_stop": fmt.matched_stop(meta)}
 
 
-@router.post("/v1/chat/completions")
+@router.post("/v1/chat/completions", responses={**doc.JSON_OR_SSE, **doc.GENERATES})
 async def chat_completions(req: ChatCompletionRequest, request: Request):
     state = state_of(request)
     check_model(state, req.model)
+    check_sequences(state, req.n)
+    check_text_length(state, sum(len(m.text() or "") for m in req.messages), where="messages")
     mode = toolmod.tool_mode(req.tools, req.tool_choice)
     tools = toolmod.tool_dicts(req.tools) if mode.kind != "none" else None
     messages = [_message_dict(m) for m in req.messages]
@@ -112,14 +118,14 @@ def _model_card(state: ServerState) -> dict[str, Any]:
             "max_model_len": state.context_length, "shutdown_date": None}
 
 
-@router.get("/v1/models")
+@router.get("/v1/models", responses=doc.READS)
 async def list_models(request: Request):
     state = state_of(request)
     state.require_engine()
     return {"object": "list", "data": [_model_card(state)]}
 
 
-@router.get("/v1/models/{model_id:path}")
+@router.get("/v1/models/{model_id:path}", responses=doc.READS_BY_ID)
 async def get_model(model_id: str, request: Request):
     """The served model by its id, its path or ``default``; the card has its real id."""
     state = state_of(request)

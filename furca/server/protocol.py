@@ -12,14 +12,17 @@ Responses are plain dicts built in the handlers (their shapes are OpenAI's / SGL
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
 
 from furca.server import request_fields as rf
+from furca.server.chat_template import RESERVED_TEMPLATE_KWARGS, reserved_kwargs
 from furca.server.errors import FieldError
 from furca.server.protocol_native import AbortRequest, DetokenizeRequest, GenerateRequest, TokenizeRequest
 from furca.server.request_fields import RequestModel as _Model
+
+N_MAX = 128  # samples per request (OpenAI's bound on n)
 
 __all__ = ["ChatCompletionRequest", "CompletionRequest", "GenerateRequest", "AbortRequest", "TokenizeRequest",
            "DetokenizeRequest"]
@@ -69,33 +72,96 @@ class ContentPart(_Model):
     text: str
 
 
-class ChatMessage(_Model):
-    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: str | list[ContentPart] | None = None
+class _Message(_Model):
+    """What every role's message has; `ChatMessage` picks the class by ``role``."""
+
     name: str | None = None
-    tool_calls: list[ToolCall] | None = None
-    tool_call_id: str | None = None
-    function_call: ToolCallFunction | None = None  # legacy: an assistant's one call
 
-    _content = field_validator("content", mode="before")(classmethod(lambda cls, v: rf.content(v)))
-
-    @model_validator(mode="after")
-    def _check(self) -> "ChatMessage":
-        calls = self.tool_calls or self.function_call
-        if self.content is None and not (self.role == "assistant" and calls):
-            raise FieldError(f"a {self.role} message needs content (only an assistant message with "
-                             "tool_calls may have content null)", "content")
-        if calls and self.role != "assistant":
-            raise FieldError("only assistant messages may carry tool_calls or function_call",
-                             "tool_calls" if self.tool_calls else "function_call")
-        if self.role == "function" and not self.name:
-            raise FieldError("a function message needs the name of the function it answers", "name")
-        return self
+    _content = field_validator("content", mode="before", check_fields=False)(
+        classmethod(lambda cls, v: rf.content(v)))
 
     def text(self) -> str | None:
-        if self.content is None or isinstance(self.content, str):
-            return self.content
-        return "".join(part.text for part in self.content)
+        content = getattr(self, "content", None)
+        if content is None or isinstance(content, str):
+            return content
+        return "".join(part.text for part in content)
+
+
+class _NeedsContent(_Message):
+    """A message whose content is required and not null (every role but assistant), which
+    carries no tool calls."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _needs_content(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            role = value.get("role")
+            if value.get("content") is None:
+                raise FieldError(f"a {role} message needs content (only an assistant message may have content "
+                                 "null)", "content")
+            for key in ("tool_calls", "function_call"):
+                if value.get(key) is not None:
+                    raise FieldError("only assistant messages may carry tool_calls or function_call", key)
+        return value
+
+
+class SystemMessage(_NeedsContent):
+    role: Literal["system", "developer"]
+    content: str | list[ContentPart]
+
+
+class UserMessage(_NeedsContent):
+    role: Literal["user"]
+    content: str | list[ContentPart]
+
+
+class ToolMessage(_NeedsContent):
+    role: Literal["tool"]
+    content: str | list[ContentPart]
+    tool_call_id: str | None = None
+
+
+class FunctionMessage(_NeedsContent):
+    """The legacy API's function result: ``name`` says which function answered."""
+
+    role: Literal["function"]
+    content: str | list[ContentPart]
+    name: str = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _needs_name(cls, value: Any) -> Any:
+        if isinstance(value, dict) and not value.get("name"):
+            raise FieldError("a function message needs the name of the function it answers", "name")
+        return value
+
+
+class AssistantMessage(_Message):
+    """content may be null (with or without calls: an empty turn)."""
+
+    role: Literal["assistant"]
+    content: str | list[ContentPart] | None = None
+    tool_calls: list[ToolCall] | None = None
+    function_call: ToolCallFunction | None = None  # legacy: an assistant's one call
+
+
+_MESSAGE_CLASSES = {"system": "SystemMessage", "developer": "SystemMessage", "user": "UserMessage",
+                    "assistant": "AssistantMessage", "tool": "ToolMessage", "function": "FunctionMessage"}
+
+
+def _message_tag(value: Any) -> str | None:
+    role = value.get("role") if isinstance(value, dict) else getattr(value, "role", None)
+    return _MESSAGE_CLASSES.get(role) if isinstance(role, str) else None
+
+
+# one class per role (OpenAI's schema); the tags are class names, which errors.py leaves
+# out of a param (``messages[0].content``)
+ChatMessage = Annotated[
+    Annotated[SystemMessage, Tag("SystemMessage")] | Annotated[UserMessage, Tag("UserMessage")]
+    | Annotated[AssistantMessage, Tag("AssistantMessage")] | Annotated[ToolMessage, Tag("ToolMessage")]
+    | Annotated[FunctionMessage, Tag("FunctionMessage")],
+    Discriminator(_message_tag),
+]
 
 
 class JsonSchemaFormat(_Model):
@@ -119,34 +185,39 @@ class ResponseFormat(_Model):
 # -- shared sampling fields -------------------------------------------------------------------
 
 
-class _SamplingFields(_Model):
+TokenId = Annotated[int, Field(ge=0, lt=rf.TOKEN_ID_LIMIT)]
+Count = Annotated[int, Field(ge=0, le=rf.INT32_MAX)]
+
+
+class _SamplingFields(rf.RequestBody):
     model: str | None = None
-    n: int = Field(default=1, ge=1, le=128)
+    n: int = Field(default=1, ge=1, le=N_MAX)
     stop: str | list[str] | None = None
-    temperature: float | None = Field(default=None, ge=0)
+    temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
-    seed: int | None = Field(default=None, ge=0, lt=2**63)
+    seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     stream: bool = False
     stream_options: StreamOptions | None = None
     response_format: ResponseFormat | None = None
-    logit_bias: dict[str, float] | None = None
+    logit_bias: dict[Annotated[str, Field(pattern=r"^[0-9]{1,10}$")], Annotated[float, Field(ge=-100, le=100)]] | None = None
     user: str | None = None
     # furca / SGLang extras
     regex: str | None = None
     ebnf: str | None = None
     json_schema: dict[str, Any] | str | None = None
-    top_k: int | None = Field(default=None, ge=-1)
+    top_k: int | None = Field(default=None, ge=-1, le=rf.INT32_MAX)
     min_p: float | None = Field(default=None, ge=0, le=1)
-    repetition_penalty: float | None = Field(default=None, gt=0)
-    min_tokens: int | None = Field(default=None, ge=0)
+    repetition_penalty: float | None = Field(default=None, gt=0, le=2)
+    min_tokens: Count | None = None
     ignore_eos: bool = False
-    stop_token_ids: list[int] | None = None
+    stop_token_ids: list[TokenId] | None = None
     skip_special_tokens: bool = True
     rid: str | None = None
 
     _stop = field_validator("stop", mode="before")(classmethod(lambda cls, v: rf.stop(v)))
+    _logit_bias = field_validator("logit_bias", mode="before")(classmethod(lambda cls, v: rf.logit_bias(v)))
     _response_format = field_validator("response_format", mode="before")(
         classmethod(lambda cls, v: rf.response_format(v)))
     _json_schema = field_validator("json_schema", mode="before")(classmethod(lambda cls, v: rf.json_schema(v)))
@@ -161,15 +232,13 @@ class _SamplingFields(_Model):
         if len(constraints) > 1:
             raise FieldError(f"at most one constraint may be set, got {', '.join(constraints)}",
                              constraints[-1].split("=")[0])
-        if self.stop_token_ids and any(t < 0 for t in self.stop_token_ids):
-            raise FieldError("stop_token_ids must be >= 0", "stop_token_ids")
         return self
 
 
 class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=rf.INT32_MAX)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=rf.INT32_MAX)
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     tools: list[Tool] | None = None
@@ -180,6 +249,17 @@ class ChatCompletionRequest(_SamplingFields):
     chat_template_kwargs: dict[str, Any] | None = None
     continue_final_message: bool = False
     _legacy: bool = PrivateAttr(default=False)
+
+    _messages = field_validator("messages", mode="before")(classmethod(lambda cls, v: rf.messages(v)))
+
+    @field_validator("chat_template_kwargs")
+    @classmethod
+    def _template_kwargs(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        taken = reserved_kwargs(v)
+        if taken:
+            raise FieldError(f"chat_template_kwargs may not set {taken[0]!r}: the server sets "
+                             f"{', '.join(RESERVED_TEMPLATE_KWARGS)} itself (use the request's own fields)", taken[0])
+        return v
 
     _tool_choice = field_validator("tool_choice", mode="before")(classmethod(lambda cls, v: rf.tool_choice(v)))
     _function_call = field_validator("function_call", mode="before")(
@@ -234,12 +314,12 @@ class ChatCompletionRequest(_SamplingFields):
 
 
 class CompletionRequest(_SamplingFields):
-    prompt: str | list[str] | list[int] | list[list[int]]
-    max_tokens: int | None = Field(default=16, ge=0)
+    prompt: str | list[str] | list[TokenId] | list[list[TokenId]]
+    max_tokens: int | None = Field(default=16, ge=0, le=rf.INT32_MAX)
     logprobs: int | None = Field(default=None, ge=0, le=20)
     echo: bool = False
     suffix: str | None = None
-    best_of: int | None = Field(default=None, ge=1)
+    best_of: int | None = Field(default=None, ge=1, le=N_MAX)
 
     _prompt = field_validator("prompt", mode="before")(classmethod(lambda cls, v: rf.prompt(v)))
 

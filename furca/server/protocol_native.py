@@ -1,25 +1,88 @@
 """Request models of SGLang's native API (/generate, /abort_request, /tokenize,
-/detokenize). Unknown fields are ignored; every constraint a client can violate is a
-validator, so FastAPI reports it as a 400 (errors.py) before any work starts."""
+/detokenize). Unknown fields are ignored (but not unknown sampling parameters); every
+constraint a client can violate is a validator, so FastAPI reports it as a 400
+(errors.py) before any work starts.
+
+`NativeSamplingParams` declares every key `SamplingParams.from_dict` takes (SGLang's), with
+the runtime's bounds (sampling_params.py), so the OpenAPI document states them; the
+handler passes the keys a client set to `SamplingParams.from_dict`, which stays the
+authority (and checks what a schema cannot: min_new_tokens <= max_new_tokens, one
+constraint, patterns that compile)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from furca.server.errors import FieldError
+from furca.server.request_fields import INT32_MAX, TOKEN_ID_LIMIT, RequestBody
+from furca.server.request_fields import logit_bias as logit_bias_keys
 from furca.server.request_fields import RequestModel as _Model
 
+TokenId = Annotated[int, Field(ge=0, lt=TOKEN_ID_LIMIT)]
+Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
+N_MAX = 1024  # samples per prompt (the runtime's bound)
+Seed = Annotated[int, Field(ge=-(2**63), lt=2**63)]
+Bias = dict[Annotated[str, Field(pattern=r"^[0-9]{1,10}$")], Annotated[float, Field(ge=-100, le=100)]]
 
-class GenerateRequest(_Model):
+
+class NativeSamplingParams(_Model):
+    """SGLang's sampling keys (null: the default, or the model's generation default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_new_tokens: Count | None = None
+    min_new_tokens: Count | None = None
+    temperature: float | None = Field(default=None, ge=0, le=100)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: int | None = Field(default=None, ge=-1, le=INT32_MAX)
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    repetition_penalty: float | None = Field(default=None, gt=0, le=2)  # SGLang's range
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    stop: str | list[str] | None = None
+    stop_token_ids: list[TokenId] | None = None
+    stop_regex: str | list[str] | None = None
+    ignore_eos: bool | None = None
+    skip_special_tokens: bool | None = None
+    spaces_between_special_tokens: bool | None = None
+    no_stop_trim: bool | None = None
+    n: int | None = Field(default=None, ge=1, le=N_MAX)
+    seed: Seed | None = None
+    sampling_seed: Seed | None = None
+    logit_bias: Bias | None = None
+    stream_interval: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    return_logprob: bool | None = None
+    logprob_start_len: int | None = Field(default=None, ge=-1, le=INT32_MAX)
+    top_logprobs_num: Count | None = None
+    return_text_in_logprobs: bool | None = None
+    regex: str | None = None
+    json_schema: dict[str, Any] | str | None = None
+    ebnf: str | None = None
+    choices: list[str] | None = None
+    json_object: bool | None = None
+    structural_tag: dict[str, Any] | str | None = None
+    allow_extra_properties: bool | None = None
+    beam_width: int | None = Field(default=None, ge=1, le=1, description="furca has no beam search: null or 1")
+    watermark: None = Field(default=None, description="not supported: null only")
+    custom_params: dict[str, Any] | None = Field(default=None, description="accepted and ignored")
+
+    _logit_bias = field_validator("logit_bias", mode="before")(classmethod(lambda cls, v: logit_bias_keys(v)))
+
+    def given(self) -> dict[str, Any]:
+        """The keys the client set, as `SamplingParams.from_dict` takes them."""
+        return self.model_dump(exclude_unset=True)
+
+
+class GenerateRequest(RequestBody):
     text: str | list[str] | None = None
-    input_ids: list[int] | list[list[int]] | None = None
-    sampling_params: dict[str, Any] | list[dict[str, Any]] | None = None
+    input_ids: list[TokenId] | list[list[TokenId]] | None = None
+    sampling_params: NativeSamplingParams | list[NativeSamplingParams] | None = None
     rid: str | list[str] | None = None
     stream: bool = False
     return_logprob: bool = False
-    logprob_start_len: int = Field(default=-1, ge=-1)
+    logprob_start_len: int = Field(default=-1, ge=-1, le=INT32_MAX)
     top_logprobs_num: int = Field(default=0, ge=0, le=20)
     return_text_in_logprobs: bool = False
 
@@ -33,13 +96,18 @@ class GenerateRequest(_Model):
     @field_validator("input_ids", mode="before")
     @classmethod
     def _input_ids(cls, v: Any) -> Any:
-        if v is None or not isinstance(v, list) or not v or not isinstance(v[0], list):
-            ok = v is None or (isinstance(v, list) and all(_is_int(t) for t in v))
-        else:
-            ok = all(isinstance(x, list) and all(_is_int(t) for t in x) for x in v)
-        if ok:
+        if v is None:
             return v
-        raise FieldError("input_ids must be a list of token ids or a list of token-id lists")
+        nested = isinstance(v, list) and bool(v) and isinstance(v[0], list)
+        rows = v if nested else [v]
+        if not isinstance(v, list) or not all(isinstance(r, list) and all(_is_int(t) for t in r) for r in rows):
+            raise FieldError("input_ids must be a list of token ids or a list of token-id lists")
+        for i, row in enumerate(rows):
+            for j, t in enumerate(row):
+                if not 0 <= t < TOKEN_ID_LIMIT:
+                    at = f"[{i}][{j}]" if nested else f"[{j}]"
+                    raise FieldError(f"input_ids{at} must be a token id in [0, 2**31), got {t}", at)
+        return v
 
     @field_validator("sampling_params", mode="before")
     @classmethod
@@ -66,11 +134,11 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-class AbortRequest(_Model):
+class AbortRequest(RequestBody):
     rid: str
 
 
-class TokenizeRequest(_Model):
+class TokenizeRequest(RequestBody):
     prompt: str | list[str] | None = None
     text: str | None = None
     add_special_tokens: bool = True
@@ -89,6 +157,6 @@ class TokenizeRequest(_Model):
         return self
 
 
-class DetokenizeRequest(_Model):
-    tokens: list[int]
+class DetokenizeRequest(RequestBody):
+    tokens: list[TokenId]
     skip_special_tokens: bool = True

@@ -7,21 +7,93 @@ takes, naming the offending element (``content[1]``); a value that passes them f
 union. A `FieldError`'s param is relative to the field (``"[1]"``: its element 1).
 Content parts OpenAI defines for other modalities (images, audio, files) get
 "not supported by this model".
+
+Every request model is strict (`RequestModel`): JSON types are not coerced (``"4"`` is
+not an integer, ``true`` is not a token id), floats must be finite. A whole request body
+is first checked by `check_body` (`RequestBody`, the base of the top-level models): it
+must nest at most `MAX_NESTING` arrays / objects, hold no NaN or Infinity (Python's JSON
+reader accepts them; JSON has neither) and no string or key with a lone UTF-16 surrogate
+(``"\\ud800"``: valid JSON, but not text a tokenizer, a template or an answer can hold).
+Each is a 400 naming the field, before any work starts.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from furca.server.errors import FieldError
 
+# The deepest nesting of arrays and objects a request body may have. Python's JSON reader
+# fails near 1,000 levels, and rendering, tool schemas and grammar compilation recurse
+# per level; a JSON schema 100 levels deep is far past any real one (OpenAI's structured
+# outputs allow 10).
+MAX_NESTING = 256
+INT32_MAX = 2**31 - 1  # counts and lengths (the runtime's bound, sampling_checks.py)
+TOKEN_ID_LIMIT = 2**31  # token ids lie in [0, 2**31), then below the model's vocabulary
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 
 class RequestModel(BaseModel):
-    """Base of every request model: unknown fields are ignored (as vLLM does)."""
+    """Base of every request model: unknown fields are ignored (as vLLM does); types are
+    strict (no str -> int, no bool -> int, no float -> int) and floats finite."""
 
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, strict=True, allow_inf_nan=False)
+
+
+class RequestBody(RequestModel):
+    """Base of the top-level request models: the whole body passes `check_body` first."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _body(cls, value: Any) -> Any:
+        check_body(value)
+        return value
+
+
+def _json_path(path: tuple) -> str | None:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or None
+
+
+def check_body(body: Any) -> None:
+    """Raise `FieldError` (param: the offending field) for a body nested deeper than
+    `MAX_NESTING`, a non-finite number, or a string or key with a lone surrogate."""
+    stack: list[tuple[Any, tuple, int]] = [(body, (), 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii() and _SURROGATE.search(value):
+                _surrogate(value, path, "")
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise FieldError(f"{_json_path(path) or 'the body'} must be a finite number, got {value} "
+                                 "(NaN and Infinity are not JSON numbers)", _json_path(path))
+        elif isinstance(value, (dict, list)):
+            if depth >= MAX_NESTING:
+                raise FieldError(f"the request body is nested too deeply: at most {MAX_NESTING} levels of "
+                                 f"arrays and objects (limit {MAX_NESTING}), at {_json_path(path)}",
+                                 _json_path(path))
+            if isinstance(value, list):
+                stack.extend((v, (*path, i), depth + 1) for i, v in enumerate(value) if not isinstance(v, int))
+                continue
+            for k, v in value.items():
+                if isinstance(k, str) and not k.isascii() and _SURROGATE.search(k):
+                    _surrogate(k, path, " has a key that")
+                stack.append((v, (*path, k), depth + 1))
+
+
+def _surrogate(text: str, path: tuple, what: str) -> None:
+    at = _SURROGATE.search(text).start()
+    where = _json_path(path) or "the body"
+    raise FieldError(f"{where}{what or ''} contains a lone UTF-16 surrogate (\\u{ord(text[at]):04x} at character "
+                     f"{at}), which is not Unicode text; send valid UTF-8 (a surrogate pair for characters "
+                     "beyond U+FFFF)", _json_path(path))
 
 
 TOOL_CHOICE_WORDS = ("none", "auto", "required")
@@ -36,6 +108,10 @@ _OTHER_MODALITIES = {
 
 def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_token(x: Any) -> bool:
+    return _is_int(x) and 0 <= x < TOKEN_ID_LIMIT
 
 
 def content(value: Any) -> Any:
@@ -59,6 +135,36 @@ def content(value: Any) -> Any:
                              "\"text\" parts", f"{at}.type")
         if not isinstance(part.get("text"), str):
             raise FieldError(f"{where}.text must be a string", f"{at}.text")
+    return value
+
+
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
+def messages(value: Any) -> Any:
+    """Chat messages: a list of objects, each with a known ``role`` (which picks its class)."""
+    if not isinstance(value, list):
+        return value  # pydantic says "must be an array"
+    for i, m in enumerate(value):
+        if not isinstance(m, dict):
+            raise FieldError(f"messages[{i}] must be a JSON object (a message with a role and content)", f"[{i}]")
+        if m.get("role") not in ROLES:
+            role = m.get("role")
+            got = "no role" if role is None else f"role {role!r}" if isinstance(role, str) else "a role that is not a string"
+            raise FieldError(f"messages[{i}].role must be one of {', '.join(repr(r) for r in ROLES)}; got {got}",
+                             f"[{i}].role")
+    return value
+
+
+def logit_bias(value: Any) -> Any:
+    """``{"token id": bias}``: keys are token ids written as decimal strings."""
+    if value is None:
+        return value
+    if not isinstance(value, dict):
+        raise FieldError('logit_bias must be an object mapping token ids to biases, e.g. {"50256": -100}')
+    for key in value:
+        if not (isinstance(key, str) and key.isascii() and key.isdigit() and len(key) <= 10):
+            raise FieldError(f"logit_bias keys must be token ids (decimal strings like \"50256\"), got {key!r}")
     return value
 
 
@@ -124,9 +230,9 @@ def prompt(value: Any) -> Any:
     if isinstance(first, str):
         check, kind = (lambda x: isinstance(x, str)), "a string"
     elif _is_int(first):
-        check, kind = _is_int, "a token id (an integer)"
+        check, kind = _is_token, "a token id (an integer in [0, 2**31))"
     elif isinstance(first, list):
-        check, kind = (lambda x: isinstance(x, list) and all(_is_int(t) for t in x)), "a list of token ids"
+        check, kind = (lambda x: isinstance(x, list) and all(_is_token(t) for t in x)), "a list of token ids"
     else:
         raise FieldError(what)
     for i, x in enumerate(value):
