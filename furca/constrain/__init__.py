@@ -6,6 +6,9 @@
     m = g.matcher()
     m.fill_bitmask(bitmask, row=0); m.accept_token(t); m.is_terminated(); m.jump_forward()
 
+    with compile_deadline(2.0):                  # this thread's compiles stop past 2 s:
+        compiler.compile_json_schema(schema)     # CompileTimeout (a CompileError), nothing cached
+
 A leaf package: imports only furca.errors, numpy, lark (torch lazily, in
 apply_token_bitmask_). See DESIGN.md beside this file.
 """
@@ -14,16 +17,19 @@ from furca.errors import CompileError
 
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_, unpack_bitmask
 from .compiler import GrammarCompiler
+from .deadline import CompileTimeout, compile_deadline
 from .matcher import CompiledGrammar, Matcher
 from .tokenizer import TokenizerInfo
 
 __all__ = [
     "CompileError",
+    "CompileTimeout",
     "CompiledGrammar",
     "GrammarCompiler",
     "Matcher",
     "TokenizerInfo",
     "allocate_token_bitmask",
     "apply_token_bitmask_",
+    "compile_deadline",
     "unpack_bitmask",
 ]

@@ -23,6 +23,7 @@ import threading
 
 import numpy as np
 
+from .deadline import check as check_deadline
 from .masks import CUT_RET, TokenMasks
 from .nfa import NFA
 from .slices import SliceBounds
@@ -117,6 +118,7 @@ class LazyAutomaton(TokenMasks, SliceBounds):
             res = ((key,) if edges[node] else (), False)  # a plain node (e.g. inside a UTF-8 sequence)
             self._closure_cache[key] = res
             return res
+        check_deadline()  # a compile past its deadline stops here (nothing cached yet)
         # the part that stays above `stack` is the same for every stack (_closure_rel, cached
         # per node); only returns below it depend on the stack (followed here, iteratively)
         out, accept = [], False
@@ -171,6 +173,7 @@ class LazyAutomaton(TokenMasks, SliceBounds):
         hit = self._rel_cache.get(node)
         if hit is not None:
             return hit
+        check_deadline()
         nfa = self.nfa
         edges, eps, call, is_end, is_tail, counter = nfa.edges, nfa.eps, nfa.call, nfa.is_end, nfa.is_tail, nfa.counter
         out, returns = [], False
@@ -234,6 +237,7 @@ class LazyAutomaton(TokenMasks, SliceBounds):
         key = (tuple(sorted(set(configs))), accept)
         sid = self._state_ids.get(key)
         if sid is None:
+            check_deadline()  # before anything of the new state is stored
             if len(key[0]) > MAX_CONFIGS:
                 raise AutomatonLimit(f"more than {MAX_CONFIGS} parallel parses (grammar too ambiguous)")
             sid = len(self._configs)

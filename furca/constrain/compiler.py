@@ -18,6 +18,7 @@ from furca.errors import CompileError
 
 from . import ir
 from .automaton import AutomatonLimit, LazyAutomaton
+from .deadline import CompileTimeout, check as check_deadline
 from .gbnf import parse_gbnf
 from .matcher import CompiledGrammar
 from .nfa import build_nfa, prepare
@@ -116,15 +117,12 @@ class GrammarCompiler:
         ``begin``, ``schema`` (dict or JSON text), ``end``) follows; then free text again.
         See structural_tag.py. allow_extra_properties: as for `compile_json_schema`, for
         every tag's schema (None: JSON Schema's meaning)."""
-        from .structural_tag import structural_tag_grammar
+        from .structural_tag import check_structural_tag, structural_tag_grammar
 
-        def item(t):
-            get = (lambda k: t.get(k)) if isinstance(t, dict) else (lambda k: getattr(t, k, None))
-            sch = get("schema")
-            return (get("begin"), sch if isinstance(sch, str) else json.dumps(sch), get("end"))
-
-        tags, triggers = list(tags), list(triggers)
-        key = ("structural_tag", tuple(item(t) for t in tags), tuple(triggers), strict, allow_extra_properties)
+        checked, triggers = check_structural_tag(tags, triggers)  # CompileError naming an ill-typed field
+        key = ("structural_tag", tuple((b, sch if isinstance(sch, str) else json.dumps(sch, sort_keys=True), e)
+                                       for b, sch, e in checked), tuple(triggers), strict, allow_extra_properties)
+        tags = [{"begin": b, "schema": sch, "end": e} for b, sch, e in checked]
 
         def schema_gbnf(schema):
             if schema == {} or schema is True:
@@ -161,13 +159,25 @@ class GrammarCompiler:
                     return hit
             gc_was_enabled = gc.isenabled()
             gc.disable()  # compiling allocates ~10^5 small lists and tuples that all live on:
-            try:          # the cyclic GC would rescan them again and again (2-3x the compile time)
+            failed = None  # the cyclic GC would rescan them again and again (2-3x the compile time)
+            try:
                 compiled = self._compile(build(), key)
+            except CompileTimeout as e:
+                # free the half-built grammar now, by reference counts, while the GC is still
+                # off: with the frames alive, the first collection after gc.enable() would
+                # traverse all of it (a 0.1-0.4 s pause of every thread, GIL held)
+                failed = CompileTimeout(str(e))
+                e.__traceback__ = None
             finally:
                 if gc_was_enabled:
                     gc.enable()
                 with self._lock:
                     self._key_locks.pop(key, None)
+            if failed is not None:
+                try:
+                    raise failed  # nothing of this compile was stored
+                finally:
+                    failed = None  # no cycle through this frame's traceback
             with self._lock:
                 self._cache[key] = compiled
                 while len(self._cache) > self.cache_size:

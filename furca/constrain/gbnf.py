@@ -14,6 +14,7 @@ from __future__ import annotations
 from furca.errors import CompileError
 
 from . import ir
+from .deadline import check as check_deadline
 
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _ESC = {"n": 10, "t": 9, "r": 13, '"': 34, "\\": 92, "[": 91, "]": 93, "'": 39, "/": 47, "-": 45, "^": 94,
@@ -66,6 +67,7 @@ class _Parser:
         g = ir.Grammar()
         self.ws()
         while self.i < len(self.s):
+            check_deadline()
             pos = self.i
             n = self.name()
             if n is None:
@@ -119,6 +121,7 @@ class _Parser:
             self.ws()
             if self.i >= len(self.s) or self.s[self.i] in "|)" or self.at_rule_start():
                 break
+            check_deadline()
             items.append(self.postfix())
         return ir.seq(items) if items else ir.EMPTY
 

@@ -6,6 +6,14 @@ rules become IR rules, terminals become their regex (lark's own pattern text, pa
 our regex front end). ``%ignore`` terminals may appear before and after every terminal.
 Differences from Lark's parser: terminals are matched as a context-free byte language,
 without Lark's longest-match lexer or terminal priorities (a superset where they collide).
+
+Grammars come from requests, so they never touch the filesystem: ``%import common.X``
+(lark's own common.lark, read once from the installed lark package) is the only import.
+Every other import (a relative ``%import .x.y``, another module, lark's other bundled
+grammars) is refused with a `CompileError` that names no path, before anything is
+opened: `_BundledOnly` is the first entry of lark's ``import_paths`` (a callable loader,
+lark's own hook) and raises a non-IOError, so lark never falls back to its other sources
+(the grammar's directory, the cwd, its package).
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 from furca.errors import CompileError
 
 from . import ir
+from .deadline import check as check_deadline
 from .regex import parse_regex
 
 IGNORE_RULE = "__furca_ignore"
@@ -22,20 +31,61 @@ _COMMON_REWRITES = {"ESCAPED_STRING": r'"(?:[^"\\\n]|\\[^\n])*"'}
 ROOT_RULE = "__furca_root"
 
 
+IMPORT_REFUSED = ("Lark grammar: %import may only name lark's common grammar (%import common.NAME or "
+                  "%import common (NAME, ...)); other imports are not allowed")
+
+
+class _ImportRefused(Exception):
+    """Raised by `_BundledOnly`: not an IOError, so lark tries no other import source."""
+
+
+_COMMON: list[str] = []  # common.lark's text, read once
+
+
+def _common_text() -> str:
+    if not _COMMON:
+        import pkgutil
+
+        data = pkgutil.get_data("lark", "grammars/common.lark")
+        if data is None:
+            raise CompileError("Lark grammar: lark's common.lark is not available")
+        _COMMON.append(data.decode("utf-8"))
+    return _COMMON[0]
+
+
+class _BundledOnly:
+    """lark's import-path hook: ``(base_path, grammar_path) -> (name, text)``. base_path is
+    None for a library import (``%import common.X``) and the importing grammar's location
+    for a relative one; only the library import of ``common`` resolves."""
+
+    def __call__(self, base_path, grammar_path):
+        if base_path is None and grammar_path == "common.lark":
+            return "<lark:common.lark>", _common_text()
+        raise _ImportRefused()
+
+
+_LOADER = _BundledOnly()
+
+
 def parse_lark(text: str, start: str = "start") -> ir.Grammar:
     try:
         from lark.exceptions import LarkError
         from lark.load_grammar import load_grammar
 
-        grammar, _ = load_grammar(text, "<grammar>", [], False)
+        grammar, _ = load_grammar(text, "<grammar>", [_LOADER], False)
         terminals, rules, ignore = grammar.compile([start], set())
+    except _ImportRefused:
+        raise CompileError(IMPORT_REFUSED) from None
     except LarkError as e:
         raise CompileError(f"Lark grammar: {str(e).strip()}") from None
     except KeyError as e:
         raise CompileError(f"Lark grammar: undefined symbol {e}") from None
+    except (OSError, AssertionError, RuntimeError) as e:  # lark's own checks; never a path in the message
+        raise CompileError(f"Lark grammar: {type(e).__name__}: the grammar could not be loaded") from None
     out = {}
     term_names = set()
     for t in terminals:
+        check_deadline()
         p = t.pattern
         flags = "".join(f for f in sorted(p.flags) if f in "is")
         if set(p.flags) - set("ismu"):
@@ -63,6 +113,7 @@ def parse_lark(text: str, start: str = "start") -> ir.Grammar:
                                     what=f"Lark terminal {n}"))
         out[IGNORE_RULE] = ir.alt(alts)
     for r in rules:
+        check_deadline()
         name = r.origin.name
         items = [("ref", ("T:" + s.name) if s.is_term else s.name, 0) for s in r.expansion]
         e = ir.seq(items) if items else ir.EMPTY

@@ -22,6 +22,7 @@ from __future__ import annotations
 from furca.errors import CompileError
 
 from . import ir
+from .deadline import check as check_deadline
 
 MAX_NODES = 2_000_000
 COUNTER_THRESHOLD = 16  # x{m,n} with n above this (x not nullable) counts on the stack, not in copies
@@ -41,6 +42,13 @@ class NFA:
         self.edges.append(())
         self.eps.append(())
         return len(self.edges) - 1
+
+
+# _no_cycles: a recursive nested function refers to itself through its closure cell, a
+# reference cycle that keeps everything it closes over (a half-built NFA: 10^5 tuples)
+# alive until the cyclic GC runs; compiles run with the GC paused, and its first
+# collection afterwards would traverse all of it with the GIL held. Setting the name to
+# None when done breaks the cycle, so reference counting frees it at once.
 
 
 def _where(g, name):
@@ -77,15 +85,19 @@ def _nullable_and_productive(g):
         return e[1] in productive
 
     changed = True
-    while changed:
-        changed = False
-        for n, e in rules.items():
-            if n not in nullable and nul(e):
-                nullable.add(n)
-                changed = True
-            if n not in productive and prod(e):
-                productive.add(n)
-                changed = True
+    try:
+        while changed:
+            changed = False
+            for n, e in rules.items():
+                check_deadline()
+                if n not in nullable and nul(e):
+                    nullable.add(n)
+                    changed = True
+                if n not in productive and prod(e):
+                    productive.add(n)
+                    changed = True
+    finally:
+        nul = prod = None  # noqa: F841 - break the recursive closures' cycles (_no_cycles)
     return nullable, productive
 
 
@@ -97,11 +109,13 @@ def _simplify(e, productive):
     if k == "ref":
         return e if e[1] in productive else ir.NOTHING
     if k == "seq":
+        check_deadline()
         items = [_simplify(x, productive) for x in e[1]]
         if any(x == ir.NOTHING for x in items):
             return ir.NOTHING
         return ir.seq(items) if items else ir.EMPTY
     if k == "alt":
+        check_deadline()
         items = [x for x in (_simplify(x, productive) for x in e[1]) if x != ir.NOTHING]
         return ir.alt(items) if items else ir.NOTHING
     if k == "rep":
@@ -156,6 +170,7 @@ def _first_refs(e, nullable, acc):
 def prepare(g: ir.Grammar) -> ir.Grammar:
     """Resolves, simplifies and checks a grammar; returns the rules reachable from root."""
     for name, e in g.rules.items():
+        check_deadline()
         for ref, pos in ir.refs(e, []):
             if ref not in g.rules:
                 raise CompileError(f"undefined rule {ref!r} referenced at offset {pos} (in {_where(g, name)})")
@@ -170,6 +185,7 @@ def prepare(g: ir.Grammar) -> ir.Grammar:
     # keep what root reaches
     reach, todo = {g.root}, [g.root]
     while todo:
+        check_deadline()
         for ref, _ in ir.refs(rules[todo.pop()], []):
             if ref not in reach:
                 reach.add(ref)
@@ -178,11 +194,13 @@ def prepare(g: ir.Grammar) -> ir.Grammar:
     nullable, _ = _nullable_and_productive(ir.Grammar(rules, g.root))
     first = {n: set() for n in rules}
     for n, e in rules.items():
+        check_deadline()
         _first_refs(e, nullable, first[n])
     # cycle in the "calls before consuming" graph = left recursion
     state = {}
 
     def visit(n, path):
+        check_deadline()
         state[n] = 1
         for m in first[n]:
             if state.get(m) == 1:
@@ -193,9 +211,12 @@ def prepare(g: ir.Grammar) -> ir.Grammar:
                 visit(m, path + [m])
         state[n] = 2
 
-    for n in rules:
-        if n not in state:
-            visit(n, [n])
+    try:
+        for n in rules:
+            if n not in state:
+                visit(n, [n])
+    finally:
+        visit = None  # noqa: F841 - (_no_cycles)
     out = ir.Grammar(rules, g.root, g.positions)
     out.nullable = nullable
     return out
@@ -219,6 +240,7 @@ def build_nfa(g: ir.Grammar) -> NFA:
             edges[s] += tuple((lo, hi, t) for lo, hi in e[1])
             return t
         if k == "seq":
+            check_deadline()
             for x in e[1]:
                 if x[0] == "byte" and len(x[1]) == 1:  # literal fast path
                     t = len(edges)
@@ -233,6 +255,7 @@ def build_nfa(g: ir.Grammar) -> NFA:
                                    "(large bounded repetitions?)")
             return s
         if k == "alt":
+            check_deadline()
             t = new()
             for x in e[1]:
                 eps[frag(x, s)] += (t,)
@@ -275,12 +298,17 @@ def build_nfa(g: ir.Grammar) -> NFA:
             return r
         raise AssertionError(e)
 
-    for name, e in g.rules.items():
-        s = new()
-        nfa.rule_start[name] = s
-        nfa.is_end.add(frag(e, s))
-        if len(edges) >= MAX_NODES:
-            raise CompileError(f"grammar too large: more than {MAX_NODES} automaton nodes (large bounded repetitions?)")
+    try:
+        for name, e in g.rules.items():
+            check_deadline()
+            s = new()
+            nfa.rule_start[name] = s
+            nfa.is_end.add(frag(e, s))
+            if len(edges) >= MAX_NODES:
+                raise CompileError(f"grammar too large: more than {MAX_NODES} automaton nodes "
+                                   "(large bounded repetitions?)")
+    finally:
+        frag = None  # noqa: F841 - (_no_cycles)
     nfa.call = {c: (nfa.rule_start[name], _merge_return(nfa, r)) for c, (name, r) in nfa.call.items()}
     nfa.start = nfa.rule_start[g.root]
     nfa.is_tail = _tails(nfa)
@@ -306,6 +334,7 @@ def _tails(nfa):
     calling (a call returning there is a tail call)."""
     tails = set()
     for _, r in nfa.call.values():
+        check_deadline()
         seen, todo, ok = {r}, [r], True
         while todo and ok:
             x = todo.pop()

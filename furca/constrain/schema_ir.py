@@ -16,6 +16,7 @@ from __future__ import annotations
 from furca.errors import CompileError
 
 from . import ir
+from .deadline import check as check_deadline
 
 
 def ir_from_rules(rules: dict, root: str = "root") -> ir.Grammar:
@@ -34,8 +35,10 @@ def ir_from_rules(rules: dict, root: str = "root") -> ir.Grammar:
         elif kind == "Ref":
             out = ("ref", node.name, 0)
         elif kind == "Seq":
+            check_deadline()
             out = ir.seq([conv(x) for x in node.items]) if node.items else ir.EMPTY
         elif kind == "Alt":
+            check_deadline()
             items = [conv(x) for x in node.items]
             out = ir.alt(items) if len(items) != 1 else items[0]
         elif kind == "Rep":

@@ -10,6 +10,8 @@ states runs out of its budget and the mask then walks the whole token trie.
 
 from __future__ import annotations
 
+from .deadline import check as check_deadline
+
 UNBOUNDED = 1 << 30  # slice depth of a state no slice string can kill
 PROOF_BUDGET = 2048  # (configuration, position in a character) pairs one proof may explore
 
@@ -63,6 +65,7 @@ class SliceProof:
             pair = todo.pop()
             if pair in needs:
                 continue
+            check_deadline()
             if len(needs) >= PROOF_BUDGET:
                 complete = False
                 break

@@ -8,6 +8,11 @@ Free text is "any bytes not containing a trigger", built as an Aho-Corasick auto
 over the triggers' bytes: one IR rule per automaton state (``F<q>``), each byte an
 alternative that moves to the next state's rule (tail calls: the stack never grows).
 The byte that completes a trigger moves to that trigger's dispatch rule instead.
+
+`check_structural_tag(tags, triggers)` validates the shapes first (structures a list of
+objects, begin / end strings, schema an object, a boolean or JSON text, triggers a list
+of non-empty strings): every ill-typed field is a `CompileError` naming it
+(``structures[1].begin must be a string, got int``), never a TypeError.
 """
 
 from __future__ import annotations
@@ -18,7 +23,41 @@ from collections import deque
 from furca.errors import CompileError
 
 from . import ir
+from .deadline import check as check_deadline
 from .gbnf import parse_gbnf
+
+
+def _type_name(x) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null",
+            int: "integer", float: "number"}.get(type(x), type(x).__name__)
+
+
+def check_structural_tag(tags, triggers) -> tuple[list[tuple[str, object, str]], list[str]]:
+    """((begin, schema, end) per structure, triggers) after checking every field's type.
+    tags: a list (or tuple) of dicts or objects with ``begin``, ``schema``, ``end``
+    attributes; schema: an object, a boolean or its JSON text. Raises CompileError naming
+    the field (``structures[2].end``)."""
+    if not isinstance(tags, (list, tuple)):
+        raise CompileError(f"structural_tag: structures must be an array of objects, got {_type_name(tags)}")
+    if not isinstance(triggers, (list, tuple)):
+        raise CompileError(f"structural_tag: triggers must be an array of strings, got {_type_name(triggers)}")
+    out = []
+    for k, tag in enumerate(tags):
+        where = f"structural_tag: structures[{k}]"
+        if not isinstance(tag, dict) and not all(hasattr(tag, n) for n in ("begin", "schema", "end")):
+            raise CompileError(f"{where} must be an object with begin, schema and end, got {_type_name(tag)}")
+        begin, end, schema = _field(tag, "begin"), _field(tag, "end"), _field(tag, "schema")
+        if not isinstance(begin, str) or not begin:
+            raise CompileError(f"{where}.begin must be a non-empty string, got {_type_name(begin)}")
+        if not isinstance(end, str):
+            raise CompileError(f"{where}.end must be a string, got {_type_name(end)}")
+        if not isinstance(schema, (dict, bool, str)):
+            raise CompileError(f"{where}.schema must be an object, a boolean or JSON text, got {_type_name(schema)}")
+        out.append((begin, schema, end))
+    for i, t in enumerate(triggers):
+        if not isinstance(t, str) or not t:
+            raise CompileError(f"structural_tag: triggers[{i}] must be a non-empty string, got {_type_name(t)}")
+    return out, list(triggers)
 
 
 def _field(tag, name):
@@ -44,10 +83,10 @@ def _rename(e, prefix):
 
 def structural_tag_grammar(tags, triggers, schema_gbnf) -> ir.Grammar:
     """schema_gbnf(schema) -> GBNF text with root rule ``root``."""
-    tags, triggers = list(tags), list(triggers)
+    checked, triggers = check_structural_tag(tags, triggers)
     if not triggers:
         raise CompileError("structural tag: no triggers given")
-    if not tags:
+    if not checked:
         raise CompileError("structural tag: no tags given")
     trig_bytes = []
     for t in triggers:
@@ -56,8 +95,8 @@ def structural_tag_grammar(tags, triggers, schema_gbnf) -> ir.Grammar:
         trig_bytes.append(t.encode("utf-8"))
     rules: dict = {}
     per_trigger: dict[int, list] = {i: [] for i in range(len(triggers))}
-    for k, tag in enumerate(tags):
-        begin, end, schema = _field(tag, "begin"), _field(tag, "end"), _field(tag, "schema")
+    for k, (begin, schema, end) in enumerate(checked):
+        check_deadline()
         if isinstance(schema, str):
             try:
                 schema = json.loads(schema)

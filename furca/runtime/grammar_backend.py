@@ -12,7 +12,13 @@ regex, json_schema, ebnf (GBNF or Lark), choices, json_object, structural_tag.
   grammars are cached by the compiler (LRU), so ``n`` samples and repeated requests
   compile once; each request gets its own matcher.
 - Every failure to compile is a `furca.errors.CompileError` (an unexpected exception
-  inside the compiler too, chained as its cause), raised before the request is queued.
+  inside the compiler too, chained as its cause), raised before the request is queued;
+  an ill-typed field (a structural tag's ``structures: 5``) names the field, with no
+  traceback in the log.
+- ``compile(params, deadline=t, limit_s=s)``: the compile's work stops once
+  ``time.monotonic()`` passes t (`furca.constrain.compile_deadline`: checked inside the
+  compiler's loops), raising `furca.constrain.CompileTimeout` ("did not compile within s
+  s"); nothing of it is cached, and the calling thread is free again.
 """
 
 from __future__ import annotations
@@ -65,8 +71,11 @@ class ConstrainBackend:
 
     # -- compiling --------------------------------------------------------------------------
 
-    def compile(self, params: SamplingParams):
+    def compile(self, params: SamplingParams, *, deadline: float | None = None, limit_s: float | None = None):
         """The cached `CompiledGrammar` of ``params``'s constraint. Raises CompileError.
+
+        deadline: a ``time.monotonic()`` time past which the compile stops (CompileTimeout);
+        limit_s: the limit it stands for, named in the message. None: no deadline.
 
         ``params.allow_extra_properties`` reaches the JSON-schema translator (json_schema and
         a structural tag's schemas) and is part of the compiler's cache key, so a strict and
@@ -74,7 +83,14 @@ class ConstrainBackend:
         if params.constraint is None:
             raise CompileError("the request has no constraint to compile")
         kind, value = params.constraint
-        extra = params.allow_extra_properties
+        if deadline is None:
+            return self._compile(kind, value, params.allow_extra_properties)
+        from furca.constrain.deadline import compile_deadline
+
+        with compile_deadline(limit_s, at=deadline):
+            return self._compile(kind, value, params.allow_extra_properties)
+
+    def _compile(self, kind: str, value: Any, extra: bool | None):
         try:
             c = self.compiler
             if kind == "regex":
@@ -88,7 +104,10 @@ class ConstrainBackend:
             if kind == "json_object":
                 return c.compile_json_object()
             if kind == "structural_tag":
-                tag = json.loads(value)
+                try:
+                    tag = json.loads(value) if isinstance(value, str) else value
+                except ValueError as e:
+                    raise CompileError(f"structural_tag is not valid JSON: {e}") from None
                 if not isinstance(tag, dict):
                     raise CompileError("structural_tag must be an object with 'structures' and 'triggers'")
                 return c.compile_structural_tag(tag.get("structures", []), tag.get("triggers", []),

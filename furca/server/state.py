@@ -76,7 +76,7 @@ class ServerState:
         self.tool_tags = bool(backend is not None and getattr(backend, "supports_structural_tags", lambda: False)())
         if not self.tool_tags:
             logger.info("structural tags unavailable: tool_choice=auto parses free text for <tool_call> blocks")
-        self.constraints = Constraints(engine, self.args.grammar_timeout, self.metrics)
+        self.constraints = Constraints(engine, self.args.grammar_timeout, self.metrics, self.args.grammar_workers)
         self.renderer = ChatRenderer(engine.tokenizer, self.args.chat_template)
         if not self.args.served_model_name and getattr(engine, "model_path", None):
             self.model_name = str(engine.model_path).rstrip("/").split("/")[-1]

@@ -15,6 +15,7 @@ import json
 
 from furca.errors import CompileError
 
+from ..deadline import check as check_deadline
 from . import containers, logic, scalars
 from .grammar import EMPTY, NOTHING, Cls, Grammar, Lit, Ref, alt, cls, lit, rep, seq
 from .merge import FALSE, ALL_TYPES, merge, normalize_schema, type_set
@@ -97,6 +98,7 @@ class Compiler:
 
     # ------------------------------------------------------------- values
     def value(self, schema, where: str, hint: str = "value"):
+        check_deadline()  # once per schema node: a compile past its deadline stops here
         if schema is True:
             return self.any_value()
         if schema is False:

@@ -14,6 +14,7 @@ import re
 
 from furca.errors import CompileError
 
+from ..deadline import check as check_deadline
 from .grammar import EMPTY, NOTHING, Ref, alt, lit, opt, rep, seq
 from .merge import canon, merge
 from .regex import pattern_grammar
@@ -38,6 +39,7 @@ def _members_grammar(c, members, extra, where, min_count=0):
     b = [None] * (n + 1)
     b[n] = tail
     for i in range(n - 1, -1, -1):
+        check_deadline()
         m, req = members[i]
         item = seq(comma, m)
         b[i] = seq(item if req else opt(item), b[i + 1])

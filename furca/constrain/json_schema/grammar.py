@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..deadline import check as check_deadline
+
 MAX_CP = 0x10FFFF
 
 
@@ -133,6 +135,7 @@ def seq(*items):
 
 
 def alt(*items):
+    check_deadline()
     out, seen = [], set()
     for it in items:
         parts = it.items if isinstance(it, Alt) else (it,)
@@ -214,6 +217,7 @@ def _render(node, prec: int) -> str:
         s = " ".join(_render(i, 1) for i in node.items)
         return s if prec <= 1 else "(" + s + ")"
     if isinstance(node, Alt):
+        check_deadline()
         if not node.items:
             raise ValueError("NOTHING cannot be rendered")
         s = " | ".join(_render(i, 1) for i in node.items)
@@ -280,7 +284,12 @@ class Grammar:
 
     def render(self) -> str:
         order = ["root"] + [n for n in self.rules if n != "root"]
-        return "".join("%s ::= %s\n" % (n, render_node(self.rules[n])) for n in order if n in self.rules)
+        out = []
+        for n in order:
+            if n in self.rules:
+                check_deadline()
+                out.append("%s ::= %s\n" % (n, render_node(self.rules[n])))
+        return "".join(out)
 
 
 for _node in (Seq, Alt, Rep):  # dataclass(frozen=True) installs its own __hash__; use the cached one
