@@ -60,6 +60,7 @@ class Delivery:
         delta = StreamDelta(req.rid, req.pending_text, req.pending_ids, finished=meta is not None, meta_info=meta,
                             index=req.sample_index, group_rid=req.group_rid, retract=req.pending_retract,
                             settled=settled, **logprobs)
+        req.num_streamed += len(req.pending_ids) - req.pending_retract
         req.pending_text, req.pending_ids, req.pending_retract = "", [], 0
         return delta
 
@@ -83,8 +84,7 @@ class Delivery:
         if not req.stream:
             req.emit(err)
             return
-        sent = max(len(req.output_ids) - len(req.pending_ids), 0)
-        meta = build_meta_info(req.rid, prompt_tokens=req.prompt_len, completion_tokens=sent,
+        meta = build_meta_info(req.rid, prompt_tokens=req.prompt_len, completion_tokens=req.num_streamed,
                                cached_tokens=req.cached_tokens, finish_reason=req.finished_reason)
         meta["e2e_latency"] = req.e2e_latency
         req.pending_text, req.pending_ids, req.pending_retract = "", [], 0

@@ -78,6 +78,7 @@ class Req:
     pending_text: str = ""  # decoded, not yet streamed
     pending_ids: list[int] = field(default_factory=list)
     pending_retract: int = 0  # streamed ids that jump-forward dropped (StreamDelta.retract)
+    num_streamed: int = 0  # output ids the stream's consumer holds (its deltas applied)
     logprob_cursor: LogprobCursor = field(default_factory=LogprobCursor)  # logprobs streamed so far
 
     # jump-forward (jump_forward.py): KV positions >= kv_rollback_to hold tokens that were

@@ -85,8 +85,10 @@ def test_a_fault_fails_only_its_request_in_a_stream(engine, reference, stage):
             got, want = outs[rid], reference[rid]
             assert (got["text"], got["ids"], got["meta"]["finish_reason"]) == (
                 want["text"], want["ids"], want["meta"]["finish_reason"]), rid
-    # what the victim streamed before failing is a prefix of its fault-free output
+    # what the victim streamed before failing is a prefix of its fault-free output, and
+    # its final meta_info counts exactly that
     assert reference["victim"]["ids"][: len(outs["victim"]["ids"])] == outs["victim"]["ids"]
+    assert outs["victim"]["meta"]["completion_tokens"] == len(outs["victim"]["ids"])
     _assert_idle_and_serving(engine)
     assert engine.get_server_info()["stats"]["failed"] >= 1
 
