@@ -207,7 +207,21 @@ class Scheduler(KVBookkeeping):
     def _run(self, items: list[ScheduledReq]) -> list[Req]:
         """Allocate, run one forward pass over `items`, postprocess, do the KV bookkeeping;
         returns the requests that finished. A forward pass that raises is rolled back and
-        its requests are run one at a time; a request that fails alone is failed."""
+        its requests are run one at a time (`_run_one_by_one`)."""
+        try:
+            step, logits = self._forward(items)
+        except Exception as e:  # noqa: BLE001 - find the request it fails for
+            if is_fatal(e):
+                raise
+            if len(items) > 1:
+                return self._run_one_by_one(items, e)
+            self._fail(items[0].req, "model forward", e)
+            return []
+        return self._after_forward(items, step, logits)
+
+    def _forward(self, items: list[ScheduledReq]):
+        """Slots for the new tokens, then the forward pass: ``(StepInputs, logits)``. If it
+        raises, the step's slots are freed first (the KV written is never read)."""
         slots = self._alloc(sum(it.num_new for it in items))
         table = self.req_pool.table
         pos = 0
@@ -218,17 +232,35 @@ class Scheduler(KVBookkeeping):
             if self.faults is not None:
                 self.faults.check("forward", [it.req for it in items])
             step = build_step(items, table, self.runner.kv_cache, self.runner.attn_backend, self.runner.device)
-            logits = self.runner.forward(step)
-        except Exception as e:  # noqa: BLE001 - find the request it fails for
-            if is_fatal(e):
-                raise
-            self.allocator.free(slots)  # roll the step back: its KV is never read
-            if len(items) == 1:
-                self._fail(items[0].req, "model forward", e)
-                return []
-            logger.warning("a forward pass over %d requests raised %s: %s; running them one at a time",
-                           len(items), type(e).__name__, e)
-            return [req for it in items for req in self._run([it])]
+            return step, self.runner.forward(step)
+        except BaseException:
+            self.allocator.free(slots)
+            raise
+
+    def _run_one_by_one(self, items: list[ScheduledReq], first: Exception) -> list[Req]:
+        """The batched forward raised `first`: run each request's part alone; fail those
+        that raise alone. If every one does, the fault is not any request's: it is raised
+        (the scheduler dies)."""
+        logger.warning("a forward pass over %d requests raised %s: %s; running them one at a time",
+                       len(items), type(first).__name__, first)
+        done, culprits = [], []
+        for it in items:
+            try:
+                done.append((it, *self._forward([it])))
+            except Exception as e:  # noqa: BLE001
+                if is_fatal(e):
+                    raise
+                culprits.append((it.req, e))
+        if not done:
+            raise RuntimeError(f"the model forward raised for each of the {len(items)} requests of a batch run "
+                               f"alone, so no request is to blame: {type(first).__name__}: {first}") from first
+        for req, exc in culprits:
+            self._fail(req, "model forward", exc)
+        return [req for it, step, logits in done for req in self._after_forward([it], step, logits)]
+
+    def _after_forward(self, items: list[ScheduledReq], step, logits) -> list[Req]:
+        """Postprocess the logits of `items`' forward pass (failing the requests whose own
+        work raises), then the KV bookkeeping; returns the requests that finished."""
         for it in items:
             it.req.kv_len = it.end
         finished, failures = self.post.process(step, logits)

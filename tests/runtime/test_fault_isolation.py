@@ -157,6 +157,19 @@ def test_a_fault_in_shared_state_kills_the_engine(tiny_engine_model):
     assert isinstance(engine.error, InjectedFault)  # shutting a dead engine down keeps the cause
 
 
+def test_a_forward_that_fails_for_every_request_alone_kills_the_engine(tiny_engine_model):
+    """No request is to blame when each one fails alone: that is the engine's fault."""
+    loaded, _ = tiny_engine_model
+    engine = Engine(loaded, max_total_tokens=1024)
+    try:
+        engine.set_fault_injector(FaultInjector("forward", "x-"))
+        with pytest.raises(EngineClosedError, match="raised for each of the 2 requests"):
+            engine.generate(input_ids=PROMPTS[:2], sampling_params=GREEDY, rid=["x-0", "x-1"])
+        assert isinstance(engine.error.__cause__, InjectedFault)
+    finally:
+        engine.shutdown()
+
+
 def test_injector_spec_and_env(monkeypatch):
     from furca.errors import ConfigError
 
