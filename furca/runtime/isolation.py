@@ -13,12 +13,15 @@ release and caching, the retry path), end the scheduler thread.
 from __future__ import annotations
 
 import logging
+import time
 
 import torch
 
-from furca.errors import RequestFailedError
+from furca.errors import QueueTimeoutError, RequestFailedError
 from furca.radix.radix_cache import RadixCacheError
 from furca.runtime.memory import MemoryAccountingError
+from furca.runtime.output import finish_abort
+from furca.runtime.request import Req
 
 logger = logging.getLogger("furca")
 
@@ -47,3 +50,56 @@ def request_failed(rid: str, stage: str, exc: BaseException) -> RequestFailedErr
     err = RequestFailedError(f"request {rid} failed in the {stage}: {type(exc).__name__}: {exc}", stage=stage)
     err.__cause__ = exc
     return err
+
+
+class RequestFailures:
+    """The scheduler's side of failing one request (a mixin of `Scheduler`: it uses its
+    ``post``, ``running``, ``waiting``, ``live``, ``stats`` and ``_release``)."""
+
+    def _finish(self, req: Req, reason: dict) -> None:
+        """End `req` (not queued or running any more) for `reason` and deliver its result."""
+        try:
+            self.post.end(req, reason)
+        except Exception as e:  # noqa: BLE001
+            self._fail(req, "detokenizer", e)
+            return
+        self._deliver(req)
+
+    def _deliver(self, req: Req) -> None:
+        """Send `req`'s final result (released already); if building it raises, its
+        caller gets the failure instead."""
+        try:
+            self.post.emit_final(req)
+        except Exception as e:  # noqa: BLE001
+            self._fail(req, "output", e)
+
+    def _fail(self, req: Req, stage: str, exc: BaseException) -> None:
+        """`req` failed in `stage`: drop everything it holds (its KV is freed, never
+        cached: its tokens may not match it) and tell its caller. Fatal errors re-raise."""
+        if is_fatal(exc):
+            raise exc
+        err = request_failed(req.rid, stage, exc)
+        if req in self.running:
+            self.running.remove(req)
+            self._release(req, cache=False)
+        elif req in self.waiting:
+            self.waiting.remove(req)
+        self.live.discard(req)
+        self.stats["failed"] += 1
+        self.post.fail(req, err)
+
+    def _expire_waiting(self, limit: float) -> int:
+        """Drop the requests never admitted that waited longer than `limit` seconds; returns
+        how many."""
+        now = time.perf_counter()
+        expired = [r for r in self.waiting if not r.is_admitted_once and now - r.created_at > limit]
+        for req in expired:
+            self.waiting.remove(req)
+            self.live.discard(req)
+            self.stats["queue_timeouts"] += 1
+            waited = now - req.created_at
+            req.finished_reason = finish_abort("queue timeout")
+            req.emit(QueueTimeoutError(
+                f"request {req.rid} waited {waited:.1f} s without being admitted, longer than max_queue_time "
+                f"({limit:g} s): the engine is saturated; retry later"))
+        return len(expired)

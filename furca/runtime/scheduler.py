@@ -26,11 +26,10 @@ from __future__ import annotations
 import logging
 import time
 
-from furca.errors import QueueTimeoutError
 from furca.radix.radix_cache import RadixCache
 from furca.runtime.batch_builder import ScheduledReq, build_step
 from furca.runtime.config import EngineConfig
-from furca.runtime.isolation import is_fatal, request_failed
+from furca.runtime.isolation import RequestFailures, is_fatal
 from furca.runtime.jump_forward import JumpForward
 from furca.runtime.kv_bookkeeping import KVBookkeeping
 from furca.runtime.memory import ReqToTokenPool, TokenSlotAllocator
@@ -44,7 +43,7 @@ from furca.runtime.step_stats import StepStats
 logger = logging.getLogger("furca")
 
 
-class Scheduler(KVBookkeeping):
+class Scheduler(KVBookkeeping, RequestFailures):
     def __init__(self, runner: ModelRunner, config: EngineConfig, tokenizer, context_length: int, eos_ids):
         self.runner = runner
         self.config = config
@@ -108,54 +107,6 @@ class Scheduler(KVBookkeeping):
             self._finish(req, finish_abort("aborted by abort()"))
             self.stats["aborted"] += 1
         return len(hits)
-
-    def _finish(self, req: Req, reason: dict) -> None:
-        """End `req` (not queued or running any more) for `reason` and deliver its result."""
-        try:
-            self.post.end(req, reason)
-        except Exception as e:  # noqa: BLE001
-            self._fail(req, "detokenizer", e)
-            return
-        self._deliver(req)
-
-    def _deliver(self, req: Req) -> None:
-        """Send `req`'s final result (released already); if building it raises, its
-        caller gets the failure instead."""
-        try:
-            self.post.emit_final(req)
-        except Exception as e:  # noqa: BLE001
-            self._fail(req, "output", e)
-
-    def _fail(self, req: Req, stage: str, exc: BaseException) -> None:
-        """`req` failed in `stage`: drop everything it holds (its KV is freed, never
-        cached: its tokens may not match it) and tell its caller. Fatal errors re-raise."""
-        if is_fatal(exc):
-            raise exc
-        err = request_failed(req.rid, stage, exc)
-        if req in self.running:
-            self.running.remove(req)
-            self._release(req, cache=False)
-        elif req in self.waiting:
-            self.waiting.remove(req)
-        self.live.discard(req)
-        self.stats["failed"] += 1
-        self.post.fail(req, err)
-
-    def _expire_waiting(self, limit: float) -> int:
-        """Drop the requests never admitted that waited longer than `limit` seconds; returns
-        how many."""
-        now = time.perf_counter()
-        expired = [r for r in self.waiting if not r.is_admitted_once and now - r.created_at > limit]
-        for req in expired:
-            self.waiting.remove(req)
-            self.live.discard(req)
-            self.stats["queue_timeouts"] += 1
-            waited = now - req.created_at
-            req.finished_reason = finish_abort("queue timeout")
-            req.emit(QueueTimeoutError(
-                f"request {req.rid} waited {waited:.1f} s without being admitted, longer than max_queue_time "
-                f"({limit:g} s): the engine is saturated; retry later"))
-        return len(expired)
 
     def fail_all(self, exc: BaseException) -> None:
         """Deliver `exc` to every request not yet answered (the engine is going down);
