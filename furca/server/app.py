@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from typing import Any
 
@@ -57,6 +58,8 @@ async def _start(state: ServerState, args: ServerArgs) -> None:
         engine = await asyncio.to_thread(_load_engine, args)
         await asyncio.to_thread(_warm_up, engine)
         await asyncio.to_thread(state.attach, engine)
+        gc.collect()  # the model, tokenizer and grammar tables live as long as the process: full
+        gc.freeze()   # collections skip them (else 0.1-0.6 s pauses, GIL held; bench/server_fairness.py)
         _observe_steps(state)
         state.ready = True
         logger.info("furca serving %s (context %d, %d KV slots)", state.model_name, engine.context_length,
