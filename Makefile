@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make run   - set up, fetch the default model, run a prompt program on it
 #   make test  - set up and run the test suite (what .ci/run calls)
+#   make test-loaded - the same suite beside CPU hogs (LOAD=4): it must not depend on speed
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
@@ -9,7 +10,7 @@ STAMP   = $(VENV)/.furca-installed
 # them; what they import is in pyproject's `clients` extra (docs/clients.md says why).
 NODEPS_CLIENTS = sglang==0.5.23 instructor==1.17.0
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test test-loaded bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +29,9 @@ run: setup
 
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 tests
+
+test-loaded: setup
+	PY=$(PY) scripts/test_under_load.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -24,6 +24,7 @@ import httpx  # noqa: E402
 import pytest  # noqa: E402
 
 from tests.clients.support import NetworkGuard, in_ci  # noqa: E402
+from tests.conftest import CLIENT_TIMEOUT  # noqa: E402
 from tests.server.conftest import MODEL_NAME, ServerProcess, assert_idle  # noqa: E402
 
 
@@ -55,7 +56,7 @@ def model() -> str:
 
 @pytest.fixture(scope="package")
 def http(served):
-    with httpx.Client(base_url=served.url, headers=served.headers, timeout=120) as c:
+    with httpx.Client(base_url=served.url, headers=served.headers, timeout=CLIENT_TIMEOUT) as c:
         yield c
 
 

@@ -11,6 +11,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from tests.clients.support import import_client
+from tests.conftest import CLIENT_TIMEOUT
 
 instructor = import_client("instructor")
 import openai  # noqa: E402
@@ -27,7 +28,7 @@ class Fruit(BaseModel):
 
 
 def make_client(base_url: str, api_key: str, mode):
-    return instructor.from_openai(openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=120),
+    return instructor.from_openai(openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=CLIENT_TIMEOUT),
                                   mode=mode)
 
 

@@ -11,6 +11,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from tests.clients.support import import_client
+from tests.conftest import CLIENT_TIMEOUT
 
 langchain_openai = import_client("langchain_openai")
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
@@ -35,7 +36,7 @@ def get_weather(city: Literal["Paris", "London", "Tokyo"], unit: Literal["celsiu
 @pytest.fixture(scope="module")
 def llm(base_url, api_key, model):
     return langchain_openai.ChatOpenAI(base_url=base_url, api_key=api_key, model=model, temperature=0,
-                                       max_tokens=40, max_retries=0, timeout=120)
+                                       max_tokens=40, max_retries=0, timeout=CLIENT_TIMEOUT)
 
 
 def test_invoke(llm, model):

@@ -17,6 +17,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from tests.clients.support import import_client
+from tests.conftest import CLIENT_TIMEOUT
 
 litellm = import_client("litellm")
 
@@ -43,7 +44,7 @@ WEATHER_TOOL = {"type": "function", "function": {
 
 @pytest.fixture(scope="module")
 def kw(base_url, api_key, model) -> dict:
-    return {"model": f"openai/{model}", "api_base": base_url, "api_key": api_key, "num_retries": 0, "timeout": 120}
+    return {"model": f"openai/{model}", "api_base": base_url, "api_key": api_key, "num_retries": 0, "timeout": CLIENT_TIMEOUT}
 
 
 def test_completion_and_usage(kw, model):

@@ -18,6 +18,7 @@ import pytest
 from pydantic import BaseModel
 
 from tests.clients.support import import_client
+from tests.conftest import CLIENT_TIMEOUT
 
 agents = import_client("agents")
 import openai  # noqa: E402
@@ -35,7 +36,7 @@ class Fruit(BaseModel):
 @pytest.fixture
 def chat_model(base_url, api_key, model):
     agents.set_tracing_disabled(True)
-    client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=120)
+    client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=CLIENT_TIMEOUT)
     return agents.OpenAIChatCompletionsModel(model=model, openai_client=client)
 
 

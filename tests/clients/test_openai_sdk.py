@@ -17,6 +17,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from tests.clients.support import import_client
+from tests.conftest import CLIENT_TIMEOUT
 
 openai = import_client("openai")
 
@@ -43,12 +44,12 @@ WEATHER_Q = [{"role": "user", "content": "What is the weather in Paris, in celsi
 
 @pytest.fixture(scope="module")
 def client(base_url, api_key):
-    return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=120)
+    return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=CLIENT_TIMEOUT)
 
 
 def test_async_client_chat_and_stream_with_usage(base_url, api_key, model):
     async def go():
-        async with openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=120) as ac:
+        async with openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=CLIENT_TIMEOUT) as ac:
             whole = await ac.chat.completions.create(model=model, messages=ASK, max_tokens=6, temperature=0)
             stream = await ac.chat.completions.create(model=model, messages=ASK, max_tokens=6, temperature=0,
                                                       stream=True, stream_options={"include_usage": True})

@@ -70,7 +70,7 @@ class Worker:
         self.lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
         self.noise: list[str] = []
-        self.read("ready", timeout=300)
+        self.read("ready", timeout=PROGRAM_TIMEOUT_S)
 
     def _pump(self) -> None:
         for line in self.proc.stdout:

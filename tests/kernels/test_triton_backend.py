@@ -15,6 +15,7 @@ from furca.runtime.attention.triton_backend import TritonAttentionBackend
 from furca.runtime.forward_batch import ForwardBatch
 from furca.runtime.kv_cache import KVCache
 from furca.runtime.model_runner import make_attention_backend
+from tests.conftest import CLIENT_TIMEOUT
 
 POOL_DTYPES = ["fp32", "fp16"] if IS_INTERPRETED else ["fp32", "fp16", "bf16"]
 NUM_LAYERS, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM = 2, 6, 2, 64
@@ -98,7 +99,7 @@ def test_kernels_import_without_triton():
         "    print('config error:', e)\n"
     )
     env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=CLIENT_TIMEOUT)
     assert run.returncode == 0, run.stderr
     assert "unavailable: " in run.stdout and "pip install triton" in run.stdout
     assert "config error: attention_backend='triton' is not available" in run.stdout

@@ -11,13 +11,14 @@ import pytest
 
 import furca as sgl
 from furca.lang.errors import BackendCapabilityError, BackendRequestError
+from tests.conftest import CLIENT_TIMEOUT, READY_TIMEOUT
 
 pytestmark = pytest.mark.default_model
 
 
 @pytest.fixture(scope="module")
 def runtime():
-    rt = sgl.Runtime(max_total_tokens=16384, log_level="warning")
+    rt = sgl.Runtime(max_total_tokens=16384, log_level="warning", launch_timeout=READY_TIMEOUT)
     yield rt
     rt.shutdown()
 
@@ -257,14 +258,16 @@ def test_furca_run_sets_the_backend(runtime, tmp_path):
     path = tmp_path / "greet.py"
     path.write_text(PROGRAM_FILE)
     cli = [sys.executable, "-m", "furca.cli", "run"]
-    out = subprocess.run(cli + [str(path), "--backend", runtime.url], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(cli + [str(path), "--backend", runtime.url], capture_output=True, text=True,
+                         timeout=CLIENT_TIMEOUT)
     assert out.returncode == 0, out.stderr
     assert "MAIN True" in out.stdout
     out = subprocess.run(cli + [str(path), "--backend", runtime.url, "--program", "greet", "--arg", "name=Bo"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=CLIENT_TIMEOUT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("Hello, Bo! Today is") and '"day"' in out.stderr
-    out = subprocess.run(cli + [str(path), "--backend", "nonsense"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(cli + [str(path), "--backend", "nonsense"], capture_output=True, text=True,
+                         timeout=CLIENT_TIMEOUT)
     assert out.returncode == 1 and "--backend must be" in out.stderr
 
 
@@ -280,4 +283,4 @@ def test_a_runtime_is_a_backend_and_sets_as_default(runtime):
 
 def test_runtime_that_cannot_start_says_so(tmp_path):
     with pytest.raises(BackendRequestError, match="could not start: .*no-such-model"):
-        sgl.Runtime(str(tmp_path / "no-such-model"), launch_timeout=120)
+        sgl.Runtime(str(tmp_path / "no-such-model"), launch_timeout=READY_TIMEOUT)

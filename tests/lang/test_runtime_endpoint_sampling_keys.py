@@ -10,13 +10,14 @@ import pytest
 
 import furca as sgl
 from furca.lang.errors import BackendRequestError
+from tests.conftest import READY_TIMEOUT
 
 pytestmark = pytest.mark.default_model
 
 
 @pytest.fixture(scope="module")
 def native():
-    rt = sgl.Runtime(max_total_tokens=4096, log_level="warning")
+    rt = sgl.Runtime(max_total_tokens=4096, log_level="warning", launch_timeout=READY_TIMEOUT)
     yield rt.endpoint
     rt.shutdown()
 

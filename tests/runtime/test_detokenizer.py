@@ -343,7 +343,7 @@ def test_stop_regex_total_budget_per_request(tok, monkeypatch):
 
     state = OutputTextState(tok, SP(stop_regex=r"zq"), eos_ids=[EOS])
     assert state.append(tok.encode("a").ids[0]) == ("a", None)
-    assert 0 < state.checker.regex.seconds < stop_regex.STEP_TIMEOUT
+    assert state.checker.regex.seconds > 0  # spent some (under STEP_TIMEOUT: the append did not abort)
     monkeypatch.setattr(stop_regex, "TOTAL_TIMEOUT", state.checker.regex.seconds)  # spent
     delta, finished = state.append(tok.encode("b").ids[0])
     assert finished["type"] == "abort" and "the request's" in finished["message"] and "'zq'" in finished["message"]

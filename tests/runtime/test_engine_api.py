@@ -13,6 +13,7 @@ import torch
 from furca.errors import EngineClosedError, InvalidRequestError
 from furca.runtime.engine import Engine
 from furca.runtime.output import Output, StreamDelta
+from tests.conftest import CLIENT_TIMEOUT, async_wait_until, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -102,10 +103,10 @@ def test_abort_running_and_waiting(tiny_engine_model):
         t = threading.Thread(target=lambda: waiting.setdefault(
             "out", engine.generate(input_ids=rand_ids(10, 2), sampling_params=params, rid="queued")))
         t.start()
-        while engine.get_server_info()["num_waiting"] == 0:
-            pass
+        wait_until(lambda: engine.get_server_info()["num_waiting"], "the second request waits")
         engine.abort("queued")
-        t.join()
+        t.join(CLIENT_TIMEOUT)
+        assert not t.is_alive()
         assert waiting["out"].meta_info["finish_reason"]["type"] == "abort"
         engine.abort("long")
         last = list(stream)[-1]
@@ -267,16 +268,17 @@ def test_cancelling_async_generate_aborts(engine):
     async def main():
         task = asyncio.create_task(engine.async_generate(
             input_ids=rand_ids(8, 2), sampling_params={"max_new_tokens": 200, "ignore_eos": True}, rid="cancel-me"))
-        await asyncio.sleep(0.05)
+        # cancel once it runs (a fixed sleep could cancel it before the engine had it)
+        await async_wait_until(lambda: engine.get_server_info()["num_running"], "the request runs")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
+    aborted = engine.get_server_info()["stats"]["aborted"]
     asyncio.run(main())
-    while engine.get_server_info()["num_running"]:
-        pass
+    wait_until(lambda: not engine.get_server_info()["num_running"], "the cancelled request leaves the batch")
     engine.check_memory(idle=True)
-    assert engine.get_server_info()["stats"]["aborted"] >= 1
+    assert engine.get_server_info()["stats"]["aborted"] == aborted + 1
 
 
 def test_scheduler_crash_fails_pending_requests(tiny_engine_model):
@@ -393,7 +395,7 @@ def test_unreferenced_engine_stops_its_thread(tiny_engine_model):
     thread = engine._loop.thread
     del engine
     gc.collect()
-    thread.join(timeout=5)
+    thread.join(timeout=CLIENT_TIMEOUT)
     assert not thread.is_alive()
 
 
@@ -445,7 +447,7 @@ def test_exit_without_shutdown_is_clean(tiny_engine_model, tmp_path):
     repo = Path(__file__).resolve().parents[2]
     for _ in range(2):
         done = subprocess.run([sys.executable, str(script), str(loaded.model_path)], cwd=repo, capture_output=True,
-                              text=True, timeout=120)
+                              text=True, timeout=CLIENT_TIMEOUT)
         assert "terminate called" not in done.stderr, done.stderr
         assert done.returncode == 0, done.stderr
         assert done.stdout.split() == ["2", "bye"]

@@ -14,6 +14,7 @@ from furca.runtime.attention.cpu_decode import get_decode
 from furca.runtime.attention.torch_backend import TorchAttentionBackend
 from furca.runtime.forward_batch import ForwardBatch
 from furca.runtime.kv_cache import KVCache
+from tests.conftest import CLIENT_TIMEOUT
 
 H, KV, D = 6, 2, 16
 HAS_NUMBA = get_decode() is not None
@@ -192,8 +193,8 @@ def test_direct_decode_kernel_after_fork():
         results = ctx.Queue()
         child = ctx.Process(target=lambda: results.put(run().numpy()))  # a fork: no pickling of run
         child.start()
-        got = torch.from_numpy(results.get(timeout=120))
-        child.join(timeout=60)
+        got = torch.from_numpy(results.get(timeout=CLIENT_TIMEOUT))
+        child.join(timeout=CLIENT_TIMEOUT)
     finally:
         torch.set_num_threads(threads_before)
     assert child.exitcode == 0

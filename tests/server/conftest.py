@@ -18,6 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import CLIENT_TIMEOUT, READY_TIMEOUT
+
 API_KEY = "sk-furca-test"
 MODEL_NAME = "furca-test-model"
 REPO = Path(__file__).resolve().parents[2]
@@ -48,13 +50,13 @@ class ServerProcess:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
-    def wait_ready(self, timeout: float = 300.0) -> None:
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.read_log()}")
             try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                if httpx.get(f"{self.url}/health", timeout=30).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
@@ -65,7 +67,7 @@ class ServerProcess:
         self.log.flush()
         return self.log_path.read_text()[-5000:]
 
-    def stop(self, timeout: float = 30.0) -> int:
+    def stop(self, timeout: float = 120.0) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -89,7 +91,7 @@ def server():
 
 @pytest.fixture(scope="session")
 def http(server):
-    with httpx.Client(base_url=server.url, headers=server.headers, timeout=120) as c:
+    with httpx.Client(base_url=server.url, headers=server.headers, timeout=CLIENT_TIMEOUT) as c:
         yield c
 
 
@@ -97,10 +99,10 @@ def http(server):
 def client(server):
     import openai
 
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=server.api_key, max_retries=0, timeout=120)
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=server.api_key, max_retries=0, timeout=CLIENT_TIMEOUT)
 
 
-def wait_idle(http: httpx.Client, timeout: float = 30.0) -> dict:
+def wait_idle(http: httpx.Client, timeout: float = 120.0) -> dict:
     """Poll /server_info until nothing runs or waits and every KV slot is free or
     evictable (no lock held); return the last info."""
     deadline = time.monotonic() + timeout
@@ -114,7 +116,7 @@ def wait_idle(http: httpx.Client, timeout: float = 30.0) -> dict:
         time.sleep(0.1)
 
 
-def assert_idle(http: httpx.Client, timeout: float = 30.0) -> dict:
+def assert_idle(http: httpx.Client, timeout: float = 120.0) -> dict:
     info = wait_idle(http, timeout)
     assert info["num_running"] == 0 and info["num_waiting"] == 0, info
     assert info["locked"] == 0, info

@@ -14,6 +14,7 @@ import pytest
 from furca.errors import EngineClosedError
 from furca.runtime.output import StreamDelta
 from furca.server import ServerArgs, create_app
+from tests.conftest import async_wait_until
 
 
 class FakeTokenizer:
@@ -29,17 +30,24 @@ class FakeTokenizer:
 
 
 class SlowBackend:
-    """Compiling takes `delay` s (blocking); create_matcher compiles unless cached."""
+    """Compiling takes `delay` s, or (with a `gate`) blocks until the test opens the gate:
+    the test then decides the order of events, not the machine's speed. create_matcher
+    compiles unless cached."""
 
-    def __init__(self, delay: float):
+    def __init__(self, delay: float, gate: threading.Event | None = None):
         self.delay, self.cache, self.lock = delay, set(), threading.Lock()
+        self.gate, self.compiling = gate, threading.Event()
         self.loop_compiles = 0
 
     def compile(self, params):
         with self.lock:
             if params.constraint in self.cache:
                 return
-        time.sleep(self.delay)
+        self.compiling.set()
+        if self.gate is not None:
+            assert self.gate.wait(600), "the test never opened the gate"
+        else:
+            time.sleep(self.delay)
         with self.lock:
             self.cache.add(params.constraint)
 
@@ -103,28 +111,40 @@ CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
 
 
 def test_compile_runs_off_the_loop():
-    engine = FakeEngine(delay=0.5)
+    """/health answers while a compile is blocked (the compile waits for the test to open
+    its gate: were it on the event loop, /health could not answer before that)."""
+    gate = threading.Event()
+    engine = FakeEngine()
+    engine.grammar_backend = SlowBackend(0, gate)
 
     async def fn(c, app):
         task = asyncio.create_task(c.post("/v1/chat/completions", json={**CHAT, "regex": "[a-z]+"}))
-        await asyncio.sleep(0.1)
-        t0 = time.perf_counter()
+        await async_wait_until(engine.grammar_backend.compiling.is_set, "the compile started")
         health = await c.get("/health")
-        health_s = time.perf_counter() - t0
+        compiling_when_answered = not gate.is_set()
+        gate.set()
         r = await task
-        return health, health_s, r
+        return health, compiling_when_answered, r
 
-    health, health_s, r = asyncio.run(_with_app(engine, ServerArgs(grammar_timeout=5), fn))
-    assert health.status_code == 200 and health_s < 0.3  # answered while the grammar compiled
+    try:
+        health, compiling_when_answered, r = asyncio.run(_with_app(engine, ServerArgs(grammar_timeout=600), fn))
+    finally:
+        gate.set()
+    assert health.status_code == 200 and compiling_when_answered  # answered while the grammar compiled
     assert r.status_code == 200, r.text
     assert engine.grammar_backend.loop_compiles == 0  # the engine's own call hit the cache
 
 
 def test_compile_time_limit_is_400():
-    engine = FakeEngine(delay=1.5)
+    gate = threading.Event()  # the compile ends only once the answer is in: it cannot win the race
+    engine = FakeEngine()
+    engine.grammar_backend = SlowBackend(0, gate)
 
     async def fn(c, app):
-        return await c.post("/v1/chat/completions", json={**CHAT, "regex": "[0-9]+"})
+        try:
+            return await c.post("/v1/chat/completions", json={**CHAT, "regex": "[0-9]+"})
+        finally:
+            gate.set()
 
     r = asyncio.run(_with_app(engine, ServerArgs(grammar_timeout=0.2), fn))
     assert r.status_code == 400 and "did not compile within 0.2 s" in r.json()["error"]["message"]
@@ -135,11 +155,13 @@ def test_admission_limit_and_release():
 
     async def fn(c, app):
         state = app.state.furca
-        long = [asyncio.create_task(c.post("/v1/chat/completions", json={**CHAT, "max_tokens": 20}))
+        long = [asyncio.create_task(c.post("/v1/chat/completions", json={**CHAT, "max_tokens": 400}))
                 for _ in range(3)]
-        await asyncio.sleep(0.2)
-        assert state.num_inflight == 3
+        # all three admitted; 400 tokens of 50 ms each: none ends on its own before the abort
+        await async_wait_until(lambda: state.num_inflight == 3, "three requests in flight")
         over = await c.post("/v1/chat/completions", json=CHAT)
+        for rid in list(state.active_rids):
+            engine.abort(rid)
         done = await asyncio.gather(*long)
         after = await c.post("/v1/chat/completions", json=CHAT)
         return over, done, after, state.num_inflight, set(state.active_rids)

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from furca.server import ServerArgs, create_app
+from tests.conftest import CLIENT_TIMEOUT, READY_TIMEOUT
 
 
 def samples(text: str) -> dict[tuple[str, tuple], float]:
@@ -108,7 +109,7 @@ def test_running_and_queued_match_server_info_under_load(tiny_model):
         tasks = [asyncio.create_task(stream(c, k)) for k in range(3)]
         seen = []
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + 120
+        deadline = loop.time() + READY_TIMEOUT
         while loop.time() < deadline and not all(t.done() for t in tasks):
             before = gauges((await c.get("/metrics")).text)
             info = (await c.get("/server_info")).json()
@@ -144,7 +145,7 @@ def test_live_server_metrics_show_batches(http, server):
     body = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 3, "temperature": 0}
     assert http.post("/v1/chat/completions", json=body).status_code == 200
     wait_idle(http)
-    text = httpx.get(f"{server.url}/metrics", timeout=60).text  # public: no key
+    text = httpx.get(f"{server.url}/metrics", timeout=CLIENT_TIMEOUT).text  # public: no key
     info = http.get("/server_info").json()
     assert value(text, "furca_iteration_tokens_total_count") > 0
     assert value(text, "furca_iteration_requests_sum") > 0

@@ -20,6 +20,7 @@ from furca.cli_flags import flag_name, markdown_table, serve_parser
 from furca.runtime.config import EngineConfig
 from furca.server import create_app
 from furca.server.args import ServerArgs
+from tests.conftest import CLIENT_TIMEOUT, READY_TIMEOUT
 
 REPO = Path(__file__).resolve().parents[2]
 ENGINE_FIELDS = dataclasses.fields(EngineConfig)
@@ -107,7 +108,7 @@ def test_docs_flag_table_is_the_parsers():
         "docs/server.md's flag table is stale: paste `python -m furca.cli_flags` between the markers"
 
 
-def _serve(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def _serve(*argv: str, timeout: float = CLIENT_TIMEOUT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "furca.server", "--port", "0", "--log-level", "warning", *argv],
                           cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
@@ -119,13 +120,13 @@ def _serve(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
     (["--min-new-token-ratio", "0.9"], "min_new_token_ratio must not exceed init_new_token_ratio"),
 ])
 def test_a_value_the_engine_rejects_stops_serve(argv, message):
-    r = _serve(*argv, timeout=120)
+    r = _serve(*argv)
     assert r.returncode == 1, r.stderr
     assert f"furca serve: ConfigError: {message}" in r.stderr
 
 
 def test_a_choice_outside_the_list_is_a_usage_error():
-    r = _serve("--attention-backend", "flashinfer", timeout=120)
+    r = _serve("--attention-backend", "flashinfer")
     assert r.returncode == 2 and "--attention-backend" in r.stderr
 
 
@@ -151,12 +152,13 @@ def test_a_value_rejected_at_load_stops_serve(tiny_dir):
 def test_generate_takes_the_engine_flags(tiny_dir):
     r = subprocess.run([sys.executable, "-m", "furca.cli", "generate", "hello", "--model", str(tiny_dir),
                         "--max-new-tokens", "3", "--device", "cpu", "--dtype", "float32", "--max-total-tokens",
-                        "300", "--disable-radix-cache", "-v"], cwd=REPO, capture_output=True, text=True, timeout=300)
+                        "300", "--disable-radix-cache", "-v"], cwd=REPO, capture_output=True, text=True,
+                       timeout=CLIENT_TIMEOUT)
     assert r.returncode == 0, r.stderr
     assert '"completion_tokens": 3' in r.stderr
     r = subprocess.run([sys.executable, "-m", "furca.cli", "generate", "hello", "--model", str(tiny_dir),
                         "--device", "cpu", "--context-length", "100000"], cwd=REPO, capture_output=True, text=True,
-                       timeout=300)
+                       timeout=CLIENT_TIMEOUT)
     assert r.returncode == 1 and "furca generate: ConfigError: context_length 100000 exceeds" in r.stderr
 
 
@@ -175,7 +177,7 @@ def test_server_info_shows_what_the_flags_did(tiny_dir):
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=60) as c:
-                deadline = time.monotonic() + 120
+                deadline = time.monotonic() + READY_TIMEOUT
                 while (await c.get("/health")).status_code != 200 and time.monotonic() < deadline:
                     await asyncio.sleep(0.1)
                 outs = [(await c.post("/generate", json=body, headers=headers)).json() for _ in range(2)]
