@@ -19,7 +19,12 @@ Promises (tests/server/test_grammar_pool.py):
   lands in the compiler's cache. A backend whose ``compile`` takes no deadline still
   gets a 400 at the deadline (its thread finishes on its own);
 - identical concurrent compiles (equal ``params.compile_key``) share one job: the later
-  request waits for the earlier one's compile (and its deadline).
+  request waits for the earlier one's compile (and its deadline);
+- while a compile runs, the interpreter switches threads every COMPILE_SWITCH_INTERVAL
+  (1 ms) instead of CPython's 5 ms: a compile thread holds the GIL for whole intervals,
+  and the event loop needs it several times per request, so with 5 ms /tokenize waited
+  ~60 ms (p50) during an attack (bench/results/server_fairness.md). Restored when the
+  pool is idle.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +42,8 @@ from furca.errors import CompileError
 from furca.runtime.sampling_params import SamplingParams
 
 logger = logging.getLogger("furca.server")
+
+COMPILE_SWITCH_INTERVAL = 0.001  # s: sys.setswitchinterval while a compile runs
 
 
 class Constraints:
@@ -48,6 +56,7 @@ class Constraints:
         self._inflight: dict[Any, asyncio.Future] = {}  # compile_key -> the shared job (loop thread only)
         self._lock = threading.Lock()
         self.busy = 0      # jobs running on a pool thread now
+        self._switch_interval = sys.getswitchinterval()
         self.started = 0   # jobs that began compiling (a job whose deadline passed in the queue never does)
 
     @property
@@ -114,6 +123,9 @@ class Constraints:
         if time.monotonic() >= deadline:
             raise self._timeout_error(p)
         with self._lock:
+            if self.busy == 0:
+                self._switch_interval = sys.getswitchinterval()
+                sys.setswitchinterval(min(self._switch_interval, COMPILE_SWITCH_INTERVAL))
             self.busy += 1
             self.started += 1
         start = time.perf_counter()
@@ -125,6 +137,8 @@ class Constraints:
         finally:
             with self._lock:
                 self.busy -= 1
+                if self.busy == 0:
+                    sys.setswitchinterval(self._switch_interval)
         self.metrics.grammar_compile.observe(time.perf_counter() - start)
 
 

@@ -93,9 +93,13 @@ def schema_to_gbnf(schema: dict | str | bool, *, strict: bool = True, whitespace
     c = Compiler(schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace, warn=warn,
                  allow_extra_properties=allow_extra_properties)
     try:
-        return c.compile_root()
+        text = c.compile_root()
     except RecursionError:
         raise CompileError("#: the schema nests too deeply to compile") from None
+    from .._release import release
+
+    release(c)  # its memo and rules, a piece at a time (not one GIL-holding cascade)
+    return text
 
 
 def json_value_gbnf(whitespace: str = "compact", max_whitespace: int = 4) -> str:
