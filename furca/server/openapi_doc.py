@@ -19,11 +19,16 @@ from furca.server.errors import error_responses
 
 SSE = "text/event-stream"
 
+# one server-sent event (before OpenAPI 3.2, a text/event-stream schema describes an event)
+SSE_EVENT = {"type": "object", "required": ["data"],
+             "properties": {"data": {"type": "string", "description": "a JSON chunk, or [DONE] last"},
+                            "event": {"type": "string"}, "id": {"type": "string"}}}
+
 # 200 of a route that streams with "stream": true
 JSON_OR_SSE: dict[int | str, dict[str, Any]] = {
     200: {"description": "The answer (application/json), or with \"stream\": true a stream of server-sent events "
                          "ending with `data: [DONE]`",
-          "content": {"application/json": {}, SSE: {"schema": {"type": "string"}}}}}
+          "content": {"application/json": {}, SSE: {"schema": SSE_EVENT}}}}
 NO_BODY: dict[int | str, dict[str, Any]] = {200: {"description": "OK (no body)"}}
 
 # what each kind of route can answer besides its 200 (401: only with --api-key; 413: past

@@ -185,17 +185,19 @@ class ResponseFormat(_Model):
 # -- shared sampling fields -------------------------------------------------------------------
 
 
-TokenId = Annotated[int, Field(ge=0, lt=rf.TOKEN_ID_LIMIT)]
-Count = Annotated[int, Field(ge=0, le=rf.INT32_MAX)]
+NonEmpty = rf.NonEmpty
+TokenId = rf.bounded_int(ge=0, lt=rf.TOKEN_ID_LIMIT)
+Text = Annotated[str, Field(min_length=1)]  # a prompt: not empty
+Count = rf.bounded_int(ge=0, le=rf.INT32_MAX)
 
 
 class _SamplingFields(rf.RequestBody):
     model: str | None = None
-    n: int = Field(default=1, ge=1, le=N_MAX)
+    n: rf.bounded_int(ge=1, le=N_MAX) = 1
     stop: str | list[str] | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
-    seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)
+    seed: rf.bounded_int(ge=-(2**63), lt=2**63) | None = None
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     stream: bool = False
@@ -207,7 +209,7 @@ class _SamplingFields(rf.RequestBody):
     regex: str | None = None
     ebnf: str | None = None
     json_schema: dict[str, Any] | str | None = None
-    top_k: int | None = Field(default=None, ge=-1, le=rf.INT32_MAX)
+    top_k: rf.bounded_int(ge=-1, le=rf.INT32_MAX) | None = None
     min_p: float | None = Field(default=None, ge=0, le=1)
     repetition_penalty: float | None = Field(default=None, gt=0, le=2)
     min_tokens: Count | None = None
@@ -237,14 +239,14 @@ class _SamplingFields(rf.RequestBody):
 
 class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
-    max_tokens: int | None = Field(default=None, ge=1, le=rf.INT32_MAX)
-    max_completion_tokens: int | None = Field(default=None, ge=1, le=rf.INT32_MAX)
+    max_tokens: rf.bounded_int(ge=1, le=rf.INT32_MAX) | None = None
+    max_completion_tokens: rf.bounded_int(ge=1, le=rf.INT32_MAX) | None = None
     logprobs: bool = False
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
-    tools: list[Tool] | None = None
+    top_logprobs: rf.bounded_int(ge=0, le=20) | None = None
+    tools: list[Tool] | None = Field(default=None, min_length=1)
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool = True
-    functions: list[FunctionDef] | None = None  # legacy tools
+    functions: list[FunctionDef] | None = Field(default=None, min_length=1)  # legacy tools
     function_call: Literal["none", "auto"] | FunctionName | None = None  # legacy tool_choice
     chat_template_kwargs: dict[str, Any] | None = None
     continue_final_message: bool = False
@@ -314,12 +316,12 @@ class ChatCompletionRequest(_SamplingFields):
 
 
 class CompletionRequest(_SamplingFields):
-    prompt: str | list[str] | list[TokenId] | list[list[TokenId]]
-    max_tokens: int | None = Field(default=16, ge=0, le=rf.INT32_MAX)
-    logprobs: int | None = Field(default=None, ge=0, le=20)
+    prompt: Text | NonEmpty[list[Text]] | NonEmpty[list[TokenId]] | NonEmpty[list[NonEmpty[list[TokenId]]]]
+    max_tokens: rf.bounded_int(ge=0, le=rf.INT32_MAX) | None = 16
+    logprobs: rf.bounded_int(ge=0, le=20) | None = None
     echo: bool = False
     suffix: str | None = None
-    best_of: int | None = Field(default=None, ge=1, le=N_MAX)
+    best_of: rf.bounded_int(ge=1, le=N_MAX) | None = None
 
     _prompt = field_validator("prompt", mode="before")(classmethod(lambda cls, v: rf.prompt(v)))
 

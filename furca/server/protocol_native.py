@@ -16,14 +16,16 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from furca.server.errors import FieldError
-from furca.server.request_fields import INT32_MAX, TOKEN_ID_LIMIT, RequestBody
+from furca.server.request_fields import (INT32_MAX, TOKEN_ID_LIMIT, NonEmpty, RequestBody, bounded_int, exactly_one_of,
+                                         integral)
 from furca.server.request_fields import logit_bias as logit_bias_keys
 from furca.server.request_fields import RequestModel as _Model
 
-TokenId = Annotated[int, Field(ge=0, lt=TOKEN_ID_LIMIT)]
-Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
+TokenId = bounded_int(ge=0, lt=TOKEN_ID_LIMIT)
+Count = bounded_int(ge=0, le=INT32_MAX)
+Text = Annotated[str, Field(min_length=1)]  # a prompt: not empty
 N_MAX = 1024  # samples per prompt (the runtime's bound)
-Seed = Annotated[int, Field(ge=-(2**63), lt=2**63)]
+Seed = bounded_int(ge=-(2**63), lt=2**63)
 Bias = dict[Annotated[str, Field(pattern=r"^[0-9]{1,10}$")], Annotated[float, Field(ge=-100, le=100)]]
 
 
@@ -36,7 +38,7 @@ class NativeSamplingParams(_Model):
     min_new_tokens: Count | None = None
     temperature: float | None = Field(default=None, ge=0, le=100)
     top_p: float | None = Field(default=None, gt=0, le=1)
-    top_k: int | None = Field(default=None, ge=-1, le=INT32_MAX)
+    top_k: bounded_int(ge=-1, le=INT32_MAX) | None = None
     min_p: float | None = Field(default=None, ge=0, le=1)
     repetition_penalty: float | None = Field(default=None, gt=0, le=2)  # SGLang's range
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
@@ -48,13 +50,13 @@ class NativeSamplingParams(_Model):
     skip_special_tokens: bool | None = None
     spaces_between_special_tokens: bool | None = None
     no_stop_trim: bool | None = None
-    n: int | None = Field(default=None, ge=1, le=N_MAX)
+    n: bounded_int(ge=1, le=N_MAX) | None = None
     seed: Seed | None = None
     sampling_seed: Seed | None = None
     logit_bias: Bias | None = None
-    stream_interval: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    stream_interval: bounded_int(ge=1, le=INT32_MAX) | None = None
     return_logprob: bool | None = None
-    logprob_start_len: int | None = Field(default=None, ge=-1, le=INT32_MAX)
+    logprob_start_len: bounded_int(ge=-1, le=INT32_MAX) | None = None
     top_logprobs_num: Count | None = None
     return_text_in_logprobs: bool | None = None
     regex: str | None = None
@@ -64,7 +66,7 @@ class NativeSamplingParams(_Model):
     json_object: bool | None = None
     structural_tag: dict[str, Any] | str | None = None
     allow_extra_properties: bool | None = None
-    beam_width: int | None = Field(default=None, ge=1, le=1, description="furca has no beam search: null or 1")
+    beam_width: bounded_int(ge=1, le=1) | None = Field(default=None, description="furca has no beam search: null or 1")
     watermark: None = Field(default=None, description="not supported: null only")
     custom_params: dict[str, Any] | None = Field(default=None, description="accepted and ignored")
 
@@ -76,19 +78,23 @@ class NativeSamplingParams(_Model):
 
 
 class GenerateRequest(RequestBody):
-    text: str | list[str] | None = None
-    input_ids: list[TokenId] | list[list[TokenId]] | None = None
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("text", "input_ids"))
+
+    text: Text | NonEmpty[list[Text]] | None = None
+    input_ids: NonEmpty[list[TokenId]] | NonEmpty[list[NonEmpty[list[TokenId]]]] | None = None
     sampling_params: NativeSamplingParams | list[NativeSamplingParams] | None = None
     rid: str | list[str] | None = None
     stream: bool = False
     return_logprob: bool = False
-    logprob_start_len: int = Field(default=-1, ge=-1, le=INT32_MAX)
-    top_logprobs_num: int = Field(default=0, ge=0, le=20)
+    logprob_start_len: bounded_int(ge=-1, le=INT32_MAX) = -1
+    top_logprobs_num: bounded_int(ge=0, le=20) = 0
     return_text_in_logprobs: bool = False
 
     @field_validator("text", mode="before")
     @classmethod
     def _text(cls, v: Any) -> Any:
+        if v == "" or v == [] or (isinstance(v, list) and "" in v):
+            raise FieldError("text must be a non-empty string or a non-empty list of them")
         if v is None or isinstance(v, str) or (isinstance(v, list) and all(isinstance(t, str) for t in v)):
             return v
         raise FieldError("text must be a string or a list of strings")
@@ -98,10 +104,13 @@ class GenerateRequest(RequestBody):
     def _input_ids(cls, v: Any) -> Any:
         if v is None:
             return v
+        v = integral(v)
         nested = isinstance(v, list) and bool(v) and isinstance(v[0], list)
         rows = v if nested else [v]
         if not isinstance(v, list) or not all(isinstance(r, list) and all(_is_int(t) for t in r) for r in rows):
             raise FieldError("input_ids must be a list of token ids or a list of token-id lists")
+        if not v or not all(rows):
+            raise FieldError("input_ids must be a non-empty list[int] or list[list[int]]")
         for i, row in enumerate(rows):
             for j, t in enumerate(row):
                 if not 0 <= t < TOKEN_ID_LIMIT:
@@ -139,6 +148,8 @@ class AbortRequest(RequestBody):
 
 
 class TokenizeRequest(RequestBody):
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("prompt", "text"))
+
     prompt: str | list[str] | None = None
     text: str | None = None
     add_special_tokens: bool = True

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from furca.server.errors import FieldError
 
@@ -35,6 +35,42 @@ MAX_NESTING = 256
 INT32_MAX = 2**31 - 1  # counts and lengths (the runtime's bound, sampling_checks.py)
 TOKEN_ID_LIMIT = 2**31  # token ids lie in [0, 2**31), then below the model's vocabulary
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def integral(value: Any) -> Any:
+    """JSON has one number type: ``4.0`` is the integer 4 (JSON Schema's "integer" says so
+    too); ``4.5``, ``"4"`` and ``true`` stay what they are (and are refused as integers)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list) and any(isinstance(v, (float, list)) for v in value):
+        return [integral(v) for v in value]
+    return value
+
+
+# an integer field: strict (no "4", no true), but 4.0 is 4
+Int = Annotated[int, BeforeValidator(integral)]
+
+
+class _NonEmpty:
+    """``NonEmpty[list[X]]``: a list with at least one element."""
+
+    def __class_getitem__(cls, item: Any) -> Any:
+        return Annotated[item, Field(min_length=1)]
+
+
+NonEmpty = _NonEmpty
+
+
+def exactly_one_of(*names: str) -> dict[str, Any]:
+    """JSON Schema (a model's ``json_schema_extra``) for "give exactly one of `names`"
+    (null counts as not given)."""
+    return {"oneOf": [{"required": [n], "properties": {n: {"not": {"type": "null"}}}} for n in names]}
+
+
+def bounded_int(**bounds: int) -> Any:
+    """`Int` within ``ge`` / ``gt`` / ``le`` / ``lt``. The bounds come before the
+    validator: after it, pydantic could not write them into the JSON schema."""
+    return Annotated[int, Field(**bounds), BeforeValidator(integral)]
 
 
 class RequestModel(BaseModel):
@@ -221,7 +257,10 @@ def prompt(value: Any) -> Any:
     token-id lists."""
     what = "prompt must be a string, a list of strings, a list of token ids or a list of token-id lists"
     if isinstance(value, str):
+        if not value:
+            raise FieldError("prompt must not be empty")
         return value
+    value = integral(value)
     if not isinstance(value, list):
         raise FieldError(what)
     if not value:
@@ -238,4 +277,6 @@ def prompt(value: Any) -> Any:
     for i, x in enumerate(value):
         if not check(x):
             raise FieldError(f"prompt[{i}] must be {kind}, like prompt[0]", f"[{i}]")
+        if isinstance(x, (str, list)) and not x:
+            raise FieldError(f"prompt[{i}] must not be empty", f"[{i}]")
     return value

@@ -1,5 +1,8 @@
-"""Fuzz every operation of /openapi.json (schemathesis): no 5xx, and every error is
-OpenAI-shaped. Generated bodies are capped (max_tokens, n) so this fits in CI."""
+"""Fuzz every operation of /openapi.json (schemathesis): no 5xx, every answer conforms to
+the document (its status code is declared, its media type too, its body matches the
+declared schema: errors are `ErrorResponse`), and every error is OpenAI-shaped.
+Generated bodies are capped (max_tokens, n) so this fits in CI; the examples are
+derandomized (the same cases every run) and bounded per operation and mode."""
 
 from __future__ import annotations
 
@@ -8,7 +11,17 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.errors import Unsatisfiable
 
+from schemathesis.core.failures import FailureGroup
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
 pytestmark = pytest.mark.default_model
+
+# status code declared, media type declared, body valid against the declared schema
+CONFORMANCE = (status_code_conformance, content_type_conformance, response_schema_conformance)
 
 MAX_EXAMPLES = 12
 
@@ -53,7 +66,7 @@ def cap(body) -> None:
             body["sampling_params"] = {"max_new_tokens": 4}
 
 
-def test_no_server_errors(server):
+def test_no_server_errors_and_answers_as_documented(server):
     from hypothesis import given
 
     schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json", headers=server.headers)
@@ -66,12 +79,17 @@ def test_no_server_errors(server):
 
         @given(case=op.as_strategy(generation_mode=mode))
         @settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck),
-                  database=None, phases=[Phase.explicit, Phase.generate])  # no shrinking: report as found
+                  database=None, derandomize=True,
+                  phases=[Phase.explicit, Phase.generate])  # no shrinking: report as found
         def fuzz(case):
             cap(case.body)
             resp = case.call(base_url=server.url, headers=server.headers, timeout=120)
             assert resp.status_code < 500, (
                 f"{case.method} {case.path} {case.body!r} -> {resp.status_code} {resp.text[:500]}")
+            try:
+                case.validate_response(resp, checks=list(CONFORMANCE), headers=server.headers)
+            except FailureGroup as e:  # a BaseExceptionGroup: hypothesis wants an Exception
+                raise AssertionError(f"{case.method} {case.path} {case.body!r}:\n{e}") from None
             if resp.status_code >= 400:
                 err = resp.json()["error"]
                 assert set(err) == {"message", "type", "param", "code"}, resp.text
