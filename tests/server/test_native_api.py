@@ -8,6 +8,7 @@ import re
 import httpx
 import pytest
 
+from tests.conftest import CLIENT_TIMEOUT, wait_until
 from tests.server.conftest import assert_idle
 
 pytestmark = pytest.mark.default_model
@@ -117,11 +118,10 @@ def test_abort_request_mid_flight(http):
 
     t = threading.Thread(target=run)
     t.start()
-    for _ in range(200):
-        if http.get("/server_info").json()["num_running"]:
-            break
+    wait_until(lambda: http.get("/server_info").json()["num_running"], "the request runs", interval=0.05)
     http.post("/abort_request", json={"rid": "to-abort"})
-    t.join(60)
+    t.join(CLIENT_TIMEOUT)
+    assert not t.is_alive()
     assert result["r"]["meta_info"]["finish_reason"]["type"] == "abort"
     assert result["r"]["meta_info"]["completion_tokens"] < 2000
     assert_idle(http)
