@@ -259,7 +259,8 @@ def unreadable_body(cause: BaseException | None) -> str:
         return (f"the request body is nested too deeply: at most {MAX_NESTING} levels of arrays and objects "
                 f"(limit {MAX_NESTING})")
     if isinstance(cause, UnicodeDecodeError):
-        return f"the request body is not valid UTF-8: byte {cause.start} ({cause.object[cause.start:cause.start + 1]!r})"
+        bad = cause.object[cause.start:cause.start + 1]
+        return f"the request body is not valid UTF-8: byte {cause.start} ({bad!r})"
     return f"the request body could not be read: {type(cause).__name__ if cause else 'unknown error'}: {cause}"
 
 

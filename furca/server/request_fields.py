@@ -186,7 +186,8 @@ def messages(value: Any) -> Any:
             raise FieldError(f"messages[{i}] must be a JSON object (a message with a role and content)", f"[{i}]")
         if m.get("role") not in ROLES:
             role = m.get("role")
-            got = "no role" if role is None else f"role {role!r}" if isinstance(role, str) else "a role that is not a string"
+            got = ("no role" if role is None else f"role {role!r}" if isinstance(role, str)
+                   else "a role that is not a string")
             raise FieldError(f"messages[{i}].role must be one of {', '.join(repr(r) for r in ROLES)}; got {got}",
                              f"[{i}].role")
     return value
