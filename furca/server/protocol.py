@@ -215,10 +215,17 @@ class CompletionRequest(_SamplingFields):
     max_tokens: rf.bounded_int(ge=0, le=rf.INT32_MAX) | None = 16
     logprobs: rf.bounded_int(ge=0, le=20) | None = None
     echo: bool = False
-    suffix: str | None = None
+    suffix: Annotated[str, Field(max_length=0, description="not supported: empty or null")] | None = None
     best_of: rf.bounded_int(ge=1, le=N_MAX) | None = None
 
     _prompt = field_validator("prompt", mode="before")(classmethod(lambda cls, v: rf.prompt(v)))
+
+    @field_validator("suffix", mode="before")
+    @classmethod
+    def _suffix(cls, v: Any) -> Any:
+        if isinstance(v, str) and v:
+            raise FieldError("suffix is not supported")
+        return v
 
     @model_validator(mode="after")
     def _check_completion(self) -> "CompletionRequest":
