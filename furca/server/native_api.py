@@ -202,9 +202,12 @@ async def flush_cache(request: Request):
 @router.post("/abort_request", responses=doc.error_responses(400, 401, 404, 413, 503))
 async def abort_request(req: AbortRequest, request: Request):
     """Abort every engine request the HTTP request with rid ``req.rid`` started (a batch
-    completion's prompts, every sample of ``n``); 404 when none is in flight."""
+    completion's prompts, every sample of ``n``); 404 when none is in flight. With
+    ``abort_all: true``, every request in flight (200 whatever their number)."""
     state = _state(request)
     state.require_engine()
+    if req.abort_all:
+        return {"message": f"abort requested for {state.abort_all()} requests"}
     if not state.abort(req.rid):
         raise APIError(404, f"no request with rid {req.rid!r} is queued or running", param="rid",
                        code="rid_not_found")

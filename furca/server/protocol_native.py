@@ -144,7 +144,21 @@ def _is_int(x: Any) -> bool:
 
 
 class AbortRequest(RequestBody):
-    rid: str
+    """SGLang's ``/abort_request``: ``rid`` (what one HTTP request started) or
+    ``abort_all: true`` (every request in flight; then ``rid`` is ignored)."""
+
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"required": ["rid"], "properties": {"rid": {"type": "string"}}},
+        {"required": ["abort_all"], "properties": {"abort_all": {"const": True}}}]})
+
+    rid: str | None = None
+    abort_all: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> "AbortRequest":
+        if self.rid is None and not self.abort_all:
+            raise FieldError("give the rid of the request to abort, or abort_all: true", "rid")
+        return self
 
 
 class TokenizeRequest(RequestBody):

@@ -214,6 +214,14 @@ class ServerState:
             self.engine.abort(engine_rid)
         return True
 
+    def abort_all(self) -> int:
+        """Abort every engine request in flight (SGLang's ``abort_all``); returns how many."""
+        rids = list(self.active_rids)
+        self.aborted.update(rids)
+        for engine_rid in rids:
+            self.engine.abort(engine_rid)
+        return len(rids)
+
 
 class EngineStream:
     """Async iterator of ``(index, StreamDelta)``, index in the engine's output order (a

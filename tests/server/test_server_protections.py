@@ -201,6 +201,35 @@ def test_abort_of_a_batch_completion_aborts_every_prompt_and_sample(http):
     _assert_error(http.post("/abort_request", json={"rid": rid}), 404)  # nothing of it is left
 
 
+def test_abort_all_aborts_every_request_in_flight(http):
+    """SGLang's ``{"abort_all": true}``: every request in flight ends with finish reason abort."""
+    assert_idle(http)
+    results: list[httpx.Response] = []
+
+    def run(i: int):
+        results.append(http.post("/v1/completions", json=_completion(
+            f"Count to {i} thousand:", rid=f"abort-all-{i}", max_tokens=2000, ignore_eos=True)))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        def started():
+            info = http.get("/server_info").json()
+            return {"abort-all-0", "abort-all-1"} <= {r.split("-p")[0] for r in info["server"]["active_rids"]}
+        wait_until(started, "both completions are in flight", interval=0.2)
+        r = http.post("/abort_request", json={"abort_all": True})
+        assert r.status_code == 200, r.text
+    finally:
+        for t in threads:
+            t.join(CLIENT_TIMEOUT)
+    assert [res.status_code for res in results] == [200, 200]
+    assert [res.json()["choices"][0]["finish_reason"] for res in results] == ["abort", "abort"]
+    assert_idle(http)
+    assert http.post("/abort_request", json={"abort_all": True}).status_code == 200  # none left: still 200
+    _assert_error(http.post("/abort_request", json={}), 400)  # neither a rid nor abort_all
+
+
 def test_abort_of_an_unknown_rid_is_404(http):
     err = _assert_error(http.post("/abort_request", json={"rid": "no-such-request"}), 404)
     assert err["param"] == "rid" and "no-such-request" in err["message"]
