@@ -23,7 +23,6 @@ from furca.runtime.request_builder import MODEL_DEFAULT_KEYS
 from furca.runtime.sampling_params import SamplingParams
 from furca.server import openapi_doc as doc
 from furca.server.errors import APIError, error_body, stream_error_body
-from furca.server.openai_common import check_sequences, check_text_length
 from furca.server.protocol import AbortRequest, DetokenizeRequest, GenerateRequest, TokenizeRequest
 from furca.server.redact import hide_paths
 from furca.server.state import EngineStream, ServerState, Ticket
@@ -66,7 +65,7 @@ async def generate(req: GenerateRequest, request: Request):
         texts = [req.text] if isinstance(req.text, str) else list(req.text)
         if not texts or any(t == "" for t in texts):
             raise APIError(400, "text must be a non-empty string or a non-empty list of them", param="text")
-        check_text_length(state, max(len(t) for t in texts))
+        state.check_text_length(max(len(t) for t in texts))
         prompts = await asyncio.to_thread(lambda: [state.tokenizer.encode(t, add_special_tokens=True)
                                                    for t in texts])
         is_batch = not isinstance(req.text, str)
@@ -91,12 +90,12 @@ async def generate(req: GenerateRequest, request: Request):
 
 
 def _check_size(state: ServerState, req: GenerateRequest) -> None:
-    """n x prompts within the engine's running batch (openai_common.check_sequences)."""
+    """n x prompts within the engine's running batch (ServerState.check_sequences)."""
     source = req.text if req.text is not None else req.input_ids
     num = 1 if isinstance(source, str) or not source or not isinstance(source[0], (str, list)) else len(source)
     sp = req.sampling_params
     per_prompt = [d.n or 1 for d in sp] if isinstance(sp, list) else [(sp.n if sp is not None else None) or 1] * num
-    check_sequences(state, sum(per_prompt), param="sampling_params.n")
+    state.check_sequences(sum(per_prompt), param="sampling_params.n")
 
 
 def _rids(rid: Any, num: int, is_batch: bool) -> list[str] | None:
@@ -249,10 +248,9 @@ async def health(request: Request):
     state = _state(request)
     if state.ready and not state.draining and not state.engine.is_closed:
         return Response(status_code=200)
-    why = "draining" if state.draining else ("failed to load" if state.load_error else "starting")
     death = state.engine_death
-    if death is not None:
-        why = f"the engine died: {death}"
+    why = (f"the engine died: {death}" if death is not None else "draining" if state.draining
+           else "failed to load" if state.load_error else "starting")
     return JSONResponse(error_body(503, f"not ready: {why}"), status_code=503)
 
 

@@ -19,7 +19,7 @@ from furca.server import legacy_functions as legacy
 from furca.server import openapi_doc as doc
 from furca.server import openai_format as fmt
 from furca.server import tools as toolmod
-from furca.server.openai_common import (check_model, check_sequences, check_text_length, log_answer,
+from furca.server.openai_common import (check_model, log_answer,
                                         sampling_params, state_of)
 from furca.server.openai_completions import router as completions_router
 from furca.server.openai_stream import chat_chunks
@@ -77,8 +77,8 @@ def _choice(i: int, out: dict[str, Any], mode: toolmod.ToolMode, req: ChatComple
 async def chat_completions(req: ChatCompletionRequest, request: Request):
     state = state_of(request)
     check_model(state, req.model)
-    check_sequences(state, req.n)
-    check_text_length(state, sum(len(m.text() or "") for m in req.messages), where="messages")
+    state.check_sequences(req.n)
+    state.check_text_length(sum(len(m.text() or "") for m in req.messages), where="messages")
     mode = toolmod.tool_mode(req.tools, req.tool_choice)
     tools = toolmod.tool_dicts(req.tools) if mode.kind != "none" else None
     messages = [_message_dict(m) for m in req.messages]

@@ -1,8 +1,4 @@
-"""What the OpenAI routes share: the served model's names, and request -> `SamplingParams`;
-what every generating route checks before any work (the native /generate too):
-`check_sequences` (n x prompts at most ``max(128, max_running_requests)``, so one
-request cannot fill the queue ahead of everyone) and `check_text_length` (a prompt whose
-character count alone proves it past the context is refused before tokenizing).
+"""What the OpenAI routes share: the served model's names, and request -> `SamplingParams`.
 
 The served model answers to its id (``--served-model-name`` or the model directory's
 name), its path, and ``default`` (the name README's examples and many clients use); the
@@ -39,55 +35,6 @@ def check_model(state: ServerState, name: str | None) -> None:
         return
     raise APIError(404, f"The model `{name}` does not exist; this server serves `{state.model_name}` "
                         f"(also called `{MODEL_ALIAS}`)", param="model", code="model_not_found")
-
-
-MAX_SEQUENCES = 128  # OpenAI's bound on n: a request may always start this many
-
-
-def check_sequences(state: ServerState, num: int, param: str = "n") -> None:
-    """400 when one request would start more engine sequences (n x prompts) than
-    ``max(128, max_running_requests)``: one request may fill the running batch, never the
-    queue behind it."""
-    running = getattr(getattr(state.engine, "config", None), "max_running_requests", None)
-    limit = max(MAX_SEQUENCES, running if isinstance(running, int) else 0)
-    if num > limit:
-        raise APIError(400, f"this request starts {num} sequences (n x prompts), but one request may start at "
-                            f"most {limit} (the larger of 128 and --max-running-requests); lower n or split the "
-                            "batch", param=param)
-
-
-# Characters of a prompt one token may stand for, at most, over the longest vocabulary
-# piece: normalizers (NFC) may join a few characters into one before tokenizing.
-_NORMALIZE_SLACK = 4
-
-
-def _max_token_chars(state: ServerState) -> int | None:
-    """An upper bound on the characters of prompt text one token covers (cached): the
-    longest vocabulary piece in characters (a byte-level piece has one character per
-    byte, a sentencepiece piece one per character, "▁" for a space), times
-    `_NORMALIZE_SLACK`; None when the tokenizer has no vocabulary to read."""
-    cached = getattr(state, "_max_token_chars", None)
-    if cached is None:
-        try:
-            cached = max(len(piece) for piece in state.tokenizer.hf.get_vocab()) * _NORMALIZE_SLACK
-        except Exception:  # noqa: BLE001 - no vocabulary to read: no early check
-            cached = 0
-        state._max_token_chars = cached
-    return cached or None
-
-
-def check_text_length(state: ServerState, chars: int, where: str = "prompt") -> None:
-    """The context-length 400, before tokenizing, for text of `chars` characters that
-    has more tokens than the context holds whatever its content."""
-    per_token = _max_token_chars(state) if chars > state.context_length else None
-    if per_token is None:
-        return
-    at_least = chars // per_token
-    if at_least >= state.context_length:
-        raise APIError(400, f"This model's maximum context length is {state.context_length} tokens. However, your "
-                            f"request has at least {at_least} input tokens ({chars} characters). Please reduce the "
-                            f"length of the {where}.", param="messages" if where == "messages" else "prompt",
-                       code="context_length_exceeded")
 
 
 def sampling_params(state: ServerState, req: Any, max_new_tokens: int, **extra: Any) -> SamplingParams:

@@ -16,7 +16,7 @@ from furca.server import openai_format as fmt
 from furca.server import openapi_doc as doc
 from furca.server import scoring
 from furca.server.errors import APIError
-from furca.server.openai_common import (check_model, check_sequences, check_text_length, log_answer,
+from furca.server.openai_common import (check_model, log_answer,
                                         sampling_params, state_of)
 from furca.server.openai_stream import completion_chunks
 from furca.server.protocol import CompletionRequest
@@ -28,12 +28,12 @@ router = APIRouter()
 
 async def _prompt_ids(state: ServerState, req: CompletionRequest) -> list[list[int]]:
     p = req.prompt
-    check_sequences(state, req.n * (1 if isinstance(p, str) or isinstance(p[0], int) else len(p)))
+    state.check_sequences(req.n * (1 if isinstance(p, str) or isinstance(p[0], int) else len(p)))
     if isinstance(p, str) or isinstance(p[0], str):
         texts = [p] if isinstance(p, str) else list(p)
         if any(t == "" for t in texts):
             raise APIError(400, "prompt must not be empty", param="prompt")
-        check_text_length(state, max(len(t) for t in texts))
+        state.check_text_length(max(len(t) for t in texts))
         return await asyncio.to_thread(lambda: [state.tokenizer.encode(t, add_special_tokens=True) for t in texts])
     prompts = [list(p)] if isinstance(p[0], int) else [list(x) for x in p]
     vocab = len(state.tokenizer.hf)

@@ -29,6 +29,11 @@ from furca.server.metrics import Metrics, RequestTimer
 
 logger = logging.getLogger("furca.server")
 
+MAX_SEQUENCES = 128  # OpenAI's bound on n: one request may always start this many
+# Characters of a prompt one token may stand for, at most, over the longest vocabulary
+# piece: normalizers (NFC) may join a few characters into one before tokenizing.
+_NORMALIZE_SLACK = 4
+
 
 class Ticket:
     """One admitted HTTP request holding `num` engine-request places; release is idempotent."""
@@ -63,6 +68,7 @@ class ServerState:
         self.renderer: ChatRenderer | None = None
         self.constraints: Constraints | None = None
         self.tool_tags = False  # whether `auto` tool calls can use structural tags
+        self._max_token_chars: int | None = None  # check_text_length's bound, read once
         self.step_observer: Any = None  # registered with the engine while serving (app.py)
 
     # -- setup ---------------------------------------------------------------------------
@@ -163,6 +169,41 @@ class ServerState:
                                 f"{where} or completion.", param="max_tokens", code="context_length_exceeded")
         return max_new_tokens
 
+    def check_sequences(self, num: int, param: str = "n") -> None:
+        """400 when one request would start more engine sequences (n x prompts) than
+        ``max(128, max_running_requests)``: one request may fill the running batch, never
+        the queue behind it. Checked before any work (tokenizing included)."""
+        running = getattr(getattr(self.engine, "config", None), "max_running_requests", None)
+        limit = max(MAX_SEQUENCES, running if isinstance(running, int) else 0)
+        if num > limit:
+            raise APIError(400, f"this request starts {num} sequences (n x prompts), but one request may start at "
+                                f"most {limit} (the larger of 128 and --max-running-requests); lower n or split "
+                                "the batch", param=param)
+
+    def check_text_length(self, chars: int, where: str = "prompt") -> None:
+        """The context-length 400, before tokenizing, for text of `chars` characters that
+        has more tokens than the context holds whatever its content."""
+        ctx = self.context_length
+        per_token = self._token_chars_bound() if chars > ctx else 0
+        if not per_token or chars // per_token < ctx:
+            return
+        raise APIError(400, f"This model's maximum context length is {ctx} tokens. However, your request has at "
+                            f"least {chars // per_token} input tokens ({chars} characters). Please reduce the "
+                            f"length of the {where}.", param="messages" if where == "messages" else "prompt",
+                       code="context_length_exceeded")
+
+    def _token_chars_bound(self) -> int:
+        """An upper bound on the characters of prompt text one token covers: the longest
+        vocabulary piece in characters (a byte-level piece has one character per byte, a
+        sentencepiece piece one per character), times `_NORMALIZE_SLACK`; 0 when the
+        tokenizer has no vocabulary to read (no early check)."""
+        if self._max_token_chars is None:
+            try:
+                self._max_token_chars = max(len(piece) for piece in self.tokenizer.hf.get_vocab()) * _NORMALIZE_SLACK
+            except Exception:  # noqa: BLE001 - no vocabulary to read
+                self._max_token_chars = 0
+        return self._max_token_chars
+
     async def start(self, input_ids: list[list[int]], params: list[SamplingParams], ticket: Ticket,
                     rids: list[str] | None = None, request_rid: str | None = None) -> "EngineStream":
         """Submit one engine call (a prompt per entry; each expands to its params' n).
@@ -209,18 +250,19 @@ class ServerState:
         group = self.request_rids.get(rid) or ((rid,) if rid in self.active_rids else None)
         if group is None:
             return False
-        self.aborted.update(group)
-        for engine_rid in group:
-            self.engine.abort(engine_rid)
+        self._abort(group)
         return True
 
     def abort_all(self) -> int:
         """Abort every engine request in flight (SGLang's ``abort_all``); returns how many."""
         rids = list(self.active_rids)
-        self.aborted.update(rids)
-        for engine_rid in rids:
-            self.engine.abort(engine_rid)
+        self._abort(rids)
         return len(rids)
+
+    def _abort(self, engine_rids) -> None:
+        self.aborted.update(engine_rids)
+        for engine_rid in engine_rids:
+            self.engine.abort(engine_rid)
 
 
 class EngineStream:
