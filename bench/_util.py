@@ -86,3 +86,21 @@ def time_full_decode_steps(runner, batch_size: int) -> list[float]:
 
     runner.forward = timed_forward
     return times
+
+
+def wait_healthy(proc, url: str, timeout: float = 600.0, log: str | None = None) -> None:
+    """Poll ``url``/health until 200; SystemExit if the server process `proc` exits first
+    (naming `log`, its output file) or `timeout` passes."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited with {proc.returncode}" + (f"; see {log}" if log else ""))
+        time.sleep(0.5)
+    raise SystemExit("server did not become ready")

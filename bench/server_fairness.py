@@ -35,6 +35,9 @@ from pathlib import Path
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _util import wait_healthy  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -67,17 +70,8 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
     log = open(args.server_log, "w")
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode}; see {args.server_log}")
-        time.sleep(0.5)
-    raise SystemExit("server did not become ready")
+    wait_healthy(proc, url, log=args.server_log)
+    return proc, url
 
 
 async def poll(url: str, headers: dict, interval: float, stop: asyncio.Event, out: dict) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import save  # noqa: E402
+from _util import save, wait_healthy  # noqa: E402
 
 SHARED_SYSTEM = ("You are a meticulous assistant for a logistics company. Answer questions about shipments, "
                  "routes, customs forms and delivery windows. Be concise, cite the relevant policy section, "
@@ -114,17 +114,8 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
         cmd.insert(3, args.model)
     proc = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[1])
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode}")
-        time.sleep(0.5)
-    raise SystemExit("server did not become ready")
+    wait_healthy(proc, url)
+    return proc, url
 
 
 def table(rows: list[dict], cols: list[str]) -> str:
