@@ -11,7 +11,9 @@ from pathlib import Path
 
 import torch
 
-RESULTS = Path(__file__).resolve().parent / "results"
+# Raw outputs (JSON lines, dumps, logs, per-run folders) go here; git ignores it. The
+# figures worth keeping are copied by hand into bench/results/<area>.md.
+RAW = Path(__file__).resolve().parent / "results" / "raw"
 
 
 def _cpu_name() -> str:
@@ -49,9 +51,9 @@ def set_threads(args) -> None:
 
 
 def save(name: str, record: dict) -> Path:
-    """Append one JSON line to bench/results/<name>.jsonl and return its path."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.jsonl"
+    """Append one JSON line to bench/results/raw/<name>.jsonl and return its path."""
+    RAW.mkdir(parents=True, exist_ok=True)
+    path = RAW / f"{name}.jsonl"
     with path.open("a") as f:
         f.write(json.dumps({**machine(), **record}) + "\n")
     return path

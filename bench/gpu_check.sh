@@ -6,7 +6,7 @@
 #
 # Uses the machine's python3 with its own torch and Triton (PYTHON=... to override);
 # wheels it lacks (gguf, lark, ...) may travel in .whl/ and are installed to a temp
-# dir first. Writes bench/results/gpu-<date>/ (RESULTS_DIR=... to override):
+# dir first. Writes bench/results/raw/gpu-<date>/ (RESULTS_DIR=... to override):
 #   env.txt           nvidia-smi, versions
 #   kernel_tests.txt  pytest tests/kernels on CUDA (fp32, fp16, bf16)
 #   results.md/.json  copy bandwidth; decode attention bandwidth vs copy (target
@@ -22,7 +22,7 @@ SMOKE=""
 [[ "${1:-}" == "--smoke" ]] && SMOKE="--smoke"
 PY="${PYTHON:-python3}"
 [[ -n "$SMOKE" && -z "${PYTHON:-}" && -x .venv/bin/python ]] && PY=.venv/bin/python
-RESULTS_DIR="${RESULTS_DIR:-bench/results/gpu-$(date -u +%Y-%m-%d)${SMOKE:+-smoke}}"
+RESULTS_DIR="${RESULTS_DIR:-bench/results/raw/gpu-$(date -u +%Y-%m-%d)${SMOKE:+-smoke}}"
 mkdir -p "$RESULTS_DIR"
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1

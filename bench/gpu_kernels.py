@@ -1,6 +1,6 @@
 """GPU measurements of furca's Triton kernels and the engine on its two attention backends.
 
-    PYTHONPATH=. python3 bench/gpu_kernels.py --out bench/results/gpu-DATE     # on the GPU machine
+    PYTHONPATH=. python3 bench/gpu_kernels.py --out bench/results/raw/gpu-DATE     # on the GPU machine
     PYTHONPATH=. .venv/bin/python bench/gpu_kernels.py --smoke --out /tmp/x   # CPU, interpreted, tiny
 
 Sections (each writes its part of ``results.json`` as soon as it ends, so a run cut
@@ -411,7 +411,7 @@ SECTIONS = ("copy", "decode", "extend", "engine")
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--smoke", action="store_true", help="tiny shapes; on CPU the kernels run interpreted")
-    ap.add_argument("--out", type=Path, default=Path("bench/results") / f"gpu-{time.strftime('%Y-%m-%d')}")
+    ap.add_argument("--out", type=Path, default=Path("bench/results/raw") / f"gpu-{time.strftime('%Y-%m-%d')}")
     ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
     args = ap.parse_args()
     if not IS_CUDA and not args.smoke:

@@ -4,11 +4,11 @@
 #
 #   bash bench/grammar_compare.sh                       # the full comparison (500 schemas, all four engines)
 #   bash bench/grammar_compare.sh --sample 20 --engines furca,xgrammar,llguidance   # smoke test
-#   bash bench/grammar_compare.sh --engines furca --out bench/results/grammar-DATE/furca
+#   bash bench/grammar_compare.sh --engines furca --out bench/results/raw/grammar-DATE/furca
 #   bash bench/grammar_compare.sh merge OUT DIR1 DIR2 ...   # one report over runs of disjoint engines
 #
 # Defaults: --engines furca,xgrammar,llguidance,outlines_core --xgr-whitespace compact
-# --sample 500, output bench/results/grammar-<date>/. Any other run.py option passes
+# --sample 500, output bench/results/raw/grammar-<date>/. Any other run.py option passes
 # through (--timeout-s 30, --jobs, --tokenizer ...); a later option wins.
 # Needs .bench-venv (bash ../shared/bench/grammar/setup.sh, then
 # .bench-venv/bin/pip install -e . numba). Runs single-threaded; with --jobs 1 on
@@ -66,7 +66,7 @@ PYEOF
     exit 0
 fi
 
-out="bench/results/grammar-$(date +%Y-%m-%d)"
+out="bench/results/raw/grammar-$(date +%Y-%m-%d)"
 args=()
 while [[ $# -gt 0 ]]; do
     case "$1" in

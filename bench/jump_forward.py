@@ -16,7 +16,7 @@ the default model's tokenizer (SmolLM2, 49k byte-level BPE):
   tokenization, then append the forced text re-tokenized at the boundary (`plan_jump`).
   Passes = sampled tokens + 1 (EOS); also the tokens appended and re-tokenized.
 
-Prints the totals and appends a JSON line to bench/results/jump_forward.jsonl.
+Prints the totals and appends a JSON line to bench/results/raw/jump_forward.jsonl.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Server fairness under hostile grammars: /health and /tokenize latency while slow JSON
-schemas compile (issue 12: "/tokenize took up to 23.8 s while 8 slow schemas compiled").
+schemas compile: a grammar compile, however slow, must not hold up the rest of the server.
 
 A live `furca serve` on the default model. --attackers clients (default 8) send chat
 completions with JSON schemas that take seconds to compile (each a fresh schema, so
@@ -36,7 +36,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import wait_healthy  # noqa: E402
+from _util import RAW, wait_healthy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,6 +67,7 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
            "--port", str(port), "--log-level", "warning", "--grammar-timeout", str(args.grammar_timeout)]
     if args.grammar_workers is not None:
         cmd += ["--grammar-workers", str(args.grammar_workers)]
+    Path(args.server_log).parent.mkdir(parents=True, exist_ok=True)
     log = open(args.server_log, "w")
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -180,8 +181,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--grammar-timeout", type=float, default=3.0)
     ap.add_argument("--grammar-workers", type=int, default=None, help="(servers that have the flag)")
-    ap.add_argument("--server-log", default="/tmp/furca-fairness-server.log")
-    ap.add_argument("--json", default=None, help="append the result as one JSON line here")
+    ap.add_argument("--server-log", default=str(RAW / "server_fairness-server.log"))
+    ap.add_argument("--json", default=str(RAW / "server_fairness.jsonl"),
+                    help="append the result as one JSON line here")
     args = ap.parse_args()
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     proc = None
@@ -214,6 +216,7 @@ def main() -> None:
             print(f"| {res['label']} | /{ep} | {phase} | {s['n']} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | "
                   f"{s['max_ms']:.1f} | {s['over_100ms']} | {s['non_200']} |")
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         with open(args.json, "a") as f:
             f.write(json.dumps(res) + "\n")
 

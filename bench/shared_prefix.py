@@ -9,7 +9,7 @@ tokens against the optimum (every copy of the prefix but the first).
 
 Timed by the wall clock and the process CPU clock (steadier on a shared machine).
 
-Targets (issue 2): ratio >= 5x; cached tokens >= 95% of the optimum.
+Targets: ratio >= 5x; cached tokens >= 95% of the optimum.
 """
 
 from __future__ import annotations

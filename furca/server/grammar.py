@@ -23,7 +23,7 @@ Promises (tests/server/test_grammar_pool.py):
 - while a compile runs, the interpreter switches threads every COMPILE_SWITCH_INTERVAL
   (1 ms) instead of CPython's 5 ms: a compile thread holds the GIL for whole intervals,
   and the event loop needs it several times per request, so with 5 ms /tokenize waited
-  ~60 ms (p50) during an attack (bench/results/server_fairness.md). Restored when the
+  ~60 ms (p50) during an attack (bench/results/serving.md). Restored when the
   pool is idle.
 """
 
