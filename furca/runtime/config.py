@@ -11,10 +11,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from furca.errors import ConfigError
+from furca.runtime.attention import registry as attention_registry
 
 _DTYPES = ("auto", "float32", "float16", "bfloat16")
 _POLICIES = ("lpm", "fcfs")
-_ATTENTION_BACKENDS = ("auto", "torch", "triton")
 
 
 def _opt(default: Any, help: str, **cli: Any) -> Any:
@@ -38,7 +38,7 @@ class EngineConfig:
     context_length: int | None = _opt(None, "the longest prompt + output in tokens; may only shrink the "
                                             "model's (default: the model's)")
     attention_backend: str = _opt("auto", "auto: triton on CUDA when installed, torch elsewhere",
-                                  choices=_ATTENTION_BACKENDS)
+                                  choices=attention_registry.config_choices())
     # KV pool: exactly one of these decides its size (max_total_tokens wins)
     max_total_tokens: int | None = _opt(None, "KV pool capacity in tokens; wins over the two below (default: a "
                                               "fraction of free memory, at most max_running_requests x context)")
@@ -90,8 +90,7 @@ class EngineConfig:
                 raise ConfigError(f"{name} must be one of {_DTYPES}, got {getattr(self, name)!r}")
         if not isinstance(self.device, str) or not self.device:
             raise ConfigError(f"device must be a string like 'cpu', 'cuda', 'cuda:1' or 'auto', got {self.device!r}")
-        if self.attention_backend not in _ATTENTION_BACKENDS:
-            raise ConfigError(f"attention_backend must be 'auto', 'torch' or 'triton', got {self.attention_backend!r}")
+        attention_registry.check_name(self.attention_backend)
         positive("context_length", self.context_length)
         if self.max_total_tokens is not None:
             positive("max_total_tokens", self.max_total_tokens)

@@ -1,4 +1,5 @@
-"""The batch a model forward pass sees, in compressed-row (CSR) form.
+"""The batch a model forward pass sees, in compressed-row (CSR) form, and the attention
+interface (`AttentionBackend`) models call through it.
 
 One forward pass runs over a *mixed* batch: some requests extend (prefill, possibly a
 chunk of it, possibly after a radix-cache prefix hit), others decode one token. All new
@@ -22,18 +23,41 @@ prefix_lens[i] + j``).
 token of each request; every row where prompt logprobs are wanted).
 
 Passed as an argument to ``model(input_ids, positions, batch)``; never global.
+
+Both types live here so the dependency points one way: the backends in
+``furca.runtime.attention`` import this module, this module imports none of them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 if TYPE_CHECKING:
-    from furca.runtime.attention.base import AttentionBackend
     from furca.runtime.kv_cache import KVCache
+
+
+class AttentionBackend(Protocol):
+    """What models call for attention. Models never touch the KV pool or the batch
+    layout themselves; the scheduler never touches attention math. Implementations
+    register in `furca.runtime.attention.registry`."""
+
+    def forward(
+        self,
+        q: torch.Tensor,  # (T, num_heads, head_dim)
+        k: torch.Tensor,  # (T, num_kv_heads, head_dim)  new tokens' keys (RoPE applied)
+        v: torch.Tensor,  # (T, num_kv_heads, head_dim)
+        layer_id: int,
+        batch: "ForwardBatch",
+        scaling: float,
+    ) -> torch.Tensor:  # (T, num_heads, head_dim)
+        """Store the new ``k``/``v`` rows at ``batch.out_cache_loc`` in layer
+        ``layer_id`` of ``batch.kv_cache``, then compute causal attention of each
+        request's queries over its KV slots ``batch.kv_indices[kv_indptr[i]:kv_indptr[i+1]]``
+        (grouped-query: query head ``h`` uses KV head ``h // (num_heads // num_kv_heads)``)."""
+        ...
 
 
 @dataclass
@@ -46,7 +70,7 @@ class ForwardBatch:
     prefix_lens: torch.Tensor  # int64 [B]
     logits_indices: torch.Tensor  # int64 [N]: rows of the T new tokens to compute logits for
     kv_cache: "KVCache"
-    attn_backend: "AttentionBackend"
+    attn_backend: AttentionBackend
     # Host copies of the small per-request arrays, so backends can loop or plan
     # without device syncs.
     qo_lens_cpu: list[int] | None = None
@@ -72,7 +96,7 @@ class ForwardBatch:
         out_cache_loc: torch.Tensor,
         logits_indices: torch.Tensor,
         kv_cache: "KVCache",
-        attn_backend: "AttentionBackend",
+        attn_backend: AttentionBackend,
         device: torch.device | str = "cpu",
     ) -> "ForwardBatch":
         """Build from per-request host lists. ``kv_indices`` holds, per request in

@@ -10,6 +10,7 @@ import logging
 
 import torch
 
+from furca.runtime.attention.registry import make_attention_backend
 from furca.runtime.config import EngineConfig
 from furca.runtime.kv_cache import KVCache
 from furca.runtime.memory import pool_capacity_tokens
@@ -42,27 +43,6 @@ def model_device(model: torch.nn.Module) -> torch.device:
     for p in model.parameters():
         return p.device
     return torch.device("cpu")
-
-
-def make_attention_backend(name: str, device: torch.device | None = None):
-    """``name``: "torch", "triton", or "auto" (triton on CUDA when it is installed, else torch)."""
-    if name == "auto":
-        name = "torch"
-        if device is not None and device.type == "cuda":
-            from furca.kernels._triton import HAS_TRITON
-
-            name = "triton" if HAS_TRITON else "torch"
-    if name == "triton":
-        try:
-            from furca.runtime.attention.triton_backend import TritonAttentionBackend  # type: ignore
-        except ImportError as e:
-            from furca.errors import ConfigError
-
-            raise ConfigError("attention_backend='triton' is not available in this build") from e
-        return TritonAttentionBackend()
-    from furca.runtime.attention.torch_backend import TorchAttentionBackend
-
-    return TorchAttentionBackend()
 
 
 class ModelRunner:

@@ -1,8 +1,9 @@
 """TritonAttentionBackend against the torch reference backend on the runtime's own
-ForwardBatch and KVCache; backend choice; furca.kernels without Triton."""
+ForwardBatch and KVCache; backend choice through the registry; furca.kernels without Triton."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -10,11 +11,13 @@ import pytest
 import torch
 from kernel_cases import DEVICE, DTYPES, IS_INTERPRETED, assert_close
 
+from furca.errors import ConfigError
+from furca.runtime.attention.registry import backend_names, config_choices, make_attention_backend
 from furca.runtime.attention.torch_backend import TorchAttentionBackend
 from furca.runtime.attention.triton_backend import TritonAttentionBackend
+from furca.runtime.config import EngineConfig
 from furca.runtime.forward_batch import ForwardBatch
 from furca.runtime.kv_cache import KVCache
-from furca.runtime.model_runner import make_attention_backend
 from tests.conftest import CLIENT_TIMEOUT
 
 POOL_DTYPES = ["fp32", "fp16"] if IS_INTERPRETED else ["fp32", "fp16", "bf16"]
@@ -74,6 +77,46 @@ def test_auto_backend_is_triton_on_cuda_and_torch_on_cpu():
     assert isinstance(make_attention_backend("torch", torch.device("cuda")), TorchAttentionBackend)
 
 
+def test_registry_names_are_the_backend_modules_and_the_config_choices():
+    """Every ``<name>_backend`` module is a name; EngineConfig and the CLI accept exactly
+    those and "auto", and refuse anything else naming them."""
+    assert backend_names() == ("torch", "triton")
+    assert config_choices() == ("auto", "torch", "triton")
+    assert EngineConfig.__dataclass_fields__["attention_backend"].metadata["choices"] == config_choices()
+    for name in config_choices():
+        assert EngineConfig(attention_backend=name).attention_backend == name
+    with pytest.raises(ConfigError, match=r"attention_backend must be 'auto', 'torch' or 'triton', got 'flash'"):
+        EngineConfig(attention_backend="flash")
+    with pytest.raises(ConfigError, match="attention_backend must be"):
+        make_attention_backend("flash")
+
+
+def _python(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter with compiled (not interpreted) Triton."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=CLIENT_TIMEOUT)
+
+
+def test_registry_reads_names_without_importing_a_backend():
+    """Validating a config imports no backend module (no torch), and importing the Triton
+    backend or resolving "auto" on a CPU imports no Triton."""
+    code = (
+        "import sys\n"
+        "from furca.runtime.config import EngineConfig\n"
+        "EngineConfig(attention_backend='triton')\n"
+        "assert 'torch' not in sys.modules, 'config imported torch'\n"
+        "import torch\n"
+        "from furca.runtime.attention.registry import resolve_backend_name\n"
+        "import furca.runtime.attention.triton_backend\n"
+        "assert resolve_backend_name('auto', torch.device('cpu')) == 'torch'\n"
+        "assert 'triton' not in sys.modules, 'triton imported'\n"
+        "assert resolve_backend_name('auto', torch.device('cuda')) == 'triton'\n"
+        "print('ok')\n"
+    )
+    run = _python(code)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+
+
 def test_kernels_import_without_triton():
     """With triton unimportable, the kernel modules import, the references run, and a
     launch says what is missing."""
@@ -91,15 +134,14 @@ def test_kernels_import_without_triton():
         "except KernelUnavailableError as e:\n"
         "    print('unavailable:', e)\n"
         "from furca.errors import ConfigError\n"
-        "from furca.runtime.model_runner import make_attention_backend\n"
+        "from furca.runtime.attention.registry import make_attention_backend\n"
         "assert type(make_attention_backend('auto', torch.device('cuda'))).__name__ == 'TorchAttentionBackend'\n"
         "try:\n"
         "    make_attention_backend('triton')\n"
         "except ConfigError as e:\n"
         "    print('config error:', e)\n"
     )
-    env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=CLIENT_TIMEOUT)
+    run = _python(code)
     assert run.returncode == 0, run.stderr
     assert "unavailable: " in run.stdout and "pip install triton" in run.stdout
     assert "config error: attention_backend='triton' is not available" in run.stdout

@@ -19,6 +19,9 @@ Per forward pass the backend sorts requests into *decode* rows (one new token) a
 Only the host lists of ``ForwardBatch`` (``qo_lens_cpu``, ``seq_lens_cpu``) drive the
 planning, so no device sync happens (they are read from the tensors when absent).
 The plan (gather indices, masks) is computed once per batch and reused by every layer.
+
+Registered as "torch": it runs on every device, and "auto" picks it wherever no
+backend of higher priority is available.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from furca.runtime.attention.cpu_decode import get_decode
+from furca.runtime.attention.registry import register_backend
 from furca.runtime.forward_batch import ForwardBatch
 
 # A decode group's fixed cost (index_selects, one SDPA call, output copy) expressed in
@@ -248,3 +252,6 @@ def _decode(q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor, g: _Decod
     vd = vd.to(dtype).transpose(0, 1)
     od = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=g.mask, scale=scaling)  # (n, KV, G, D)
     return od.reshape(n, num_heads, head_dim)
+
+
+register_backend("torch", TorchAttentionBackend)
