@@ -45,10 +45,6 @@ class EngineClosedError(FurcaError, RuntimeError):
     """The engine was shut down (or its scheduler died) and takes no more requests."""
 
 
-class RequestAbortedError(FurcaError):
-    """The request was aborted before it finished."""
-
-
 class RequestFailedError(FurcaError, RuntimeError):
     """Handling one request inside a scheduler step raised: that request alone failed (its
     KV and lock are given back; every other request goes on). ``stage``: where it failed

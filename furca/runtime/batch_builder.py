@@ -21,7 +21,7 @@ from furca.runtime.request import Req
 @dataclass
 class ScheduledReq:
     req: Req
-    start: int  # kv_len before this step
+    start: int  # kv.kv_len before this step
     num_new: int
     logit_positions: list[int] = field(default_factory=list)  # absolute positions, ascending
     samples: bool = False  # the row of position start + num_new - 1 picks the next token
@@ -41,7 +41,7 @@ def plan_logits(item: ScheduledReq) -> None:
     req, start, end = item.req, item.start, item.end
     item.samples = end == req.fill_len and req.remaining_new_tokens > 0 and not req.is_finished
     positions: list[int] = []
-    if req.wants_prompt_logprobs and len(req.input_token_logprobs) < req.num_prompt_logprobs:
+    if req.wants_prompt_logprobs and len(req.logprobs.input_tokens) < req.num_prompt_logprobs:
         # logits at position q score prompt token q + 1, for q + 1 in [logprob_start_len, L)
         lo = max(req.params.logprob_start_len - 1, 0, start)
         hi = min(req.prompt_len - 1, end)
@@ -61,7 +61,6 @@ class StepInputs:
     input_ids: torch.Tensor  # (T,)
     positions: torch.Tensor  # (T,)
     batch: ForwardBatch
-    num_logit_rows: int  # real rows (logits may carry one padding row when 0)
 
 
 def build_step(items: list[ScheduledReq], req_to_token: torch.Tensor, kv_cache, attn_backend, device) -> StepInputs:
@@ -75,14 +74,13 @@ def build_step(items: list[ScheduledReq], req_to_token: torch.Tensor, kv_cache, 
         req = item.req
         ids.extend(req.tokens(item.start, item.end))
         positions.extend(range(item.start, item.end))
-        kv = req_to_token[req.row, : item.end]
+        kv = req_to_token[req.kv.row, : item.end]
         kv_parts.append(kv)
         out_parts.append(kv[item.start :])
         plan_logits(item)
         item.logit_offset = len(logits_rows)
         logits_rows.extend(row_base + p - item.start for p in item.logit_positions)
         row_base += item.num_new
-    num_rows = len(logits_rows)
     if not logits_rows:  # nothing asks for logits (e.g. max_new_tokens=0, no logprobs)
         logits_rows = [0]
     batch = ForwardBatch.build(
@@ -100,5 +98,4 @@ def build_step(items: list[ScheduledReq], req_to_token: torch.Tensor, kv_cache, 
         input_ids=torch.tensor(ids, dtype=torch.int64, device=device),
         positions=torch.tensor(positions, dtype=torch.int64, device=device),
         batch=batch,
-        num_logit_rows=num_rows,
     )

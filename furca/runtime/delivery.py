@@ -34,41 +34,42 @@ class Delivery:
         """The request's next `StreamDelta` (its pending text and ids, the logprobs known
         since the last one); empties the stream buffer. ``meta`` makes it the final delta;
         ``full``: the final meta_info's logprob lists, sliced instead of decoded again."""
-        p, cursor = req.params, req.logprob_cursor
+        p, lp, buf = req.params, req.logprobs, req.stream_buf
+        cursor = lp.cursor
         logprobs: dict = {}
         if p.return_logprob:
-            retract, start = cursor.take(len(req.output_token_logprobs))
+            retract, start = cursor.take(len(lp.output_tokens))
             decode = self._decoder(req)
             logprobs["logprob_retract"] = retract
             if full is not None:
                 logprobs["output_token_logprobs"] = full["output_token_logprobs"][start:]
             else:
-                logprobs["output_token_logprobs"] = logprob_entries(req.output_token_logprobs[start:], decode)
+                logprobs["output_token_logprobs"] = logprob_entries(lp.output_tokens[start:], decode)
             if p.top_logprobs_num > 0:
                 logprobs["output_top_logprobs"] = (full["output_top_logprobs"][start:] if full is not None else
-                                                   top_logprob_entries(req.output_top_logprobs[start:], decode))
+                                                   top_logprob_entries(lp.output_top[start:], decode))
             if req.wants_prompt_logprobs and not cursor.input_sent:
                 cursor.input_sent = True
                 logprobs["input_token_logprobs"] = (full["input_token_logprobs"] if full is not None else
-                                                    logprob_entries(req.input_token_logprobs, decode))
+                                                    logprob_entries(lp.input_tokens, decode))
                 if p.top_logprobs_num > 0:
                     logprobs["input_top_logprobs"] = (full["input_top_logprobs"] if full is not None else
-                                                      top_logprob_entries(req.input_top_logprobs, decode))
+                                                      top_logprob_entries(lp.input_top, decode))
         settled = None
         if req.grammar is not None and self.jump_forward is not None and meta is None:
             settled = self.jump_forward.settled(req)
-        delta = StreamDelta(req.rid, req.pending_text, req.pending_ids, finished=meta is not None, meta_info=meta,
-                            index=req.sample_index, group_rid=req.group_rid, retract=req.pending_retract,
+        delta = StreamDelta(req.rid, buf.text, buf.ids, finished=meta is not None, meta_info=meta,
+                            index=req.sample_index, group_rid=req.group_rid, retract=buf.retract,
                             settled=settled, **logprobs)
-        req.num_streamed += len(req.pending_ids) - req.pending_retract
-        req.pending_text, req.pending_ids, req.pending_retract = "", [], 0
+        buf.num_streamed += len(buf.ids) - buf.retract
+        buf.clear()
         return delta
 
     # -- finishing -----------------------------------------------------------------------
 
     def end(self, req: Req, reason: dict) -> None:
         """Mark `req` finished for `reason` (its text ends here); delivers nothing."""
-        req.pending_text += req.detok.finish(reason)  # "" if the detokenizer already stopped
+        req.stream_buf.text += req.detok.finish(reason)  # "" if the detokenizer already stopped
         req.finished_reason = reason
 
     def finish(self, req: Req, reason: dict) -> None:
@@ -84,27 +85,27 @@ class Delivery:
         if not req.stream:
             req.emit(err)
             return
-        meta = build_meta_info(req.rid, prompt_tokens=req.prompt_len, completion_tokens=req.num_streamed,
+        meta = build_meta_info(req.rid, prompt_tokens=req.prompt_len, completion_tokens=req.stream_buf.num_streamed,
                                cached_tokens=req.cached_tokens, finish_reason=req.finished_reason)
         meta["e2e_latency"] = req.e2e_latency
-        req.pending_text, req.pending_ids, req.pending_retract = "", [], 0
+        req.stream_buf.clear()
         req.emit(StreamDelta(req.rid, "", [], finished=True, meta_info=meta, index=req.sample_index,
                              group_rid=req.group_rid))
 
     def emit_final(self, req: Req) -> None:
         if self.faults is not None:
             self.faults.check("output", req)
-        p = req.params
+        p, lp = req.params, req.logprobs
         decode = self._decoder(req)
         logprobs = {}
         if p.return_logprob:
             logprobs = {
-                "input_token_logprobs": logprob_entries(req.input_token_logprobs, decode),
-                "output_token_logprobs": logprob_entries(req.output_token_logprobs, decode),
+                "input_token_logprobs": logprob_entries(lp.input_tokens, decode),
+                "output_token_logprobs": logprob_entries(lp.output_tokens, decode),
             }
             if p.top_logprobs_num > 0:
-                logprobs["input_top_logprobs"] = top_logprob_entries(req.input_top_logprobs, decode)
-                logprobs["output_top_logprobs"] = top_logprob_entries(req.output_top_logprobs, decode)
+                logprobs["input_top_logprobs"] = top_logprob_entries(lp.input_top, decode)
+                logprobs["output_top_logprobs"] = top_logprob_entries(lp.output_top, decode)
         meta = build_meta_info(
             req.rid,
             prompt_tokens=req.prompt_len,
@@ -115,11 +116,11 @@ class Delivery:
         )
         meta["e2e_latency"] = req.e2e_latency
         if req.grammar is not None:
-            meta["jump_forward_tokens"] = req.jump_forward_tokens
-            meta["jump_forward_retokenized"] = req.jump_forward_dropped
+            meta["jump_forward_tokens"] = req.jump.forced_tokens
+            meta["jump_forward_retokenized"] = req.jump.dropped_tokens
         if req.stream:
             out = self._delta(req, meta, logprobs)
         else:
             out = Output(req.rid, req.detok.text, list(req.output_ids), meta)
-            req.pending_text, req.pending_ids, req.pending_retract = "", [], 0
+            req.stream_buf.clear()
         req.emit(out)

@@ -21,6 +21,7 @@ from typing import Any, AsyncIterator, Callable, Iterator
 import torch
 
 from furca.errors import ConfigError
+from furca.runtime.cache_manager import CacheManager
 from furca.runtime.config import EngineConfig
 from furca.runtime.engine_loop import SchedulerLoop
 from furca.runtime.faults import ENV_VAR as FAULTS_ENV_VAR
@@ -131,7 +132,9 @@ class Engine:
         if self.config.random_seed is not None:  # the generator unseeded requests draw from
             torch.manual_seed(self.config.random_seed)
         runner = ModelRunner(loaded.model, loaded.config, self.config, ctx)
-        self.scheduler = Scheduler(runner, self.config, self.tokenizer, ctx, self.eos_token_ids)
+        cache = CacheManager(runner.capacity, self.config.max_running_requests, ctx, runner.device,
+                             radix=not self.config.disable_radix_cache)
+        self.scheduler = Scheduler(runner, cache, self.config, self.tokenizer, self.eos_token_ids)
         self.capacity = runner.capacity  # KV pool, tokens
         self.vocab_size = runner.vocab_size  # logits width: token ids and bitmask width
         if grammar_backend is None:  # the default; its tokenizer tables are built lazily
@@ -246,7 +249,7 @@ class Engine:
         MemoryAccountingError on a leak. ``idle`` also requires no request and no lock."""
         def run():
             self.scheduler.check_memory(idle=idle)
-            return self._memory_counts()
+            return self.scheduler.cache.counts()
         return self._loop.call(run)
 
     def add_step_observer(self, fn: Callable[[StepStats], None]) -> None:
@@ -329,22 +332,18 @@ class Engine:
             if not d:
                 self.abort(req.rid)
 
-    def _memory_counts(self) -> dict[str, int]:
-        s = self.scheduler
-        return {"capacity": s.capacity, "free": s.allocator.num_free, "tree": s.tree.total_size(),
-                "evictable": s.tree.evictable_size(), "locked": s.tree.locked_size()}
-
     def _info(self) -> dict[str, Any]:
         s = self.scheduler
         stats = dict(s.stats)
         prompt = stats["prompt_tokens"]
+        counts = s.cache.counts()
         return {
             "model_path": str(self.model_path) if self.model_path is not None else None,
             "context_length": self.context_length,
-            "max_total_tokens": s.capacity,
-            "used_tokens": s.used_tokens(),
-            "cached_tokens_in_tree": s.tree.total_size(),
-            **self._memory_counts(),
+            "max_total_tokens": counts["capacity"],
+            "used_tokens": s.cache.used_tokens(),
+            "cached_tokens_in_tree": counts["tree"],
+            **counts,
             "num_running": len(s.running),
             "num_waiting": len(s.waiting),
             "cache_hit_rate": stats["cached_tokens"] / prompt if prompt else 0.0,

@@ -1,8 +1,9 @@
 """The scheduler thread and the state it shares with callers.
 
-`SchedulerLoop` owns the condition variable and the inbox (new requests, aborts,
-commands). Callers append and notify; the thread drains the inbox between steps and
-sleeps on the condition when there is no work (no busy-wait). The thread holds the loop,
+`SchedulerLoop` owns the condition variable and the inbox of typed messages
+(`messages.py`: new requests, aborts, commands). Callers append and notify; the thread
+drains the inbox between steps, handles each message in arrival order (`_dispatch`),
+and sleeps on the condition when there is no work (no busy-wait). The thread holds the loop,
 not the `Engine`, so an engine nobody references is collected and its thread stopped.
 If the thread dies (only on an error that may have corrupted shared state: a request's
 own failure is isolated inside the step, see `isolation.py`), ``error`` holds the crash
@@ -31,6 +32,7 @@ from typing import Any, Callable
 
 from furca.errors import EngineClosedError, InvalidRequestError
 from furca.runtime.memory import MemoryAccountingError
+from furca.runtime.messages import AbortRequest, Message, NewRequest, RunCommand
 from furca.runtime.output import Output, StreamDelta
 from furca.runtime.request import Req
 from furca.runtime.scheduler import Scheduler
@@ -63,9 +65,7 @@ class SchedulerLoop:
         self.scheduler = scheduler
         self.check_memory = check_memory
         self.cond = threading.Condition()
-        self.inbox: list[Req] = []
-        self.aborts: list[str] = []
-        self.commands: list[tuple[Callable[[], Any], Future]] = []
+        self.inbox: list[Message] = []
         self.active_rids: set[str] = set()
         self.stopping = False
         self.closed = False
@@ -93,13 +93,13 @@ class SchedulerLoop:
             if busy:
                 raise InvalidRequestError(f"rid {busy[0]!r} is already in flight; use a new rid")
             self.active_rids.update(r.rid for r in reqs)
-            self.inbox.extend(reqs)
+            self.inbox.extend(NewRequest(r) for r in reqs)
             self.cond.notify()
 
     def abort(self, rid: str) -> None:
         with self.cond:
             if not self.closed:
-                self.aborts.append(rid)
+                self.inbox.append(AbortRequest(rid))
                 self.cond.notify()
 
     def call(self, fn: Callable[[], Any]) -> Any:
@@ -107,7 +107,7 @@ class SchedulerLoop:
         fut: Future = Future()
         with self.cond:
             self.raise_if_closed()
-            self.commands.append((fn, fut))
+            self.inbox.append(RunCommand(fn, fut))
             self.cond.notify()
         return fut.result()
 
@@ -152,7 +152,21 @@ class SchedulerLoop:
     # -- the scheduler thread -------------------------------------------------------------
 
     def _has_input(self) -> bool:
-        return bool(self.inbox or self.aborts or self.commands or self.stopping)
+        return bool(self.inbox or self.stopping)
+
+    def _dispatch(self, msg: Message) -> None:
+        """Handle one message on the scheduler thread."""
+        if isinstance(msg, NewRequest):
+            self.scheduler.add_request(msg.req)
+        elif isinstance(msg, AbortRequest):
+            self.scheduler.abort(msg.rid)
+        elif isinstance(msg, RunCommand):
+            try:
+                msg.future.set_result(msg.fn())
+            except Exception as e:  # reported to the caller; the engine goes on
+                msg.future.set_exception(e)
+        else:
+            raise TypeError(f"unknown scheduler message {msg!r}")
 
     def run(self) -> None:
         sched = self.scheduler
@@ -164,17 +178,8 @@ class SchedulerLoop:
                     if self.stopping:
                         break
                     inbox, self.inbox = self.inbox, []
-                    aborts, self.aborts = self.aborts, []
-                    commands, self.commands = self.commands, []
-                for req in inbox:
-                    sched.add_request(req)
-                for rid in aborts:
-                    sched.abort(rid)
-                for fn, fut in commands:
-                    try:
-                        fut.set_result(fn())
-                    except Exception as e:  # reported to the caller; the engine goes on
-                        fut.set_exception(e)
+                for msg in inbox:
+                    self._dispatch(msg)
                 if sched.has_work():
                     if not sched.step():
                         raise MemoryAccountingError(
@@ -194,14 +199,15 @@ class SchedulerLoop:
         with self.cond:
             self.closed = True
             inbox, self.inbox = self.inbox, []
-            commands, self.commands = self.commands, []
         if self.at_exit and self.error is None:
             return  # interpreter exit: whoever still waits is a daemon thread about to vanish
         msg = f"the engine died: {self.error!r}" if self.error else "the engine was shut down"
         err = EngineClosedError(msg)
         err.__cause__ = self.error
-        for req in inbox:
-            req.emit(err)
+        for msg in inbox:
+            if isinstance(msg, NewRequest):
+                msg.req.emit(err)
         self.scheduler.fail_all(err)
-        for _fn, fut in commands:
-            fut.set_exception(err)
+        for msg in inbox:
+            if isinstance(msg, RunCommand):
+                msg.future.set_exception(err)

@@ -54,7 +54,7 @@ def request_failed(rid: str, stage: str, exc: BaseException) -> RequestFailedErr
 
 class RequestFailures:
     """The scheduler's side of failing one request (a mixin of `Scheduler`: it uses its
-    ``post``, ``running``, ``waiting``, ``live``, ``stats`` and ``_release``)."""
+    ``post``, ``cache``, ``running``, ``waiting``, ``live`` and ``stats``)."""
 
     def _finish(self, req: Req, reason: dict) -> None:
         """End `req` (not queued or running any more) for `reason` and deliver its result."""
@@ -81,7 +81,7 @@ class RequestFailures:
         err = request_failed(req.rid, stage, exc)
         if req in self.running:
             self.running.remove(req)
-            self._release(req, cache=False)
+            self.cache.free_req(req)
         elif req in self.waiting:
             self.waiting.remove(req)
         self.live.discard(req)

@@ -12,24 +12,24 @@ prefix of the final text.
 
 `plan_jump` is the pure part (tokens in, tokens out, checked: the new tail decodes, in
 context, to the old text + ``s``); `JumpForward.apply` moves a request (output ids,
-matcher, detokenizer, stream buffer, logprobs, and ``kv_rollback_to`` for the scheduler).
+matcher, detokenizer, stream buffer, logprobs, and ``kv.rollback_to`` for the cache manager).
 
 Streaming: a dropped token that was already streamed is taken back through the next
-`StreamDelta`'s ``retract`` (``Req.pending_retract``); one not streamed yet is simply
+`StreamDelta`'s ``retract`` (``req.stream_buf.retract``); one not streamed yet is simply
 not sent.
 
 Settled tokens: a jump re-tokenizes at most the last ``window`` output tokens, and never
-those before ``Req.jump_floor``, the start of the latest jump's window (it only matters
-after a jump that shortened the output). So the tokens before ``max(jump_floor, len + 1 -
+those before ``req.jump.floor``, the start of the latest jump's window (it only matters
+after a jump that shortened the output). So the tokens before ``max(jump.floor, len + 1 -
 window)`` can never be dropped again (`JumpForward.settled`): streams that cannot take
 entries back send logprobs up to there (``StreamDelta.settled``).
 
 Logprobs (``return_logprob``): the logprobs of dropped tokens are dropped with them (the
-request's ``logprob_cursor`` learns the lowest index, so the next stream delta resends
+request's ``logprobs.cursor`` learns the lowest index, so the next stream delta resends
 from there, see ``StreamDelta.logprob_retract``). The
 forced tokens are scored like prompt tokens by the pass that computes them (their
 predecessors' logits, no mask, no temperature; `Postprocessor._forced_logprobs`), so
-``kv_rollback_to`` also moves back to the position whose logits score the first of them
+``kv.rollback_to`` also moves back to the position whose logits score the first of them
 (``Req.first_output_logprob_position``), one position before it when tokens were dropped.
 A request that ends on forced tokens (a stop string in them, ``max_new_tokens``) gets
 that pass before its result is delivered.
@@ -118,11 +118,11 @@ class JumpForward:
     def settled(self, req: Req) -> int:
         """How many leading output tokens of ``req`` no later jump drops: the next jump
         follows at least one more sampled token, so its window starts at ``len + 1 -
-        window`` or later, and never before ``jump_floor`` (which only grows)."""
+        window`` or later, and never before ``jump.floor`` (which only grows)."""
         n = len(req.output_ids)
         if req.grammar is None or req.is_finished:
             return n
-        return max(0, min(n, max(req.jump_floor, n + 1 - self.window)))
+        return max(0, min(n, max(req.jump.floor, n + 1 - self.window)))
 
     def apply(self, req: Req, *, initial: bool = False) -> dict | None:
         """Append the grammar's forced text to ``req`` if any; return a finish reason
@@ -139,7 +139,7 @@ class JumpForward:
             text = forced_text(g)
             if not text:
                 return None
-            window = min(self.window, len(req.output_ids) - req.jump_floor)
+            window = min(self.window, len(req.output_ids) - req.jump.floor)
             plan = plan_jump(self.tokenizer, req.origin_input_ids, req.output_ids, text, self.vocab_size, window)
         except Exception:  # noqa: BLE001 - never take the scheduler down: sample instead
             logger.exception("jump-forward failed for request %s; sampling instead", req.rid)
@@ -163,25 +163,27 @@ class JumpForward:
                     g.accept_token(o)
                 return None
         del req.output_ids[n - drop:]
-        if len(req.output_token_logprobs) > n - drop:
-            del req.output_token_logprobs[n - drop:]
-            del req.output_top_logprobs[n - drop:]
-            req.logprob_cursor.deleted_from(n - drop)
-        req.jump_floor = max(req.jump_floor, n - window)
+        lp, buf, jump = req.logprobs, req.stream_buf, req.jump
+        if len(lp.output_tokens) > n - drop:
+            del lp.output_tokens[n - drop:]
+            del lp.output_top[n - drop:]
+            lp.cursor.deleted_from(n - drop)
+        jump.floor = max(jump.floor, n - window)
         req.output_ids.extend(new)
         stale = req.prompt_len + n - drop  # KV positions from here on held the old tokens
         first = req.first_output_logprob_position  # logits that score the first forced token
         if first is not None:
             stale = min(stale, first)
-        req.kv_rollback_to = stale if req.kv_rollback_to is None else min(req.kv_rollback_to, stale)
-        k = min(drop, len(req.pending_ids))  # a dropped token not streamed yet is simply not sent
+        kv = req.kv
+        kv.rollback_to = stale if kv.rollback_to is None else min(kv.rollback_to, stale)
+        k = min(drop, len(buf.ids))  # a dropped token not streamed yet is simply not sent
         if k:
-            del req.pending_ids[-k:]
-        req.pending_retract += drop - k  # the rest was streamed: the next delta takes it back
-        req.pending_ids.extend(new)
-        req.jump_forward_tokens += len(new)
-        req.jump_forward_dropped += drop
+            del buf.ids[-k:]
+        buf.retract += drop - k  # the rest was streamed: the next delta takes it back
+        buf.ids.extend(new)
+        jump.forced_tokens += len(new)
+        jump.dropped_tokens += drop
         context = req.tokens(max(req.fill_len - PROMPT_CONTEXT_TOKENS, 0), req.fill_len)
         delta, reason = req.detok.append_forced(text, len(new) - drop, context)
-        req.pending_text += delta
+        buf.text += delta
         return reason

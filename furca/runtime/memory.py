@@ -3,7 +3,7 @@ sizing the pool from a memory budget.
 
 Slot 0 of the KV buffers is reserved (padded writes may target it), so a pool of
 capacity N has N + 1 slots and hands out 1..N. Accounting invariant the scheduler
-keeps (checked by `Scheduler.check_memory`)::
+keeps (checked by `CacheManager.check_memory`)::
 
     allocator.num_free + tree.total_size() + (slots held by requests, not in the tree) == capacity
 """

@@ -28,7 +28,7 @@ Failure = tuple[Req, str, Exception]  # (request, stage, exception): one request
 _LOGPROB_ROWS = 512  # prompt-logprob rows per log-softmax call
 
 
-def apply_token_bitmask_(logits: torch.Tensor, bitmask: torch.Tensor, indices: list[int]) -> None:
+def mask_logits_(logits: torch.Tensor, bitmask: torch.Tensor, indices: list[int]) -> None:
     """In place: rows ``indices`` of ``logits`` get ``-inf`` where their bit in ``bitmask``
     (int32 ``[B, ceil(V / 32)]``, bit set = allowed) is 0. The Triton kernel on CUDA,
     furca.constrain's torch version elsewhere (the kernel's reference)."""
@@ -71,9 +71,9 @@ class Postprocessor(Delivery):
                 if item.samples:
                     sampling.append(item)
                 elif req.is_finished:
-                    if req.kv_len == req.fill_len:  # its forced tokens are scored: deliver it now
+                    if req.kv.kv_len == req.fill_len:  # its forced tokens are scored: deliver it now
                         finished.append(req)
-                elif req.kv_len == req.fill_len and req.remaining_new_tokens == 0:
+                elif req.kv.kv_len == req.fill_len and req.remaining_new_tokens == 0:
                     # max_new_tokens == 0: the prompt is scored, nothing to generate
                     self._stage = "detokenizer"
                     self.end(req, finish_length(req.params.max_new_tokens))
@@ -91,11 +91,12 @@ class Postprocessor(Delivery):
 
     def _prompt_logprobs(self, item: ScheduledReq, logits: torch.Tensor) -> None:
         req = item.req
-        if len(req.input_token_logprobs) >= req.num_prompt_logprobs:
+        lp = req.logprobs
+        if len(lp.input_tokens) >= req.num_prompt_logprobs:
             return
-        if not req.input_token_logprobs and req.params.logprob_start_len == 0:
-            req.input_token_logprobs.append([None, req.origin_input_ids[0]])
-            req.input_top_logprobs.append(None)
+        if not lp.input_tokens and req.params.logprob_start_len == 0:
+            lp.input_tokens.append([None, req.origin_input_ids[0]])
+            lp.input_top.append(None)
         qs = [q for q in item.logit_positions if q <= req.prompt_len - 2]
         k = req.params.top_logprobs_num
         for lo in range(0, len(qs), _LOGPROB_ROWS):
@@ -103,9 +104,9 @@ class Postprocessor(Delivery):
             rows = logits[item.logit_offset + lo : item.logit_offset + lo + len(part)]
             ids = torch.tensor([req.origin_input_ids[q + 1] for q in part], device=rows.device)
             chosen, top = compute_logprobs(rows, ids, [k] * len(part))
-            req.input_token_logprobs.extend([lp, t] for lp, t in zip(chosen.tolist(), ids.tolist()))
+            lp.input_tokens.extend([v, t] for v, t in zip(chosen.tolist(), ids.tolist()))
             if k > 0:
-                req.input_top_logprobs.extend(top)
+                lp.input_top.extend(top)
 
     def _forced_logprobs(self, item: ScheduledReq, logits: torch.Tensor) -> None:
         """Logprobs of forced output tokens (jump-forward), from the rows this pass computed
@@ -124,9 +125,9 @@ class Postprocessor(Delivery):
         rows = logits[pairs[0][0] : pairs[-1][0] + 1]
         ids = torch.tensor([req.output_ids[q + 1 - req.prompt_len] for _, q in pairs], device=rows.device)
         chosen, top = compute_logprobs(rows, ids, [k] * len(pairs))
-        req.output_token_logprobs.extend([lp, t] for lp, t in zip(chosen.tolist(), ids.tolist()))
+        req.logprobs.output_tokens.extend([v, t] for v, t in zip(chosen.tolist(), ids.tolist()))
         if k > 0:
-            req.output_top_logprobs.extend(top)
+            req.logprobs.output_top.extend(top)
 
     def _sample(self, items: list[ScheduledReq], logits: torch.Tensor, failed: list[Failure]) -> list[Req]:
         reqs = [it.req for it in items]
@@ -143,7 +144,7 @@ class Postprocessor(Delivery):
         def rows_to_sample() -> torch.Tensor:  # (B, V) fp32, owned; `sample` may write into it
             x = logits.index_select(0, rows).float()
             if masked:
-                apply_token_bitmask_(x, bitmask, masked)
+                mask_logits_(x, bitmask, masked)
             return x
 
         try:
@@ -214,9 +215,9 @@ class Postprocessor(Delivery):
     def _append(self, req: Req, token: int, logprob: float, top, is_dead_end: bool) -> bool:
         req.output_ids.append(token)
         if req.params.return_logprob:
-            req.output_token_logprobs.append([logprob, token])
+            req.logprobs.output_tokens.append([logprob, token])
             if req.params.top_logprobs_num > 0:
-                req.output_top_logprobs.append(top)
+                req.logprobs.output_top.append(top)
         reason = None
         if req.grammar is not None:
             self._stage = "grammar matcher"
@@ -228,8 +229,8 @@ class Postprocessor(Delivery):
         if self.faults is not None:
             self.faults.check("detokenizer", req)
         delta, stop = req.detok.append(token)
-        req.pending_text += delta
-        req.pending_ids.append(token)
+        req.stream_buf.text += delta
+        req.stream_buf.ids.append(token)
         if reason is None:
             reason = stop
         self._stage = "grammar matcher"
@@ -248,7 +249,7 @@ class Postprocessor(Delivery):
             # forced tokens without logprobs yet: one more pass scores them, then it is delivered
             return req.first_output_logprob_position is None
         # with logprobs, forced tokens wait (ids and text) for the pass that scores them
-        if req.stream and req.pending_text and req.first_output_logprob_position is None:
+        if req.stream and req.stream_buf.text and req.first_output_logprob_position is None:
             self._stage = "stream output"
             req.emit(self._delta(req))
         return False

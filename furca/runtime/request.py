@@ -1,6 +1,7 @@
-"""A request's state inside the scheduler.
+"""A request's state inside the scheduler: `Req` and its parts (`KVRegion`,
+`LogprobState`, `StreamBuffer`, `JumpState`), each written by the code that owns it.
 
-KV regions of a running request (row ``row`` of ``req_to_token``)::
+KV regions of a running request (``req.kv``: row ``row`` of ``req_to_token``)::
 
     positions  0 .. tree_len        slots owned by the radix tree, locked through last_node
     positions  tree_len .. kv_len   slots the request owns (computed, not yet in the tree)
@@ -44,7 +45,70 @@ class GrammarHook(Protocol):
 
 
 @dataclass(eq=False)
+class KVRegion:
+    """Where a request's KV lives: row ``row`` of ``req_to_token``, split at ``tree_len``
+    and ``kv_len`` as the module docstring draws. The `CacheManager` writes ``row``,
+    ``tree_len`` and ``last_node`` (the tree node it keeps locked for the request); the
+    scheduler advances ``kv_len`` after each forward pass. ``rollback_to``: set by
+    jump-forward when it re-tokenized computed tokens (positions from there on hold KV
+    of tokens that are gone); the `CacheManager` drops that KV after the step."""
+
+    row: int | None = None
+    kv_len: int = 0
+    tree_len: int = 0
+    last_node: Any = None
+    rollback_to: int | None = None
+
+
+@dataclass(eq=False)
+class LogprobState:
+    """A request's logprobs as ``[logprob, token_id]`` pairs (the text is added when an
+    output is built), and how far its stream has sent them. Postprocessing appends (prompt,
+    sampled and forced tokens), jump-forward deletes the entries of the tokens it drops,
+    delivery reads them."""
+
+    input_tokens: list = field(default_factory=list)
+    input_top: list = field(default_factory=list)
+    output_tokens: list = field(default_factory=list)
+    output_top: list = field(default_factory=list)
+    cursor: LogprobCursor = field(default_factory=LogprobCursor)  # output entries streamed so far
+
+    def drop_prompt(self) -> None:
+        """Forget the prompt's logprobs (recomputed after a retraction cut them short)."""
+        self.input_tokens.clear()
+        self.input_top.clear()
+
+
+@dataclass(eq=False)
+class StreamBuffer:
+    """What a streamed request's next `StreamDelta` carries. Postprocessing and
+    jump-forward add to it; delivery empties it into a delta (`clear`)."""
+
+    text: str = ""  # decoded, not yet streamed
+    ids: list[int] = field(default_factory=list)
+    retract: int = 0  # streamed ids that jump-forward dropped (StreamDelta.retract)
+    num_streamed: int = 0  # output ids the stream's consumer holds (its deltas applied)
+
+    def clear(self) -> None:
+        self.text, self.ids, self.retract = "", [], 0
+
+
+@dataclass(eq=False)
+class JumpState:
+    """Jump-forward's per-request state (jump_forward.py), counted for ``meta_info``."""
+
+    forced_tokens: int = 0  # tokens appended without sampling (meta_info jump_forward_tokens)
+    dropped_tokens: int = 0  # earlier output tokens they replaced (jump_forward_retokenized)
+    floor: int = 0  # output tokens before this index are never re-tokenized (JumpForward.settled)
+
+
+@dataclass(eq=False)
 class Req:
+    """One request (one sample of a prompt) inside the engine: what the caller asked for,
+    its output so far, and its state in named parts: ``kv`` (`KVRegion`, the cache
+    manager's), ``logprobs`` (`LogprobState`), ``stream_buf`` (`StreamBuffer`) and
+    ``jump`` (`JumpState`)."""
+
     rid: str
     group_rid: str  # the rid the caller knows (abort target); == rid unless n > 1
     origin_input_ids: list[int]
@@ -56,37 +120,18 @@ class Req:
     grammar: GrammarHook | None = None
     generator: torch.Generator | None = None
     output_ids: list[int] = field(default_factory=list)
+    created_at: float = field(default_factory=time.perf_counter)
 
     # scheduling state
-    row: int | None = None
-    kv_len: int = 0
-    tree_len: int = 0
-    last_node: Any = None
-    cached_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens the radix cache held at the first admission
     num_retractions: int = 0
     is_admitted_once: bool = False
     finished_reason: dict | None = None
-    aborted: bool = False
 
-    # logprobs: [logprob, token_id] pairs; text is added when the output is built
-    input_token_logprobs: list = field(default_factory=list)
-    input_top_logprobs: list = field(default_factory=list)
-    output_token_logprobs: list = field(default_factory=list)
-    output_top_logprobs: list = field(default_factory=list)
-
-    created_at: float = field(default_factory=time.perf_counter)
-    pending_text: str = ""  # decoded, not yet streamed
-    pending_ids: list[int] = field(default_factory=list)
-    pending_retract: int = 0  # streamed ids that jump-forward dropped (StreamDelta.retract)
-    num_streamed: int = 0  # output ids the stream's consumer holds (its deltas applied)
-    logprob_cursor: LogprobCursor = field(default_factory=LogprobCursor)  # logprobs streamed so far
-
-    # jump-forward (jump_forward.py): KV positions >= kv_rollback_to hold tokens that were
-    # re-tokenized away (the scheduler frees them after the step); counts for meta_info
-    kv_rollback_to: int | None = None
-    jump_forward_tokens: int = 0  # tokens appended without sampling
-    jump_forward_dropped: int = 0  # earlier output tokens they replaced
-    jump_floor: int = 0  # output tokens before this index are never re-tokenized (JumpForward.settled)
+    kv: KVRegion = field(default_factory=KVRegion)
+    logprobs: LogprobState = field(default_factory=LogprobState)
+    stream_buf: StreamBuffer = field(default_factory=StreamBuffer)
+    jump: JumpState = field(default_factory=JumpState)
 
     # -- token views -------------------------------------------------------------------
 
@@ -97,9 +142,6 @@ class Req:
     @property
     def fill_len(self) -> int:
         return len(self.origin_input_ids) + len(self.output_ids)
-
-    def fill_ids(self) -> list[int]:
-        return self.origin_input_ids + self.output_ids
 
     def tokens(self, start: int, end: int) -> list[int]:
         """fill[start:end] without building the whole list."""
@@ -113,11 +155,7 @@ class Req:
     @property
     def extend_len(self) -> int:
         """Tokens left to compute before the next sample."""
-        return self.fill_len - self.kv_len
-
-    @property
-    def is_prefilling(self) -> bool:
-        return self.extend_len > 1 or not self.output_ids
+        return self.fill_len - self.kv.kv_len
 
     # -- logprob ranges ----------------------------------------------------------------
 
@@ -131,7 +169,7 @@ class Req:
         computed (its logits give the next token), and prompt logprobs from position s
         need the logits of position s - 1, so that position must be computed."""
         limit = self.fill_len - 1
-        if self.wants_prompt_logprobs and len(self.input_token_logprobs) < self.num_prompt_logprobs:
+        if self.wants_prompt_logprobs and len(self.logprobs.input_tokens) < self.num_prompt_logprobs:
             limit = min(limit, max(self.params.logprob_start_len - 1, 0))
         first = self.first_output_logprob_position
         if first is not None:
@@ -143,8 +181,8 @@ class Req:
         """Position whose logits score the first output token without a logprob yet, or
         None. Only jump-forward leaves such tokens (forced, appended without sampling):
         they are scored like prompt tokens when the next forward pass computes them, so
-        until then ``kv_len`` must not pass this position (see `JumpForward.apply`)."""
-        n = len(self.output_token_logprobs)
+        until then ``kv.kv_len`` must not pass this position (see `JumpForward.apply`)."""
+        n = len(self.logprobs.output_tokens)
         if not self.params.return_logprob or n >= len(self.output_ids):
             return None
         return self.prompt_len + n - 1

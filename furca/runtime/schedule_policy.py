@@ -64,8 +64,3 @@ class InBatchDedup:
 def decode_reserve(req: Req, ratio: float, clip: int) -> int:
     """Tokens to keep free for the rest of this request's decode."""
     return math.ceil(min(req.remaining_new_tokens, clip) * ratio)
-
-
-def future_need(req: Req, ratio: float, clip: int) -> int:
-    """KV tokens a running request will still claim (beyond this step's one token)."""
-    return max(req.extend_len - 1, 0) + decode_reserve(req, ratio, clip)

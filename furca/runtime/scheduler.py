@@ -1,4 +1,5 @@
-"""The scheduler: queues, admission, KV slots and the radix cache, one step at a time.
+"""The scheduler: queues, admission and retraction policy, one step at a time. The KV
+pool and the radix cache are its `CacheManager`'s (``self.cache``, cache_manager.py).
 
 Runs on the engine's scheduler thread only (nothing here locks). One `step()`:
 
@@ -8,8 +9,8 @@ Runs on the engine's scheduler thread only (nothing here locks). One `step()`:
    requests in policy order (radix match + lock, admission check, row + prefix slots);
 3. allocate slots for all new tokens, run ONE forward over the mixed batch;
 4. postprocess (`postprocess.py`): prompt logprobs, sampling, stop checks, streaming;
-5. insert what each prefill computed into the tree (keeping it locked), release
-   finished requests (insert prompt + output, free duplicates, unlock).
+5. `CacheManager.cache_req`: what each prefill computed goes into the tree (kept
+   locked); finished requests give everything back (prompt + output cached, unlocked).
 
 Failure isolation (`isolation.py`, docs/runtime.md "Failure isolation"): a request whose
 own work raises is failed alone (`_fail`: its KV is freed, not cached, its lock and row
@@ -26,13 +27,11 @@ from __future__ import annotations
 import logging
 import time
 
-from furca.radix.radix_cache import RadixCache
 from furca.runtime.batch_builder import ScheduledReq, build_step
+from furca.runtime.cache_manager import CacheManager
 from furca.runtime.config import EngineConfig
 from furca.runtime.isolation import RequestFailures, is_fatal
 from furca.runtime.jump_forward import JumpForward
-from furca.runtime.kv_bookkeeping import KVBookkeeping
-from furca.runtime.memory import ReqToTokenPool, TokenSlotAllocator
 from furca.runtime.model_runner import ModelRunner
 from furca.runtime.output import finish_abort
 from furca.runtime.postprocess import Postprocessor
@@ -43,15 +42,14 @@ from furca.runtime.step_stats import StepStats
 logger = logging.getLogger("furca")
 
 
-class Scheduler(KVBookkeeping, RequestFailures):
-    def __init__(self, runner: ModelRunner, config: EngineConfig, tokenizer, context_length: int, eos_ids):
+class Scheduler(RequestFailures):
+    """Runs ``runner``'s model over the requests it is given, with ``cache`` (a
+    `CacheManager` sized for ``runner``'s KV pool) for every KV slot and tree lock."""
+
+    def __init__(self, runner: ModelRunner, cache: CacheManager, config: EngineConfig, tokenizer, eos_ids):
         self.runner = runner
+        self.cache = cache
         self.config = config
-        self.context_length = context_length
-        self.capacity = runner.capacity
-        self.allocator = TokenSlotAllocator(runner.capacity, runner.device)
-        self.req_pool = ReqToTokenPool(config.max_running_requests, context_length, runner.device)
-        self.tree = RadixCache(self.allocator.free, disabled=config.disable_radix_cache, device=runner.device)
         self.post = Postprocessor(tokenizer, eos_ids, runner.device)
         if config.enable_jump_forward:
             self.post.jump_forward = JumpForward(tokenizer, runner.vocab_size)
@@ -76,7 +74,7 @@ class Scheduler(KVBookkeeping, RequestFailures):
             # text the grammar forces from its start is computed with the prompt
             try:
                 reason = self.post.jump_forward.apply(req, initial=True)
-                req.kv_rollback_to = None  # nothing computed yet
+                req.kv.rollback_to = None  # nothing computed yet
                 if reason is not None and req.first_output_logprob_position is None:
                     self._finish(req, reason)  # a stop string inside the forced text
                     self.stats["finished"] += 1
@@ -100,13 +98,25 @@ class Scheduler(KVBookkeeping, RequestFailures):
         for req in hits:
             if req in self.running:
                 self.running.remove(req)
-                self._release(req)
+                self.cache.cache_req(req, finished=True)
             else:
                 self.waiting.remove(req)
             self.live.discard(req)
             self._finish(req, finish_abort("aborted by abort()"))
             self.stats["aborted"] += 1
         return len(hits)
+
+    def flush_cache(self) -> bool:
+        """Empty the radix cache; only when no request is queued or running. Returns whether
+        it did."""
+        if self.has_work():
+            return False
+        self.cache.flush()
+        return True
+
+    def check_memory(self, *, idle: bool = False) -> None:
+        """`CacheManager.check_memory` over the running requests."""
+        self.cache.check_memory(self.running, idle=idle)
 
     def fail_all(self, exc: BaseException) -> None:
         """Deliver `exc` to every request not yet answered (the engine is going down);
@@ -149,8 +159,8 @@ class Scheduler(KVBookkeeping, RequestFailures):
         self.last_step = StepStats(
             step=self.stats["steps"], num_prefill_reqs=len(prefill),
             num_prefill_tokens=sum(it.num_new for it in prefill), num_decode_reqs=len(items) - len(prefill),
-            num_running=len(self.running), num_waiting=len(self.waiting), used_tokens=self.used_tokens(),
-            capacity=self.capacity, admitted=tuple(self._admitted), num_generated=generated,
+            num_running=len(self.running), num_waiting=len(self.waiting), used_tokens=self.cache.used_tokens(),
+            capacity=self.cache.capacity, admitted=tuple(self._admitted), num_generated=generated,
             num_finished=len(finished), num_retracted=self.stats["retractions"] - retractions,
             new_token_ratio=self.new_token_ratio, duration_s=time.perf_counter() - began)
         return True
@@ -173,19 +183,15 @@ class Scheduler(KVBookkeeping, RequestFailures):
     def _forward(self, items: list[ScheduledReq]):
         """Slots for the new tokens, then the forward pass: ``(StepInputs, logits)``. If it
         raises, the step's slots are freed first (the KV written is never read)."""
-        slots = self._alloc(sum(it.num_new for it in items))
-        table = self.req_pool.table
-        pos = 0
-        for it in items:
-            table[it.req.row, it.start : it.end] = slots[pos : pos + it.num_new]
-            pos += it.num_new
+        slots = self.cache.alloc_step(items)
         try:
             if self.faults is not None:
                 self.faults.check("forward", [it.req for it in items])
-            step = build_step(items, table, self.runner.kv_cache, self.runner.attn_backend, self.runner.device)
+            step = build_step(items, self.cache.table, self.runner.kv_cache, self.runner.attn_backend,
+                              self.runner.device)
             return step, self.runner.forward(step)
         except BaseException:
-            self.allocator.free(slots)
+            self.cache.free(slots)
             raise
 
     def _run_one_by_one(self, items: list[ScheduledReq], first: Exception) -> list[Req]:
@@ -213,33 +219,33 @@ class Scheduler(KVBookkeeping, RequestFailures):
         """Postprocess the logits of `items`' forward pass (failing the requests whose own
         work raises), then the KV bookkeeping; returns the requests that finished."""
         for it in items:
-            it.req.kv_len = it.end
+            it.req.kv.kv_len = it.end
         finished, failures = self.post.process(step, logits)
         for req, stage, exc in failures:
             self._fail(req, stage, exc)
         failed = {id(req) for req, _, _ in failures}
         items = [it for it in items if id(it.req) not in failed]
         for it in items:
-            if it.req.kv_rollback_to is not None:  # jump-forward re-tokenized computed tokens
-                self._rollback_kv(it.req)
+            if it.req.kv.rollback_to is not None:  # jump-forward re-tokenized computed tokens
+                self.cache.rollback_kv(it.req)
         for it in items:
             req = it.req
             if req in finished:
                 self.running.remove(req)
-                self._release(req)
+                self.cache.cache_req(req, finished=True)
                 self.live.discard(req)
                 self._deliver(req)
                 self.stats["finished"] += 1
             elif it.is_prefill:
                 if self.faults is not None:
                     self.faults.check("cache", req)
-                self._cache_unfinished(req)
+                self.cache.cache_req(req, finished=False)
         return finished
 
     def _make_room_for_decode(self) -> None:
         while self.running:
             need = sum(1 for r in self.running if r.extend_len == 1)
-            if need <= self._available() or len(self.running) == 1:
+            if need <= self.cache.available() or len(self.running) == 1:
                 return
             self._retract(self.running[-1])
 
@@ -247,47 +253,48 @@ class Scheduler(KVBookkeeping, RequestFailures):
         cfg = self.config
         ratio, clip = self.new_token_ratio, cfg.decode_reserve_clip
         items: list[ScheduledReq] = []
-        avail = self._available()
+        avail = self.cache.available()
         # this step's tokens and the future of everything running are spoken for
         reserved = sum(r.extend_len + decode_reserve(r, ratio, clip) for r in self.running)
         budget = cfg.prefill_budget
         used = 0
         for req in self.running:
             if req.extend_len == 1:
-                items.append(ScheduledReq(req, req.kv_len, 1))
+                items.append(ScheduledReq(req, req.kv.kv_len, 1))
                 used += 1
         for req in self.running:
             if req.extend_len > 1 and budget > 0:
                 chunk = min(req.extend_len, budget, avail - used)
                 if chunk > 0:
-                    items.append(ScheduledReq(req, req.kv_len, chunk))
+                    items.append(ScheduledReq(req, req.kv.kv_len, chunk))
                     budget -= chunk
                     used += chunk
         if not self.waiting or budget <= 0:
             return items
-        dedup = InBatchDedup(cfg.in_batch_prefix_min, enabled=not self.tree.disabled)
+        tree = self.cache.tree
+        dedup = InBatchDedup(cfg.in_batch_prefix_min, enabled=not tree.disabled)
         for req in self.running:
             if req.extend_len > 1:  # a prefill in progress will cache more of its prompt
                 dedup.add(req)
         num_prefill = sum(1 for it in items if it.num_new > 1)
-        for req in order_waiting(self.waiting, cfg.schedule_policy, self.tree):
-            if budget <= 0 or len(self.running) >= cfg.max_running_requests or self.req_pool.num_free == 0:
+        for req in order_waiting(self.waiting, cfg.schedule_policy, tree):
+            if budget <= 0 or len(self.running) >= cfg.max_running_requests or not self.cache.has_free_row():
                 break
-            match = self.tree.match_prefix(req.tokens(0, req.max_prefix_len))
+            match = self.cache.match_prefix(req)
             if dedup.should_defer(req, match.prefix_len):
                 continue
-            self.tree.lock(match.node)
+            self.cache.lock(match)
             extend = req.fill_len - match.prefix_len
             need = extend + decode_reserve(req, ratio, clip)
             if extend > budget and (cfg.is_chunked or num_prefill > 0):
                 chunk = budget if cfg.is_chunked else 0
             else:
                 chunk = extend  # an over-budget prompt runs alone when chunking is off
-            if chunk <= 0 or need > self._available() - reserved:
-                self.tree.unlock(match.node)
+            if chunk <= 0 or need > self.cache.available() - reserved:
+                self.cache.unlock(match)
                 break
             self._admit(req, match)
-            items.append(ScheduledReq(req, req.kv_len, chunk))
+            items.append(ScheduledReq(req, req.kv.kv_len, chunk))
             dedup.add(req)
             budget -= chunk
             reserved += need
@@ -295,11 +302,8 @@ class Scheduler(KVBookkeeping, RequestFailures):
         return items
 
     def _admit(self, req: Req, match) -> None:
-        row = self.req_pool.alloc()
+        self.cache.admit(req, match)
         prefix_len = match.prefix_len
-        if prefix_len:
-            self.req_pool.table[row, :prefix_len] = match.slot_indices.to(self.req_pool.table.device)
-        req.row, req.kv_len, req.tree_len, req.last_node = row, prefix_len, prefix_len, match.node
         if not req.is_admitted_once:
             req.is_admitted_once = True
             req.cached_tokens = prefix_len
@@ -311,11 +315,10 @@ class Scheduler(KVBookkeeping, RequestFailures):
 
     def _retract(self, req: Req) -> None:
         self.running.remove(req)
-        self._release(req)
+        self.cache.cache_req(req, finished=True)
         req.num_retractions += 1
-        if len(req.input_token_logprobs) < req.num_prompt_logprobs:
-            req.input_token_logprobs.clear()
-            req.input_top_logprobs.clear()
+        if len(req.logprobs.input_tokens) < req.num_prompt_logprobs:
+            req.logprobs.drop_prompt()
         self.waiting.insert(0, req)
         self.new_token_ratio = self.config.init_new_token_ratio
         self.stats["retractions"] += 1

@@ -269,7 +269,7 @@ def reference_constrained(hf_model, engine: Engine, params: dict, prompt_ids: li
     tok, vocab = engine.tokenizer, engine.vocab_size
     out: list[int] = []
     min_margin = float("inf")
-    floor = [0]  # never re-tokenize before the latest jump's window (Req.jump_floor)
+    floor = [0]  # never re-tokenize before the latest jump's window (req.jump.floor)
 
     def do_jump(initial: bool) -> None:
         s = forced_text(m) if jump else ""
@@ -491,14 +491,14 @@ def test_rollback_into_the_radix_tree_and_retraction(tiny_engine_model):
     params = [{"json_schema": SCHEMA, "temperature": 1.0, "seed": s, "max_new_tokens": 100} for s in range(8)]
     with Engine(loaded, max_total_tokens=4096, check_memory=True) as engine:
         kinds = {"noop": 0, "owned": 0, "tree": 0}
-        original = engine.scheduler._rollback_kv
+        original = engine.scheduler.cache.rollback_kv
 
         def spy(req):
-            new_len = req.kv_rollback_to
-            kinds["noop" if new_len >= req.kv_len else "owned" if new_len >= req.tree_len else "tree"] += 1
+            new_len = req.kv.rollback_to
+            kinds["noop" if new_len >= req.kv.kv_len else "owned" if new_len >= req.kv.tree_len else "tree"] += 1
             original(req)
 
-        engine.scheduler._rollback_kv = spy
+        engine.scheduler.cache.rollback_kv = spy
         outs = engine.generate(["Hello"] * 4 + ["Paris is"] * 4, sampling_params=params)
         for p, out in zip(params, outs):
             check_valid(engine, p, out, lambda t: jsonschema.validate(json.loads(t), SCHEMA))
@@ -526,9 +526,9 @@ def forced_flags(engine: Engine) -> dict[str, list[bool]]:
     def spy(req, initial=False):
         f = flags.setdefault(req.rid, [])
         f.extend([False] * (len(req.output_ids) - len(f)))  # sampled since the last call
-        n, dropped = len(req.output_ids), req.jump_forward_dropped
+        n, dropped = len(req.output_ids), req.jump.dropped_tokens
         reason = original(req, initial=initial)
-        keep = n - (req.jump_forward_dropped - dropped)
+        keep = n - (req.jump.dropped_tokens - dropped)
         del f[keep:]
         f.extend([True] * (len(req.output_ids) - keep))
         return reason
