@@ -7,7 +7,7 @@ import re
 from typing import Any, Callable, Sequence
 
 from furca.lang import config
-from furca.lang.backends.base import as_backend
+from furca.lang.backends import as_backend
 from furca.lang.choices import token_length_normalized
 from furca.lang.errors import ProgramError
 from furca.lang.function import Function

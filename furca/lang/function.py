@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator
 
 from furca.lang import config
-from furca.lang.backends.base import Backend, as_backend
+from furca.lang.backends import Backend, as_backend
 from furca.lang.errors import ProgramError
 from furca.lang.interpreter import Executor
 from furca.lang.ir import RUN_DEFAULTS, GenParams

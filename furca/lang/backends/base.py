@@ -86,23 +86,3 @@ class Backend(Protocol):
 
     def get_server_info(self) -> dict[str, Any]: ...
 
-
-def as_backend(obj: Any) -> Backend:
-    """A `Backend` from what a user passes: a backend, a ``Runtime`` (its endpoint), or
-    an in-process furca ``Engine`` (wrapped once, see `LocalBackend`)."""
-    from furca.lang.errors import NoBackendError
-
-    if obj is None:
-        raise NoBackendError(
-            "no backend: call furca.set_default_backend(...) (an Engine(), RuntimeEndpoint(url), "
-            "Runtime() or OpenAI(model)) or pass backend= to run()"
-        )
-    if hasattr(obj, "endpoint") and not isinstance(obj, Backend):
-        obj = obj.endpoint
-    if isinstance(obj, Backend):
-        return obj
-    if hasattr(obj, "generate") and hasattr(obj, "tokenizer"):
-        from furca.lang.backends.local import LocalBackend
-
-        return LocalBackend.for_engine(obj)
-    raise NoBackendError(f"{type(obj).__name__} is not a backend (expected an Engine, RuntimeEndpoint, Runtime or OpenAI)")
