@@ -9,7 +9,9 @@
 ``bitmask``: int32 ``(B, W)`` (``W = ceil(V / 32)`` normally; a narrower mask masks
 the columns past it, bits past ``V`` are ignored), torch or numpy, moved to the
 logits' device; ``indices``: rows to mask (sequence of ints or a tensor), default all.
-Same semantics as ``furca.constrain.bitmask.apply_token_bitmask_`` (the reference).
+``apply_token_bitmask_ref`` is the specification in plain torch; the constrained
+decoder's CPU path (``furca.constrain.apply_token_bitmask_``) has the same semantics
+(tests/kernels/test_token_bitmask.py checks the two agree).
 
 Grid ``(rows, ceil(W / BLOCK_W))``: a program expands ``BLOCK_W`` words into
 ``BLOCK_W x 32`` bits and stores ``-inf`` only where a bit is 0.
@@ -24,9 +26,17 @@ from furca.kernels._triton import check, require_triton, tl, triton
 
 
 def apply_token_bitmask_ref(logits: torch.Tensor, bitmask, indices=None) -> torch.Tensor:
-    from furca.constrain.bitmask import apply_token_bitmask_ as constrain_apply
-
-    return constrain_apply(logits, bitmask, indices)
+    """The specification in plain torch: in place, returns ``logits``."""
+    lg = logits.unsqueeze(0) if logits.dim() == 1 else logits
+    bm = torch.as_tensor(bitmask)
+    bm = (bm.unsqueeze(0) if bm.dim() == 1 else bm).to(device=lg.device, dtype=torch.int32)
+    tokens = torch.arange(lg.shape[1], device=lg.device)
+    in_mask = tokens // 32 < bm.shape[1]  # columns past the mask's width are disallowed
+    word, bit = (tokens // 32).clamp(max=max(bm.shape[1] - 1, 0)), (tokens % 32).to(torch.int32)
+    for row in (range(lg.shape[0]) if indices is None else [int(i) for i in indices]):
+        allowed = in_mask & (((bm[row, word] >> bit) & 1) != 0) if bm.shape[1] else in_mask
+        lg[row].masked_fill_(~allowed, float("-inf"))
+    return logits
 
 
 @triton.jit

@@ -1,4 +1,5 @@
-"""apply_token_bitmask_ (Triton) vs furca.constrain's torch version, exactly."""
+"""apply_token_bitmask_ (Triton) vs its plain-torch reference, exactly; the reference vs
+the constrained decoder's CPU path (furca.constrain.apply_token_bitmask_), exactly."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 import torch
 from kernel_cases import DEVICE, DTYPES, IS_INTERPRETED
 
+from furca.constrain import apply_token_bitmask_ as constrain_apply_token_bitmask_
 from furca.kernels.token_bitmask import apply_token_bitmask_, apply_token_bitmask_ref
 
 LOGIT_DTYPES = ["fp32", "fp16"] if IS_INTERPRETED else ["fp32", "fp16", "bf16"]
@@ -55,3 +57,21 @@ def test_bitmask_narrower_than_vocab_masks_the_rest():
     apply_token_bitmask_(logits, bitmask, np.array([1]))
     assert torch.isinf(logits[1, 128:]).all() and torch.isfinite(logits[1, :128]).all()
     assert torch.isfinite(logits[0]).all()
+
+
+@pytest.mark.parametrize("vocab", [128_001, 1, 33, 200])
+@pytest.mark.parametrize("indices", [None, [3, 0], []])
+@pytest.mark.parametrize("width", ["full", "narrow"])
+def test_reference_matches_constrain(vocab, indices, width):
+    """The kernel's reference and furca.constrain's CPU path are one semantics: same
+    rows masked, same columns, a mask narrower than the logits masking the rest."""
+    gen = torch.Generator().manual_seed(vocab + 7)
+    logits = torch.randn(4, vocab, generator=gen)
+    bitmask = _random_bitmask(4, vocab, gen)
+    if width == "narrow":
+        bitmask = bitmask[:, : max(1, bitmask.shape[1] // 2)].contiguous()
+    want = constrain_apply_token_bitmask_(logits.clone(), bitmask, indices)
+    assert torch.equal(apply_token_bitmask_ref(logits.clone(), bitmask, indices), want)
+    assert torch.equal(apply_token_bitmask_ref(logits.clone(), bitmask.numpy(), indices), want)
+    assert torch.equal(apply_token_bitmask_ref(logits[1].clone(), bitmask[1]),
+                       constrain_apply_token_bitmask_(logits[1].clone(), bitmask[1]))
