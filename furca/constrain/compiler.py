@@ -1,16 +1,18 @@
 """GrammarCompiler: constraint -> CompiledGrammar, with a thread-safe LRU cache.
 
-Every front end produces the IR (``ir.py``); ``nfa.prepare`` checks it, ``build_nfa``
-turns it into one byte-level NFA with rule calls, and a ``LazyAutomaton`` over the
-tokenizer's trie computes states and masks on demand. Compiling computes the first
-state's mask too, so a request's first fill_bitmask is a copy.
+Every front end produces the IR (``ir.py``): regex (``regex.py``), GBNF (``gbnf.py``),
+Lark (``lark_grammar.py``), choices (here), JSON schemas (``json_schema``: its rules
+lowered to the IR directly, no grammar text), structural tags (``structural_tag.py``).
+``nfa.prepare`` checks the IR, ``build_nfa`` turns it into one byte-level NFA with rule
+calls, and a ``LazyAutomaton`` over the tokenizer's trie computes states and masks on
+demand. Compiling computes the first state's mask too, so a request's first
+fill_bitmask is a copy.
 """
 
 from __future__ import annotations
 
 import gc
 import json
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -22,22 +24,39 @@ from .automaton import AutomatonLimit, LazyAutomaton
 from ._release import release, release_frames
 from .deadline import CompileTimeout
 from .gbnf import parse_gbnf
+from .json_schema import ANY_OBJECT, schema_to_ir
+from .lark_grammar import parse_lark
 from .matcher import CompiledGrammar
 from .nfa import build_nfa, prepare
 from .regex import regex_grammar
-from .schema_ir import ir_from_rules
+from .structural_tag import check_structural_tag, structural_tag_grammar
 from .tokenizer import TokenizerInfo
 
 
-REFRESH_STATES = 200_000
-_USE_SCHEMA_IR = os.environ.get("FURCA_SCHEMA_VIA_GBNF", "") in ("", "0")  # 1: always go through GBNF text  # a cached grammar with more automaton states is compiled afresh
+REFRESH_STATES = 200_000  # a cached grammar with more automaton states is compiled afresh
 
 
 class GrammarCompiler:
-    """Compiles constraints for one tokenizer. cache_size: compiled grammars kept (LRU,
-    keyed by the constraint's kind and text). Safe to call from several threads."""
+    """Compiles constraints into `CompiledGrammar`s for one tokenizer.
+
+    Every ``compile_*`` method returns a `CompiledGrammar` (call ``.matcher()`` for a
+    per-request `Matcher`) and raises `CompileError` when the constraint is malformed,
+    uses something furca cannot enforce, or exceeds a limit at its start (4,096
+    configurations in a state, nesting depth 512). Inside ``with compile_deadline(s):`` a
+    compile that runs past the deadline raises `CompileTimeout` (a CompileError) and
+    stores nothing.
+
+    Cache: compiled grammars are kept in an LRU of ``cache_size`` entries, keyed by the
+    constraint's kind, its text and every keyword that changes the grammar; a hit returns
+    the same `CompiledGrammar` (its masks and states shared by all its matchers). A cached
+    grammar that has grown past 200,000 automaton states is compiled afresh for the next
+    caller (its old matchers keep theirs). Two threads asking for one key compile it once;
+    different keys compile concurrently. Safe to call from several threads.
+    """
 
     def __init__(self, info: TokenizerInfo, cache_size: int = 256):
+        """info: the tokenizer's `TokenizerInfo` (TypeError otherwise); cache_size: compiled
+        grammars kept. Loads the compiled trie walk once per process (numba's on-disk cache)."""
         if not isinstance(info, TokenizerInfo):
             raise TypeError("GrammarCompiler needs a TokenizerInfo")
         self.info = info
@@ -49,13 +68,21 @@ class GrammarCompiler:
 
     # ---- public --------------------------------------------------------------------
     def compile_regex(self, pattern: str) -> CompiledGrammar:
+        """The strings that fully match `pattern` (Python `re` syntax, anchored at both ends;
+        ``\\d \\w \\s`` are ASCII). Raises CompileError for a pattern that is not a str or
+        does not parse, and for what no automaton can enforce (backreferences, lookaround,
+        ``\\b``). Cached by the pattern's text."""
         if not isinstance(pattern, str):
             raise CompileError(f"regex must be a str, got {type(pattern).__name__}")
         return self._cached(("regex", pattern), lambda: regex_grammar(pattern))
 
     def compile_grammar(self, text: str, *, syntax: str | None = None, root: str | None = None) -> CompiledGrammar:
-        """GBNF / EBNF (xgrammar, llama.cpp dialect; root rule ``root``) or Lark syntax
-        (start rule ``start``). syntax: "gbnf" | "lark" | None (detect: ``::=`` means GBNF)."""
+        """The language of a grammar: GBNF / EBNF (xgrammar's and llama.cpp's dialect; root
+        rule ``root``) or Lark (start rule ``start``). syntax: "gbnf" | "lark" | None (detect:
+        ``::=`` means GBNF); root: another root / start rule. Raises CompileError for a
+        syntax error (with line and column), an undefined rule, left recursion through
+        several rules, a rule that matches no string, a Lark ``%import`` other than
+        ``common.NAME``, or an unknown `syntax`. Cached by (syntax, root, text)."""
         if not isinstance(text, str):
             raise CompileError(f"grammar must be a str, got {type(text).__name__}")
         if syntax is None:
@@ -63,14 +90,14 @@ class GrammarCompiler:
         if syntax in ("gbnf", "ebnf"):
             build = lambda: parse_gbnf(text, root or "root")  # noqa: E731
         elif syntax == "lark":
-            from .lark_grammar import parse_lark
-
             build = lambda: parse_lark(text, root or "start")  # noqa: E731
         else:
             raise CompileError(f"unknown grammar syntax {syntax!r}; use 'gbnf' or 'lark'")
         return self._cached(("grammar", syntax, root, text), build)
 
     def compile_choices(self, choices) -> CompiledGrammar:
+        """Exactly one of the strings in `choices` (an iterable of str). Raises CompileError
+        when it is empty or holds a non-str. Cached by the tuple of choices."""
         choices = list(choices)
         if not choices:
             raise CompileError("compile_choices: the list of choices is empty")
@@ -80,64 +107,72 @@ class GrammarCompiler:
         return self._cached(("choices", tuple(choices)),
                             lambda: ir.Grammar({"root": ir.alt([ir.literal(c) for c in choices])}))
 
-    def compile_json_schema(self, schema, *, strict: bool = True, whitespace: str = "compact",
-                            max_whitespace: int | None = None, **kw) -> CompiledGrammar:
-        """schema: dict or JSON text; {} / True = any JSON value."""
+    def compile_json_schema(self, schema, *, allow_extra_properties: bool | None = None,
+                            unsupported: str = "raise", whitespace: str = "compact",
+                            max_whitespace: int = 4) -> CompiledGrammar:
+        """The JSON texts `schema` validates (`furca.constrain.json_schema` lists the
+        keywords and the narrowings). schema: a dict, a bool or its JSON text; ``{}`` and
+        ``True`` are any JSON value.
+
+        allow_extra_properties: what an object schema without ``additionalProperties``
+        admits besides its declared properties: None / True, any other members (JSON
+        Schema's meaning); False, none (xgrammar's ``strict_mode``, OpenAI's strict
+        outputs). ``additionalProperties`` in the schema always wins.
+        unsupported: a keyword furca cannot enforce (uniqueItems, contains, a format it
+        does not check, ...): "raise", a CompileError naming it and its JSON pointer;
+        "warn", ignored with a `warnings.warn` (the grammar then accepts more than the
+        schema allows).
+        whitespace: "compact" (none between tokens) or "flexible" (at most
+        `max_whitespace` spaces / newlines / tabs in each gap).
+
+        Raises CompileError for text that is not JSON, a schema invalid under its draft's
+        metaschema, an unresolvable ``$ref``, a schema that accepts nothing, a bad
+        keyword argument, and (unsupported="raise") an unenforceable keyword. Cached by
+        the schema's JSON text and every keyword."""
         if isinstance(schema, str):
             try:
                 schema = json.loads(schema)
             except json.JSONDecodeError as e:
                 raise CompileError(f"JSON schema is not valid JSON: {e}") from None
-        key = ("json_schema", json.dumps(schema), strict, whitespace, max_whitespace,
-               tuple(sorted(kw.items())))
-        if schema == {} or schema is True:
-            return self._cached(key, lambda: parse_gbnf(_json_value_gbnf(whitespace, max_whitespace)))
+        opts = (allow_extra_properties, unsupported, whitespace, max_whitespace)
+        return self._cached(("json_schema", json.dumps(schema)) + opts,
+                            lambda: schema_to_ir(schema, allow_extra_properties=allow_extra_properties,
+                                                 unsupported=unsupported, whitespace=whitespace,
+                                                 max_whitespace=max_whitespace))
 
-        def build():
-            try:
-                from . import json_schema
-            except ImportError as e:
-                raise CompileError(f"JSON schema support is not available ({e})") from None
-            if max_whitespace is not None:
-                kw["max_whitespace"] = max_whitespace
-            to_grammar = getattr(json_schema, "schema_to_grammar", None)
-            if to_grammar is not None and _USE_SCHEMA_IR:  # the translator's grammar object, no text round trip
-                g = to_grammar(schema, strict=strict, whitespace=whitespace, **kw)
-                return ir_from_rules(g.rules if hasattr(g, "rules") else g)
-            text = json_schema.schema_to_gbnf(schema, strict=strict, whitespace=whitespace, **kw)
-            return parse_gbnf(text)
-
-        return self._cached(key, build)
-
-    def compile_json_object(self, *, whitespace: str = "compact", max_whitespace: int | None = None) -> CompiledGrammar:
+    def compile_json_object(self, *, whitespace: str = "compact", max_whitespace: int = 4) -> CompiledGrammar:
+        """Any JSON object (OpenAI's ``response_format: json_object``); whitespace and
+        max_whitespace as for `compile_json_schema`. Raises CompileError for a bad keyword
+        argument only. Cached by its keywords."""
         return self._cached(("json_object", whitespace, max_whitespace),
-                            lambda: parse_gbnf(_json_object_gbnf(whitespace, max_whitespace)))
+                            lambda: schema_to_ir(ANY_OBJECT, whitespace=whitespace, max_whitespace=max_whitespace))
 
-    def compile_structural_tag(self, tags, triggers, *, strict: bool = True,
-                               allow_extra_properties: bool | None = None) -> CompiledGrammar:
-        """Free text; where a trigger appears, one of the tags (dicts or objects with
-        ``begin``, ``schema`` (dict or JSON text), ``end``) follows; then free text again.
-        See structural_tag.py. allow_extra_properties: as for `compile_json_schema`, for
-        every tag's schema (None: JSON Schema's meaning)."""
-        from .structural_tag import check_structural_tag, structural_tag_grammar
+    def compile_structural_tag(self, tags, triggers, *, allow_extra_properties: bool | None = None,
+                               unsupported: str = "raise") -> CompiledGrammar:
+        """Free text; where a trigger appears, one of the tags whose ``begin`` starts with
+        it follows (``begin``, a JSON value of its ``schema``, ``end``); then free text
+        again. EOS is allowed in free text only. tags: dicts or objects with ``begin``
+        (non-empty str), ``schema`` (dict, bool or JSON text) and ``end`` (str); triggers:
+        non-empty strs. allow_extra_properties, unsupported: as for `compile_json_schema`,
+        for every tag's schema.
 
+        Raises CompileError naming the field for an ill-typed tag or trigger
+        (``structures[1].begin``), when there is no tag or no trigger, when a tag's
+        ``begin`` starts with no trigger, and for any tag's schema as
+        `compile_json_schema` does. Cached by the tags, triggers and keywords."""
         checked, triggers = check_structural_tag(tags, triggers)  # CompileError naming an ill-typed field
         key = ("structural_tag", tuple((b, sch if isinstance(sch, str) else json.dumps(sch, sort_keys=True), e)
-                                       for b, sch, e in checked), tuple(triggers), strict, allow_extra_properties)
+                                       for b, sch, e in checked), tuple(triggers), allow_extra_properties,
+               unsupported)
         tags = [{"begin": b, "schema": sch, "end": e} for b, sch, e in checked]
 
-        def schema_gbnf(schema):
-            if schema == {} or schema is True:
-                return _json_value_gbnf("compact", None)
-            try:
-                from .json_schema import schema_to_gbnf
-            except ImportError as e:
-                raise CompileError(f"JSON schema support is not available ({e})") from None
-            return schema_to_gbnf(schema, strict=strict, allow_extra_properties=allow_extra_properties)
+        def schema_grammar(schema) -> ir.Grammar:
+            return schema_to_ir(schema, allow_extra_properties=allow_extra_properties, unsupported=unsupported)
 
-        return self._cached(key, lambda: structural_tag_grammar(tags, triggers, schema_gbnf))
+        return self._cached(key, lambda: structural_tag_grammar(tags, triggers, schema_grammar))
 
     def clear_cache(self) -> None:
+        """Drops every cached grammar (matchers made from them keep working)."""
         with self._lock:
             self._cache.clear()
 
@@ -256,20 +291,3 @@ def _warm_walk():
                    np.zeros(3, np.int32), z, np.zeros(1, np.uint32))
     _WARM.append(True)
 
-
-def _json_value_gbnf(whitespace, max_whitespace):
-    try:
-        from .json_schema import json_value_gbnf
-    except ImportError:
-        from .json_grammar import json_value_gbnf
-    kw = {} if max_whitespace is None else {"max_whitespace": max_whitespace}
-    return json_value_gbnf(whitespace=whitespace, **kw)
-
-
-def _json_object_gbnf(whitespace, max_whitespace):
-    try:
-        from .json_schema import json_object_gbnf
-    except ImportError:
-        from .json_grammar import json_object_gbnf
-    kw = {} if max_whitespace is None else {"max_whitespace": max_whitespace}
-    return json_object_gbnf(whitespace=whitespace, **kw)

@@ -24,7 +24,6 @@ from furca.errors import CompileError
 
 from . import ir
 from .deadline import check as check_deadline
-from .gbnf import parse_gbnf
 
 
 def _type_name(x) -> str:
@@ -81,8 +80,9 @@ def _rename(e, prefix):
     return e
 
 
-def structural_tag_grammar(tags, triggers, schema_gbnf) -> ir.Grammar:
-    """schema_gbnf(schema) -> GBNF text with root rule ``root``."""
+def structural_tag_grammar(tags, triggers, schema_grammar) -> ir.Grammar:
+    """The IR of the structural tag. schema_grammar(schema) -> the `ir.Grammar` (root rule
+    ``root``) of one tag's schema (a dict or a bool); its rules are renamed per tag."""
     checked, triggers = check_structural_tag(tags, triggers)
     if not triggers:
         raise CompileError("structural tag: no triggers given")
@@ -105,7 +105,7 @@ def structural_tag_grammar(tags, triggers, schema_gbnf) -> ir.Grammar:
         owners = [i for i, t in enumerate(triggers) if begin.startswith(t)]
         if not owners:
             raise CompileError(f"structural tag {k}: begin {begin!r} starts with none of the triggers {triggers!r}")
-        sub = parse_gbnf(schema_gbnf(schema))
+        sub = schema_grammar(schema)
         prefix = f"tag{k}-"
         for name, e in sub.rules.items():
             rules[prefix + name] = _rename(e, prefix)

@@ -1,17 +1,14 @@
 """Context-independent masks (masks._context), the relative closure, suffix-shared
-UTF-8 classes and the translator-IR entry point: each checked against a brute-force
+UTF-8 classes and stepping without rows: each checked against a brute-force
 reference (every token stepped through the real automaton)."""
 
 import random
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 from furca.constrain import GrammarCompiler, ir
 from furca.constrain.masks import CUT_RET
-from furca.constrain.gbnf import parse_gbnf
-from furca.constrain.schema_ir import ir_from_rules
 
 from .conftest import BYTE_EOS, allowed_set, byte_info, walk_checking_masks
 
@@ -117,65 +114,6 @@ def test_utf8_class_shares_continuation_states():
         assert m.accept_string(text) and m.can_terminate(), text
     for bad in [b"\xed\xa0\x80", b"\xc0\x80", b"\xf4\x90\x80\x80", b'"']:
         assert not g.matcher().accept_string(bad), bad
-
-
-@dataclass(frozen=True)
-class Lit:
-    text: str
-
-
-@dataclass(frozen=True)
-class Cls:
-    ranges: tuple
-
-
-@dataclass(frozen=True)
-class Seq:
-    items: tuple
-
-
-@dataclass(frozen=True)
-class Alt:
-    items: tuple
-
-
-@dataclass(frozen=True)
-class Rep:
-    item: object
-    min: int
-    max: object
-
-
-@dataclass(frozen=True)
-class Ref:
-    name: str
-
-
-def _norm(e):
-    if e[0] == "ref":
-        return ("ref", e[1])
-    if e[0] in ("seq", "alt"):
-        return (e[0], tuple(_norm(x) for x in e[1]))
-    if e[0] == "rep":
-        return ("rep", _norm(e[1]), e[2], e[3])
-    return e
-
-
-def test_ir_from_translator_nodes_equals_parsed_gbnf():
-    rules = {
-        "root": Seq((Lit('{"k":'), Ref("val"), Lit(""), Rep(Alt((Lit(",é"), Ref("val"))), 0, None), Lit("}"))),
-        "val": Alt((Seq((Lit('"'), Rep(Cls(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF))), 0, 20), Lit('"'))),
-                    Rep(Cls(((0x30, 0x39),)), 1, None), Rep(Lit("x"), 0, 1), Alt(()))),
-    }
-    text = r'''root ::= "{\"k\":" val "" (",é" | val)* "}"
-val ::= "\"" [^\x00-\x1f"\\]{0,20} "\"" | [0-9]+ | "x"? | nothing
-'''
-    # 'nothing' stands for the empty alternation, which GBNF cannot write: compare the rest
-    got = ir_from_rules(rules)
-    ref = parse_gbnf(text.replace(" | nothing", ""))
-    assert _norm(got.rules["root"]) == _norm(ref.rules["root"])
-    assert _norm(got.rules["val"])[1][:3] == _norm(ref.rules["val"])[1][:3]
-    assert got.rules["val"][1][3] == ir.NOTHING
 
 
 def test_step_without_rows_matches_expanded_rows():

@@ -8,9 +8,9 @@ import re
 import lark
 import pytest
 
-from furca.constrain import CompileError
+from furca.constrain import CompileError, GrammarCompiler
 
-from .conftest import BYTE_EOS, allowed_set, walk_ids
+from .conftest import BYTE_EOS, allowed_set, byte_info, walk_ids
 
 
 def check(g, info, passing, failing, probe=True):
@@ -120,34 +120,47 @@ def test_choices(byte_compiler):
         byte_compiler.compile_choices([])
 
 
-def test_json_mode_fallback_grammar(byte_compiler):
-    """furca.constrain.json_grammar (the fallback when json_schema does not provide JSON mode)."""
-    from furca.constrain.json_grammar import json_object_gbnf, json_value_gbnf
-
-    g = byte_compiler.compile_grammar(json_value_gbnf())
+def test_json_mode_grammars(byte_compiler):
+    """JSON mode: any JSON value (compile_json_schema({})) and any JSON object
+    (compile_json_object), compact and with bounded flexible whitespace."""
+    g = byte_compiler.compile_json_schema({})
     docs = ['{"a":[1,2.5,-3e+2,{"b":null}],"c":"x\\n\\u00e9\\"日"}', "[]", "true", '"s"', "0", '[[[[[[[[[[[[1]]]]]]]]]]]]']
     check(g, byte_compiler.info, docs, ["{", "[1,]", "01", '{"a"}', '{"a":1,}', "tru", '"\\x"', "[1] [2]"], probe=False)
     for d in docs:
         json.loads(d)
-    o = byte_compiler.compile_grammar(json_object_gbnf())
+    o = byte_compiler.compile_json_object()
     check(o, byte_compiler.info, ['{}', '{"k":[{}]}'], ["[]", "1", '"x"'], probe=False)
-    flex = byte_compiler.compile_grammar(json_object_gbnf(whitespace="flexible", max_whitespace=3))
+    flex = byte_compiler.compile_json_object(whitespace="flexible", max_whitespace=3)
     check(flex, byte_compiler.info, ['{ "k" : [ 1 , 2 ] }', '{\n  "a":1\n}'], ['{    "k":1}'], probe=False)
 
 
 def test_json_mode_mask_agrees(byte_compiler):
-    from furca.constrain.json_grammar import json_value_gbnf
-
-    g = byte_compiler.compile_grammar(json_value_gbnf())
+    g = byte_compiler.compile_json_schema(True)
     check(g, byte_compiler.info, ['{"a":[1,{"b":"c"}],"d":true}'], [])
 
 
 def test_compile_json_schema_any_and_object(byte_compiler):
-    """Integration with furca.constrain.json_schema (JSON mode grammar text)."""
+    """Integration with furca.constrain.json_schema (the JSON mode grammars)."""
     g = byte_compiler.compile_json_schema({})
     check(g, byte_compiler.info, ['{"a":[1,2.5,{"b":null}],"c":"x"}', "[]", "0"], ["{", "[1,]"], probe=False)
     o = byte_compiler.compile_json_object()
     check(o, byte_compiler.info, ['{}', '{"k":[{}]}'], ["[]", "1"], probe=False)
+
+
+def test_compiler_cache_keys_and_clear():
+    """One CompiledGrammar per (constraint, keywords); clear_cache drops them all."""
+    c = GrammarCompiler(byte_info())
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    g = c.compile_json_schema(schema)
+    assert c.compile_json_schema(json.dumps(schema)) is g  # a dict and its JSON text: one entry
+    strict = c.compile_json_schema(schema, allow_extra_properties=False)
+    assert strict is not g
+    check(g, c.info, ['{"a":1,"b":2}'], [], probe=False)
+    check(strict, c.info, ['{"a":1}'], ['{"a":1,"b":2}'], probe=False)
+    r = c.compile_regex("a+")
+    assert c.compile_regex("a+") is r
+    c.clear_cache()
+    assert c.compile_regex("a+") is not r and c.compile_json_schema(schema) is not g
 
 
 @pytest.mark.parametrize("text,what", [

@@ -1,7 +1,8 @@
 """JSON Schema -> GBNF: tables of passing and failing texts per construct, property
-tests for the numeric grammars, and errors. Languages are checked with the package's
-reference matcher (furca.constrain.json_schema._reference), which reads the GBNF text
-back, so the rendered text itself is what is tested."""
+tests for the numeric grammars, and errors. Languages are checked with the tests'
+reference matcher (gbnf_reference.py), which reads the GBNF text back, so the rendered
+text itself is what is tested; test_json_schema_ir.py shows the engine compiles the
+same rules."""
 from __future__ import annotations
 
 import itertools
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from furca.constrain.json_schema import json_object_gbnf, json_value_gbnf, schema_to_gbnf
-from furca.constrain.json_schema._reference import Matcher, parse_gbnf
+from .gbnf_reference import Matcher, parse_gbnf
 from furca.errors import CompileError
 
 RULE_LINE = re.compile(r"^[a-zA-Z0-9-]+ ::= .+$")
@@ -216,7 +217,7 @@ def test_undeclared_members_follow_json_schema_unless_disallowed():
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     # default: JSON Schema's meaning, undeclared members allowed (after the declared ones)
     check(schema, ['{"a":1}', '{"a":1,"b":2}', '{"b":[]}'], ['{"a":"x"}', '{"a":1,"a":"x"}', '{"b":2,"a":1}'])
-    check(schema, ['{"a":1}', '{"a":1,"b":2}'], ['{"a":"x"}'], strict=False)
+    check(schema, ['{"a":1}', '{"a":1,"b":2}'], ['{"a":"x"}'], unsupported="warn")
     # xgrammar strict_mode / OpenAI strict: only declared members
     check({"type": "object", "properties": {}}, ["{}"], ['{"b":[1]}'], allow_extra_properties=False)
     check(schema, ['{"a":1}', "{}"], ['{"a":1,"b":2}', '{"b":2}'], allow_extra_properties=False)
@@ -299,7 +300,7 @@ def test_one_of_branches_are_made_exclusive():
     check(auth, ['{"token":"t"}', '{"email":"e","key":"k"}', '{"token":"t","x":1}'],
           ['{"token":"t","email":"e","key":"k"}', '{"token":"t","key":"k"}', "{}"])
     got = []
-    check(overlapping, ["5", "-3"], [], strict=False, warn=got.append)
+    check(overlapping, ["5", "-3"], [], unsupported="warn", warn=got.append)
     assert got and "oneOf" in got[0]
 
 
@@ -396,11 +397,11 @@ def test_unsupported_keywords_name_keyword_and_location(keyword, schema):
         schema_to_gbnf(nested)
     assert keyword in str(e.value) and "#/properties/p/" + keyword in str(e.value)
     got = []
-    schema_to_gbnf(nested, strict=False, warn=got.append)
+    schema_to_gbnf(nested, unsupported="warn", warn=got.append)
     assert got and all("ignored" in g for g in got) and any(keyword in g for g in got)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        schema_to_gbnf(nested, strict=False)
+        schema_to_gbnf(nested, unsupported="warn")
     assert any(keyword in str(x.message) for x in w)
 
 

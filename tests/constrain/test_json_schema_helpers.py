@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from furca.errors import CompileError
 from furca.constrain.json_schema import schema_to_gbnf
-from furca.constrain.json_schema._reference import Matcher, parse_gbnf
+from .gbnf_reference import Matcher, parse_gbnf
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")
 SUITE = os.path.join(DATA, "json-schema-test-suite", "tests")
@@ -98,31 +98,34 @@ def check_case(name, schema, tests, counts, accept=None, semantics="strict", **k
 
     semantics="strict": the strict grammar is checked (MaskBench, as the benchmark
     runs furca). semantics="json-schema": valid instances are checked against the
-    strict=False grammar when that compiles without a warning (it then differs from
-    the strict one only in allowing undeclared members, i.e. it is JSON Schema's
+    unsupported="warn" grammar when that compiles without a warning (it then differs
+    from the strict one only in allowing undeclared members, i.e. it is JSON Schema's
     meaning); invalid instances are checked against both grammars.
-    `accept(grammar_text, text) -> bool` defaults to the reference matcher."""
+    `accept(schema, options, text) -> bool` (options: the keywords of the grammar,
+    `kw` and `unsupported`) defaults to the reference matcher over schema_to_gbnf's
+    text; `engine_accept` and `real_tokenizer_accept` compile with
+    GrammarCompiler.compile_json_schema, as a request does."""
     try:
-        strict_text = schema_to_gbnf(schema, strict=True, **kw)
+        strict_text = schema_to_gbnf(schema, unsupported="raise", **kw)
     except CompileError as e:
         counts.compile_error += 1
         key = _error_kind(str(e))
         counts.errors[key] = counts.errors.get(key, 0) + 1
         return "compile_error"
-    texts = [strict_text]
+    grammars = [(strict_text, dict(kw, unsupported="raise"))]
     if semantics == "json-schema":
         warned = []
         try:
-            lenient = schema_to_gbnf(schema, strict=False, warn=warned.append, **kw)
+            lenient = schema_to_gbnf(schema, unsupported="warn", warn=warned.append, **kw)
             if not warned:
-                texts.insert(0, lenient)
+                grammars.insert(0, (lenient, dict(kw, unsupported="warn")))
         except CompileError:
             pass
     if accept is None:
-        matchers = [Matcher(parse_gbnf(t)) for t in texts]
+        matchers = [Matcher(parse_gbnf(t)) for t, _ in grammars]
         accepts = [m.fullmatch for m in matchers]
     else:
-        accepts = [lambda s, t=t: accept(t, s) for t in texts]
+        accepts = [lambda s, o=o: accept(schema, o, s) for _, o in grammars]
     bad_valid, bad_invalid = [], []
     for t in tests:
         s = instance_text(t["data"], schema)
@@ -144,20 +147,17 @@ def check_case(name, schema, tests, counts, accept=None, semantics="strict", **k
 
 
 def engine_accept():
-    """accept(grammar_text, text) through the real engine (furca.constrain's public
-    GrammarCompiler.compile_grammar) with a byte-level tokenizer: every UTF-8 byte is
-    fed as a token, then EOS must be accepted and the matcher terminated. None when
-    the engine is not importable."""
-    try:
-        from furca.constrain import GrammarCompiler, TokenizerInfo
-    except ImportError:
-        return None
+    """accept(schema, options, text) through the real engine (furca.constrain's public
+    GrammarCompiler.compile_json_schema) with a byte-level tokenizer: every UTF-8 byte
+    is fed as a token, then EOS must be accepted and the matcher terminated."""
+    from furca.constrain import GrammarCompiler, TokenizerInfo
+
     eos = 256
     info = TokenizerInfo([bytes([i]) for i in range(256)] + [None], [eos], vocab_size=257)
     compiler = GrammarCompiler(info)
 
-    def accept(grammar_text, text):
-        m = compiler.compile_grammar(grammar_text, syntax="gbnf").matcher()
+    def accept(schema, options, text):
+        m = compiler.compile_json_schema(schema, **options).matcher()
         for b in text.encode("utf-8"):
             if not m.accept_token(b):
                 return False
@@ -166,7 +166,7 @@ def engine_accept():
 
 
 def real_tokenizer_accept(info, compiler, tokenizer):
-    """accept(grammar_text, text) with a real tokenizer: the text is encoded as the
+    """accept(schema, options, text) with a real tokenizer: the text is encoded as the
     tokenizer would (no special tokens); at every step the token's bit must be set in
     the full-vocabulary mask and accept_token must take it; then EOS must be in the
     mask, accepted, and the matcher terminated."""
@@ -179,8 +179,8 @@ def real_tokenizer_accept(info, compiler, tokenizer):
         m.fill_bitmask(bitmask, 0)
         return (int(bitmask[0, t >> 5]) >> (t & 31)) & 1 == 1
 
-    def accept(grammar_text, text):
-        m = compiler.compile_grammar(grammar_text, syntax="gbnf").matcher()
+    def accept(schema, options, text):
+        m = compiler.compile_json_schema(schema, **options).matcher()
         for t in tokenizer.encode(text, add_special_tokens=False).ids:
             if not allowed(m, t) or not m.accept_token(t):
                 return False

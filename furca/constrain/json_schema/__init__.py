@@ -1,13 +1,18 @@
-"""JSON Schema -> GBNF grammar text (llama.cpp's dialect), for constrained decoding.
+"""JSON Schema -> grammar, for constrained decoding.
 
-    schema_to_gbnf(schema, *, strict=True, whitespace="compact", max_whitespace=4, warn=None) -> str
-    json_value_gbnf(whitespace="compact", max_whitespace=4) -> str     any JSON value
-    json_object_gbnf(whitespace="compact", max_whitespace=4) -> str    any JSON object (OpenAI json_object)
+    schema_to_ir(schema, *, allow_extra_properties=None, unsupported="raise",
+                 whitespace="compact", max_whitespace=4, warn=None) -> furca.constrain.ir.Grammar
+    schema_to_gbnf(schema, <the same keywords>) -> str           the same grammar as GBNF text
+    json_value_gbnf(whitespace, max_whitespace) / json_object_gbnf(...) -> str
+                                                                 any JSON value / any JSON object
 
-The text has a `root` rule; rule names match [a-zA-Z0-9-]+; literals use the escapes
-\\n \\t \\r \\" \\\\ \\xHH \\uHHHH; classes `[...]` (ranges, `^`); `( )`, `* + ?`,
-`{m}` `{m,}` `{m,n}`. Identical subschemas share one rule; recursive `$ref`s give
-recursive rules. It is pure (no engine needed) and deterministic.
+`GrammarCompiler.compile_json_schema` compiles `schema_to_ir`'s grammar: the translator
+(compiler.py, one `Compiler` per call) builds its rules as code-point nodes (grammar.py)
+and `lower.py` turns them into the byte-level IR directly. `schema_to_gbnf` renders the
+same rules as llama.cpp-dialect GBNF text (render.py), to read a schema's grammar or to
+compile it elsewhere; the compile path never writes or parses that text. Identical
+subschemas share one rule; recursive `$ref`s give recursive rules. Both are pure (no
+engine needed) and deterministic.
 
 Contract
 - The grammar accepts only JSON texts the schema validates (drafts 2020-12 and 7;
@@ -37,13 +42,13 @@ Contract
   the default). `allow_extra_properties=False` admits only declared members there
   (xgrammar's strict_mode, OpenAI's strict outputs); `additionalProperties` in the
   schema always wins.
-- strict=True (default): a keyword furca cannot enforce (uniqueItems, contains,
-  propertyNames, unevaluated*, other multipleOf values, a not/if it cannot
+- unsupported="raise" (default): a keyword furca cannot enforce (uniqueItems,
+  contains, propertyNames, unevaluated*, other multipleOf values, a not/if it cannot
   negate, ...), a defined format furca does not check, and allOf parts that cannot
   be merged raise CompileError naming the keyword and its JSON pointer.
-  strict=False: unenforceable keywords ignored with `warn(message)` (default
+  unsupported="warn": unenforceable keywords ignored with `warn(message)` (default
   warnings.warn); oneOf branches that may overlap are treated as anyOf (with a
-  warning).
+  warning). (Not xgrammar's `strict_mode`, which is allow_extra_properties=False.)
 - Narrowings (valid JSON the grammar does not produce): integers written as 1.0
   (except in enum/const), numbers with an exponent when bounded or multipleOf,
   object members out of `properties` order (undeclared required names come
@@ -66,40 +71,39 @@ from typing import Callable
 
 from furca.errors import CompileError
 
+from .. import ir
+from .._release import release
 from .compiler import Compiler
+from .grammar import Grammar
+from .lower import lower
+from .render import render
 
-__all__ = ["schema_to_gbnf", "json_value_gbnf", "json_object_gbnf"]
+__all__ = ["ANY_OBJECT", "schema_to_ir", "schema_to_gbnf", "json_value_gbnf", "json_object_gbnf"]
+
+ANY_OBJECT = {"type": "object", "additionalProperties": True}  # OpenAI's response_format json_object
 
 
-def schema_to_gbnf(schema: dict | str | bool, *, strict: bool = True, whitespace: str = "compact",
-                   max_whitespace: int = 4, warn: Callable[[str], None] | None = None,
-                   allow_extra_properties: bool | None = None) -> str:
-    """GBNF text (root rule `root`) of the JSON texts `schema` accepts; see the module docstring.
+def schema_to_ir(schema: dict | str | bool, *, allow_extra_properties: bool | None = None,
+                 unsupported: str = "raise", whitespace: str = "compact", max_whitespace: int = 4,
+                 warn: Callable[[str], None] | None = None) -> ir.Grammar:
+    """The `furca.constrain.ir.Grammar` (root rule ``root``) of the JSON texts `schema`
+    accepts; see the module docstring. Raises CompileError as described there.
 
     allow_extra_properties: what an object without `additionalProperties` admits
     besides its declared properties; None or True (default): JSON Schema's meaning
-    (allowed); False: none (xgrammar strict_mode / OpenAI strict)."""
-    if isinstance(schema, str):
-        try:
-            schema = json.loads(schema)
-        except json.JSONDecodeError as e:
-            raise CompileError("the schema is not valid JSON: %s" % e) from None
-    if not isinstance(schema, (dict, bool)):
-        raise CompileError("a schema must be a JSON object or a boolean, got %s" % type(schema).__name__)
-    if isinstance(schema, dict):
-        _check_metaschema(schema)
-    if warn is None:
-        warn = _default_warn
-    c = Compiler(schema, strict=strict, whitespace=whitespace, max_whitespace=max_whitespace, warn=warn,
-                 allow_extra_properties=allow_extra_properties)
-    try:
-        text = c.compile_root()
-    except RecursionError:
-        raise CompileError("#: the schema nests too deeply to compile") from None
-    from .._release import release
+    (allowed); False: none (xgrammar strict_mode / OpenAI strict).
+    unsupported: "raise" or "warn" (with `warn(message)`, default warnings.warn)."""
+    return _translate(schema, lower, allow_extra_properties=allow_extra_properties, unsupported=unsupported,
+                      whitespace=whitespace, max_whitespace=max_whitespace, warn=warn)
 
-    release(c)  # its memo and rules, a piece at a time (not one GIL-holding cascade)
-    return text
+
+def schema_to_gbnf(schema: dict | str | bool, *, allow_extra_properties: bool | None = None,
+                   unsupported: str = "raise", whitespace: str = "compact", max_whitespace: int = 4,
+                   warn: Callable[[str], None] | None = None) -> str:
+    """GBNF text (root rule `root`) of the grammar `schema_to_ir` returns for the same
+    arguments."""
+    return _translate(schema, render, allow_extra_properties=allow_extra_properties, unsupported=unsupported,
+                      whitespace=whitespace, max_whitespace=max_whitespace, warn=warn)
 
 
 def json_value_gbnf(whitespace: str = "compact", max_whitespace: int = 4) -> str:
@@ -109,8 +113,27 @@ def json_value_gbnf(whitespace: str = "compact", max_whitespace: int = 4) -> str
 
 def json_object_gbnf(whitespace: str = "compact", max_whitespace: int = 4) -> str:
     """Any JSON object (OpenAI's response_format json_object)."""
-    return schema_to_gbnf({"type": "object", "additionalProperties": True}, whitespace=whitespace,
-                          max_whitespace=max_whitespace)
+    return schema_to_gbnf(ANY_OBJECT, whitespace=whitespace, max_whitespace=max_whitespace)
+
+
+def _translate(schema, emit: Callable[[Grammar], object], *, warn, **opts):
+    """emit(the translator's grammar of `schema`), after checking the schema."""
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise CompileError("the schema is not valid JSON: %s" % e) from None
+    if not isinstance(schema, (dict, bool)):
+        raise CompileError("a schema must be a JSON object or a boolean, got %s" % type(schema).__name__)
+    if isinstance(schema, dict):
+        _check_metaschema(schema)
+    c = Compiler(schema, warn=_default_warn if warn is None else warn, **opts)
+    try:
+        out = emit(c.compile_root())
+    except RecursionError:
+        raise CompileError("#: the schema nests too deeply to compile") from None
+    release(c)  # its memo and rules, a piece at a time (not one GIL-holding cascade)
+    return out
 
 
 def _default_warn(message: str):

@@ -17,6 +17,7 @@ from furca.errors import CompileError
 
 from ..deadline import check as check_deadline
 from . import containers, logic, scalars
+from .exclusive import exclusive_branches
 from .grammar import EMPTY, NOTHING, Cls, Grammar, Lit, Ref, alt, cls, lit, rep, seq
 from .merge import FALSE, ALL_TYPES, merge, normalize_schema, type_set
 from .refs import RefIndex
@@ -34,7 +35,7 @@ SUPPORTED = {
     "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf", "oneOf", "allOf", "$ref",
     "nullable", "uniqueItems", "minProperties", "maxProperties", "multipleOf", logic.NOT_STRINGS,
 }
-# Validation keywords furca cannot enforce: CompileError (strict) or a warning (lenient).
+# Validation keywords furca cannot enforce: CompileError (unsupported="raise") or a warning ("warn").
 UNSUPPORTED = {
     "contains", "minContains", "maxContains", "propertyNames", "if", "then", "else",
     "dependentRequired", "dependentSchemas", "dependencies", "not", "unevaluatedProperties",
@@ -44,10 +45,12 @@ _DRAFT7_URIS = ("draft-07", "draft-06", "draft-04", "draft-03")
 
 
 class Compiler:
-    def __init__(self, root, *, strict: bool, whitespace: str, max_whitespace: int, warn,
+    def __init__(self, root, *, unsupported: str, whitespace: str, max_whitespace: int, warn,
                  allow_extra_properties: bool | None = None):
+        if unsupported not in ("raise", "warn"):
+            raise CompileError("unsupported must be 'raise' or 'warn', got %r" % (unsupported,))
         self.root = root
-        self.strict = strict
+        self.raise_unsupported = unsupported == "raise"
         self.allow_extra = True if allow_extra_properties is None else bool(allow_extra_properties)
         self.warn = warn
         self.g = Grammar()
@@ -70,12 +73,13 @@ class Compiler:
         self.colon = seq(self.ws, lit(":"), self.ws)
 
     # ------------------------------------------------------------- entry points
-    def compile_root(self) -> str:
+    def compile_root(self) -> Grammar:
+        """The grammar of the root schema (its rule ``root`` and every rule it uses)."""
         body = self.value(self.root, "#")
         if body == NOTHING:
             raise CompileError("#: the schema accepts no JSON value")
         self.g.rules["root"] = body
-        return self.g.render()
+        return self.g
 
     def named(self, name, body):
         """A rule with a fixed name, defined once per grammar."""
@@ -92,9 +96,9 @@ class Compiler:
 
     def unsupported(self, keyword: str, where: str, why: str = ""):
         msg = "%s/%s: keyword %r is not supported%s" % (where, keyword, keyword, (" (" + why + ")") if why else "")
-        if self.strict:
-            raise CompileError(msg + "; compile with strict=False to ignore it")
-        self.warn(msg + "; ignored (strict=False)")
+        if self.raise_unsupported:
+            raise CompileError(msg + "; compile with unsupported='warn' to ignore it")
+        self.warn(msg + "; ignored (unsupported='warn')")
 
     # ------------------------------------------------------------- values
     def value(self, schema, where: str, hint: str = "value"):
@@ -278,12 +282,12 @@ class Compiler:
         return alt(*[p for p in parts if p != NOTHING]) if parts else NOTHING
 
     def exclusive(self, subs, base, where):
-        """oneOf branches merged with `base`, made exclusive (strict) or as anyOf (lenient)."""
-        from .exclusive import exclusive_branches
+        """oneOf branches merged with `base`, made exclusive (unsupported="raise") or, where
+        exclusivity would drop values, as anyOf with a warning (unsupported="warn")."""
         out, narrowed = exclusive_branches(subs, base, not self.allow_extra, where)
-        if narrowed and not self.strict:
+        if narrowed and not self.raise_unsupported:
             self.warn("%s/oneOf: branches may overlap; oneOf's exclusivity is not enforced; treated as anyOf "
-                      "(strict=False)" % where)
+                      "(unsupported='warn')" % where)
             return [merge(base, s, "%s/oneOf/%d" % (where, i)) for i, s in enumerate(subs)]
         return out
 

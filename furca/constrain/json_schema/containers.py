@@ -4,9 +4,9 @@ Objects: declared properties in the order `properties` gives them, each optional
 may be left out, commas stay right; the grammar stays linear in the number of
 properties (see `_members`). Then extra members (additionalProperties /
 patternProperties), after the declared ones, as the benchmark serialises them.
-In strict mode (the default) an object without an explicit `additionalProperties`
-admits no extra members (xgrammar strict_mode / OpenAI strict); strict=False follows
-JSON Schema (extra members allowed unless `additionalProperties: false`).
+An object without an explicit `additionalProperties` admits extra members, as JSON
+Schema says; with allow_extra_properties=False it admits none (xgrammar's strict_mode,
+OpenAI's strict outputs).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from .scalars import _nonneg_int, literal
 from .keys import key_not_in
 
 
-def _members_grammar(c, members, extra, where, min_count=0):
+def _members_grammar(c, members, extra, where):
     """Body between the braces (no surrounding whitespace), non-empty.
 
     members: [(member_ir, required)] in order; extra: IR of one extra member or None.
@@ -87,7 +87,7 @@ def object_grammar(c, schema, where):
             sub = props[name]
         else:
             # a required name `properties` does not declare: its schema is the pattern's or
-            # additionalProperties' when given, else any value (even in strict mode)
+            # additionalProperties' when given, else any value (even with allow_extra_properties=False)
             sub = _undeclared(name, patterns, schema.get("additionalProperties", True), where)
         matching = [p for p in patterns if _search(p, name, where)]
         for p in matching:

@@ -75,46 +75,6 @@ def _range(s):
     return lo, hi
 
 
-def provably_disjoint(a, b, base, strict: bool = True) -> bool:
-    """strict: objects without additionalProperties admit no undeclared members."""
-    try:
-        a = merge(base, a, "#")
-        b = merge(base, b, "#")
-    except Exception:
-        return False
-    if a is FALSE or b is FALSE:
-        return True
-    if _disjoint_values(a, b):
-        return True
-    if not isinstance(a, dict) or not isinstance(b, dict):
-        return False
-    shared = _types(a) & _types(b)
-    if shared <= {"number", "integer"} and isinstance(a, dict) and isinstance(b, dict):
-        (alo, ahi), (blo, bhi) = _range(a), _range(b)
-        if ahi is not None and blo is not None and ahi < blo or bhi is not None and alo is not None and bhi < alo:
-            return True
-    for kind, lo_k, hi_k in (("string", "minLength", "maxLength"), ("array", "minItems", "maxItems")):
-        if shared <= {kind}:
-            alo, ahi, blo, bhi = a.get(lo_k, 0), a.get(hi_k), b.get(lo_k, 0), b.get(hi_k)
-            if ahi is not None and ahi < blo or bhi is not None and bhi < alo:
-                return True
-    if shared <= {"object"}:
-        ra, rb = set(a.get("required", [])), set(b.get("required", []))
-        pa, pb = a.get("properties", {}), b.get("properties", {})
-        for k in ra & rb:
-            if k in pa and k in pb and _disjoint_values(pa[k], pb[k]):
-                return True
-        for x, y, rx in ((a, b, ra), (b, a, rb)):
-            py = y.get("properties", {})
-            for k in rx:
-                if (k in py and py[k] is False) or (k not in py and y.get("additionalProperties") is False
-                                                   and not y.get("patternProperties")):
-                    return True
-        if strict and _misses(a, b) and _misses(b, a):
-            return True
-    return False
-
-
 def _misses(x, y) -> bool:
     """When undeclared members are off by default: every object x's grammar emits
     lacks a property y requires."""

@@ -1,4 +1,4 @@
-"""A small grammar IR, its GBNF rendering, and code-point set helpers.
+"""The JSON-schema translator's grammar nodes, their constructors, and code-point set helpers.
 
 Nodes are immutable and hashable:
 
@@ -11,6 +11,10 @@ Nodes are immutable and hashable:
 
 Build nodes with `lit`, `seq`, `alt`, `rep`, `cls`: they flatten, merge adjacent
 literals and propagate NOTHING, so a grammar that can match nothing is detected early.
+Nodes are over code points and hashable, which the translator needs (shared rules,
+dedup in `alt`, equality with NOTHING); `lower.py` turns a finished `Grammar` into the
+byte-level `furca.constrain.ir` the automaton compiles, and `render.py` writes it as
+GBNF text (`schema_to_gbnf`).
 """
 from __future__ import annotations
 
@@ -177,86 +181,6 @@ def opt(item):
     return rep(item, 0, 1)
 
 
-# ----------------------------------------------------------------- rendering
-_LIT_ESC = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
-_CLS_SPECIAL = set("]\\^-[")
-
-
-def _esc_cp(cp: int, in_class: bool) -> str:
-    c = chr(cp)
-    if in_class:
-        if c in "-^":  # llama.cpp's parser knows no \- or \^ escape
-            return "\\x%02x" % cp
-        if c in _CLS_SPECIAL:
-            return "\\" + c
-        if c in "\n\t\r":
-            return _LIT_ESC[c]
-    elif c in _LIT_ESC:
-        return _LIT_ESC[c]
-    if cp < 0x20 or cp == 0x7F:
-        return "\\x%02x" % cp
-    if 0xD800 <= cp <= 0xDFFF or (0x80 <= cp < 0xA0) or cp in (0x2028, 0x2029, 0xFEFF):
-        return "\\u%04x" % cp
-    return c
-
-
-def render_node(node) -> str:
-    """GBNF text of a node, parenthesised as needed."""
-    return _render(node, 0)
-
-
-def _render(node, prec: int) -> str:
-    # prec: 0 = inside alternation, 1 = inside sequence, 2 = needs an atom
-    if isinstance(node, Lit):
-        return '"' + "".join(_esc_cp(ord(c), False) for c in node.text) + '"'
-    if isinstance(node, Cls):
-        return _render_cls(node.ranges)
-    if isinstance(node, Ref):
-        return node.name
-    if isinstance(node, Seq):
-        s = " ".join(_render(i, 1) for i in node.items)
-        return s if prec <= 1 else "(" + s + ")"
-    if isinstance(node, Alt):
-        check_deadline()
-        if not node.items:
-            raise ValueError("NOTHING cannot be rendered")
-        s = " | ".join(_render(i, 1) for i in node.items)
-        return s if prec == 0 else "(" + s + ")"
-    if isinstance(node, Rep):
-        inner = _render(node.item, 2)
-        lo, hi = node.min, node.max
-        if (lo, hi) == (0, None):
-            q = "*"
-        elif (lo, hi) == (1, None):
-            q = "+"
-        elif (lo, hi) == (0, 1):
-            q = "?"
-        elif hi is None:
-            q = "{%d,}" % lo
-        elif lo == hi:
-            q = "{%d}" % lo
-        else:
-            q = "{%d,%d}" % (lo, hi)
-        return inner + q
-    raise TypeError(node)
-
-
-def _render_cls(ranges) -> str:
-    pos = ranges
-    neg = complement(ranges)
-    use_neg = len(neg) < len(pos) or (pos and pos[-1][1] == MAX_CP and neg)
-    body_ranges = neg if use_neg else pos
-    parts = []
-    for lo, hi in body_ranges:
-        if lo == hi:
-            parts.append(_esc_cp(lo, True))
-        elif hi == lo + 1:
-            parts.append(_esc_cp(lo, True) + _esc_cp(hi, True))
-        else:
-            parts.append(_esc_cp(lo, True) + "-" + _esc_cp(hi, True))
-    return "[" + ("^" if use_neg else "") + "".join(parts) + "]"
-
-
 _NAME_BAD = re.compile(r"[^a-zA-Z0-9-]+")
 
 
@@ -281,15 +205,6 @@ class Grammar:
     def define(self, name: str, body) -> Ref:
         self.rules[name] = body
         return Ref(name)
-
-    def render(self) -> str:
-        order = ["root"] + [n for n in self.rules if n != "root"]
-        out = []
-        for n in order:
-            if n in self.rules:
-                check_deadline()
-                out.append("%s ::= %s\n" % (n, render_node(self.rules[n])))
-        return "".join(out)
 
 
 for _node in (Seq, Alt, Rep):  # dataclass(frozen=True) installs its own __hash__; use the cached one

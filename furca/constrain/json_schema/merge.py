@@ -147,10 +147,6 @@ def _min(x, y, where):
     return min(x, y)
 
 
-def _sub(x, y, where):
-    return merge(x, y, where)
-
-
 def _required(x, y, where):
     return list(x) + [k for k in y if k not in x]
 

@@ -102,7 +102,7 @@ def decimal_places(c, schema, where):
     if isinstance(m, bool) or not isinstance(m, (int, float)) or m <= 0:
         raise CompileError("%s/multipleOf: must be a number > 0, got %r" % (where, m))
     d = (Decimal(repr(m)) if isinstance(m, float) else Decimal(m)).normalize()
-    sign, digits, exp = d.as_tuple()
+    _, digits, exp = d.as_tuple()
     if digits == (1,) and exp <= 0:
         return -exp
     c.unsupported("multipleOf", where, "only powers of ten <= 1 (0.01, 1, ...) are enforced")
@@ -173,9 +173,9 @@ def _validator(c, schema, where):
             spec = DRAFT7 if c.draft7 else DRAFT202012
             res = referencing.Resource(contents=root, specification=spec)
             reg = referencing.Registry().with_resource("urn:furca-root", res)
-            wrapped = dict(rest)
-            validator = cls_(wrapped, registry=reg, format_checker=cls_.FORMAT_CHECKER)
-            validator._resolver = reg.resolver(base_uri="urn:furca-root")
+            # refs in `rest` resolve against the document's root, not against `rest`
+            validator = cls_(dict(rest), registry=reg, format_checker=cls_.FORMAT_CHECKER,
+                             _resolver=reg.resolver(base_uri="urn:furca-root"))
         except Exception:
             validator = None
     else:

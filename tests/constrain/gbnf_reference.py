@@ -1,15 +1,16 @@
-"""Reference matcher for the GBNF this package writes (for tests; slow, exact).
+"""Reference matcher for the GBNF text `furca.constrain.json_schema.schema_to_gbnf`
+writes (slow, exact; independent of the engine's own GBNF parser and automaton).
 
 `parse_gbnf(text)` reads llama.cpp-style GBNF (the subset schema_to_gbnf emits) into
-the grammar IR; `gbnf_fullmatch(text, s)` says whether `s` is in the language of its
-`root` rule. Matching is over code points with sets of end positions, memoised per
+the JSON-schema translator's grammar nodes; `Matcher(rules).fullmatch(s)` says whether
+`s` is in the language of its `root` rule. Matching is over code points with sets of end positions, memoised per
 (rule, start), so ambiguity and recursion (never left recursion here) are fine.
 """
 from __future__ import annotations
 
 import sys
 
-from .grammar import Alt, Cls, Lit, Ref, Rep, Seq, complement, normalize
+from furca.constrain.json_schema.grammar import Alt, Cls, Lit, Ref, Rep, Seq, complement, normalize
 
 _ESC = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "]": "]", "[": "[", "^": "^", "-": "-"}
 
@@ -218,6 +219,3 @@ class Matcher:
             return frozenset(out)
         raise TypeError(node)
 
-
-def gbnf_fullmatch(text: str, s: str) -> bool:
-    return Matcher(parse_gbnf(text)).fullmatch(s)

@@ -1,0 +1,49 @@
+"""The translator's grammar -> `furca.constrain.ir`, the byte-level IR the automaton compiles.
+
+The result is the IR that `furca.constrain.gbnf.parse_gbnf` makes of the GBNF text
+`render.py` writes for the same rules, without writing and parsing that text: a
+literal is its UTF-8 bytes (lone surrogates kept, as the text's ``\\uD800`` escapes
+are), a class is `ir.char_class` of its code-point ranges, ``Rep(x, m, n)`` is
+``("rep", x, m, n)``, sequences and alternations go through `ir.seq` / `ir.alt` (which
+flatten as the parser's do), and the rules come ``root`` first.
+(tests/constrain/test_json_schema_ir.py checks the two are equal, schema by schema.)
+A node shared by several rules is lowered once and its IR shared (IR values are never
+mutated in place).
+"""
+from __future__ import annotations
+
+from .. import ir
+from ..deadline import check as check_deadline
+from .grammar import Alt, Cls, Grammar, Lit, Ref, Rep, Seq
+
+
+def lower(g: Grammar) -> ir.Grammar:
+    """`ir.Grammar` (root rule ``root``) of the translator's grammar `g`."""
+    memo: dict = {}
+
+    def conv(node):
+        hit = memo.get(id(node))
+        if hit is not None:
+            return hit[1]
+        t = type(node)
+        if t is Lit:
+            out = ir.literal(node.text.encode("utf-8", "surrogatepass"))
+        elif t is Cls:
+            out = ir.char_class(node.ranges)
+        elif t is Ref:
+            out = ("ref", node.name, 0)
+        elif t is Seq:
+            check_deadline()
+            out = ir.seq([conv(x) for x in node.items])
+        elif t is Alt:
+            check_deadline()
+            out = ir.alt([conv(x) for x in node.items]) if len(node.items) != 1 else conv(node.items[0])
+        elif t is Rep:
+            out = ("rep", conv(node.item), node.min, node.max)
+        else:
+            raise TypeError("not a grammar node: %r" % (node,))
+        memo[id(node)] = (node, out)  # the node is kept so that its id is not reused
+        return out
+
+    names = ["root"] + [n for n in g.rules if n != "root"]
+    return ir.Grammar({n: conv(g.rules[n]) for n in names}, "root")

@@ -1,0 +1,110 @@
+"""The JSON-schema compile path: the translator's rules go to `furca.constrain.ir`
+directly (json_schema/lower.py), with no GBNF text in between.
+
+- For every schema of the MaskBench sample (both extra-member modes, both whitespace
+  modes) and a few hand-made ones, the lowered IR equals what the engine's GBNF parser
+  makes of `schema_to_gbnf`'s text for the same schema: the automaton compiles the
+  same rules whichever way, so the language the GBNF tests check is the language the
+  engine enforces.
+- compile_json_schema / compile_json_object / compile_structural_tag never parse GBNF
+  text (the GBNF parser is made to fail while they compile).
+"""
+from __future__ import annotations
+
+import pytest
+
+from furca.constrain import GrammarCompiler, gbnf, ir
+from furca.constrain.json_schema import schema_to_gbnf, schema_to_ir
+from furca.errors import CompileError
+
+from .conftest import BYTE_EOS, byte_info, walk_ids
+from .test_json_schema_helpers import maskbench_cases
+
+
+def _norm(e):
+    """An IR expression as nested tuples, rule-call source offsets dropped (the parser
+    records where a name was written; lowered rules have no source)."""
+    k = e[0]
+    if k == "ref":
+        return ("ref", e[1])
+    if k in ("seq", "alt"):
+        return (k, tuple(_norm(x) for x in e[1]))
+    if k == "rep":
+        return ("rep", _norm(e[1]), e[2], e[3])
+    return (k, tuple(e[1]))
+
+
+def assert_lowered_equals_parsed(schema, **kw):
+    lowered = schema_to_ir(schema, **kw)
+    parsed = gbnf.parse_gbnf(schema_to_gbnf(schema, **kw))
+    assert lowered.root == parsed.root == "root"
+    assert list(lowered.rules) == list(parsed.rules)
+    for name, body in lowered.rules.items():
+        assert _norm(body) == _norm(parsed.rules[name]), name
+
+
+HAND_MADE = [
+    True,
+    {"type": "object", "additionalProperties": True},
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 5}, "b": {"enum": [1, "xé\ud800", None]}},
+     "required": ["a"]},
+    {"type": "array", "items": {"$ref": "#"}, "maxItems": 3},  # recursion
+    {"type": "string", "pattern": "^[a-z\\-^\\]]{2,40}$"},  # class escapes GBNF writes as \x2d, \x5e, \]
+    {"type": "string", "format": "date-time"},
+    {"type": "number", "minimum": -1.5, "exclusiveMaximum": 1e3},
+    {"anyOf": [{"const": "\n\t\r\"\\\x00\x7f\u2028\ufeff😀"}, {"type": "integer", "multipleOf": 1}]},
+    {"type": "string", "minLength": 3, "maxLength": 300},
+]
+
+
+@pytest.mark.parametrize("schema", HAND_MADE)
+@pytest.mark.parametrize("whitespace", ["compact", "flexible"])
+def test_lowered_ir_equals_parsed_gbnf_hand_made(schema, whitespace):
+    assert_lowered_equals_parsed(schema, whitespace=whitespace)
+
+
+@pytest.mark.parametrize("mode", [{}, {"allow_extra_properties": False, "whitespace": "flexible", "max_whitespace": 2}])
+def test_lowered_ir_equals_parsed_gbnf_maskbench(mode):
+    compared = 0
+    for _name, schema, _tests in maskbench_cases():
+        try:
+            assert_lowered_equals_parsed(schema, **mode)
+        except CompileError:
+            continue
+        compared += 1
+    assert compared >= 99
+
+
+def test_schema_compiles_never_parse_gbnf(monkeypatch):
+    def refuse(self):
+        raise AssertionError("a JSON-schema compile parsed GBNF text")
+
+    monkeypatch.setattr(gbnf._Parser, "parse", refuse)
+    with pytest.raises(AssertionError):  # the trap is live for GBNF grammars
+        gbnf.parse_gbnf('root ::= "a"')
+    info = byte_info()
+    c = GrammarCompiler(info)
+    schema = {"type": "object", "properties": {"k": {"type": "integer", "maximum": 9}}, "required": ["k"]}
+    cases = [
+        (c.compile_json_schema(schema), '{"k":7}', '{"k":10}'),
+        (c.compile_json_schema({}), '[1,{"a":null}]', "[1,]"),
+        (c.compile_json_schema(True, whitespace="flexible", max_whitespace=1), '[ 1]', '[  1]'),
+        (c.compile_json_object(), '{"a":[]}', "[]"),
+        (c.compile_structural_tag([{"begin": "<f>", "schema": schema, "end": "</f>"}], ["<f>"]),
+         'x <f>{"k":1}</f> y', '<f>{"k":"1"}</f>'),
+    ]
+    for g, good, bad in cases:
+        assert walk_ids(g.matcher(), list(good.encode()) + [BYTE_EOS], info), good
+        assert not walk_ids(g.matcher(), list(bad.encode()) + [BYTE_EOS], info), bad
+
+
+def test_schema_to_ir_options_are_keywords():
+    with pytest.raises(CompileError, match="unsupported must be 'raise' or 'warn'"):
+        schema_to_ir({"type": "string"}, unsupported="ignore")
+    with pytest.raises(CompileError, match="uniqueItems.*unsupported='warn'"):
+        schema_to_ir({"type": "array", "uniqueItems": True})
+    warned = []
+    g = schema_to_ir({"type": "array", "uniqueItems": True}, unsupported="warn", warn=warned.append)
+    assert isinstance(g, ir.Grammar) and len(warned) == 1 and "uniqueItems" in warned[0]
+    with pytest.raises(TypeError):
+        schema_to_ir({}, strict=False)  # the old spelling is not accepted silently
