@@ -139,7 +139,7 @@ def default_blocks(device: torch.device, head_dim: int, dtype: torch.dtype) -> t
     """``(BLOCK_M, BLOCK_N, num_warps, num_stages)``. On CUDA, fp32 tiles are smaller:
     exact fp32 dots run on FMA units, not tensor cores, and need far more registers
     (128x64 or 64x64 tiles spill kilobytes per thread on sm_80 and sm_90;
-    ``python -m furca.kernels.cross_compile`` checks every default)."""
+    ``python tools/cross_compile.py`` checks every default)."""
     if device.type == "cuda" and dtype == torch.float32:
         return 32, 32, 8, 2
     if device.type == "cuda" and head_dim <= 128:

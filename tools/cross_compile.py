@@ -1,11 +1,12 @@
 """Compile furca's Triton kernels for CUDA GPUs that are not here, and check their resources.
 
-    python -m furca.kernels.cross_compile                    # sm_90 (H100/H200) and sm_80 (A100)
-    python -m furca.kernels.cross_compile --arch 90 --json out.json
+    python tools/cross_compile.py                    # sm_90 (H100/H200) and sm_80 (A100)
+    python tools/cross_compile.py --arch 90 --json out.json
 
 Triton lowers a kernel to PTX with its bundled LLVM and assembles it with the ``ptxas``
 in its wheel: the whole GPU compile runs on a machine without a GPU; only loading and
-launching need a driver. So this module
+launching need a driver. So this tool (a stand-in driver: a development check, not
+part of the furca package)
 
 1. runs the real launchers (`launch_all`: the shapes the runtime, the tests and
    ``bench/gpu_kernels.py`` use) on CPU tensors, under a stand-in driver that reports a
@@ -230,8 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="compute capability without the dot, e.g. 90; repeatable (default 90 and 80)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
-    if os.environ.pop("TRITON_INTERPRET", None) == "1" and any(m.startswith("furca.kernels.") and
-                                                               m != __name__ for m in sys.modules):
+    if os.environ.pop("TRITON_INTERPRET", None) == "1" and any(m.startswith("furca.kernels.") for m in sys.modules):
         parser.error("kernel modules were imported interpreted (TRITON_INTERPRET=1); run in a fresh process")
     if not os.path.exists(_tool("ptxas")):
         parser.error(f"this Triton has no bundled ptxas ({_tool('ptxas')}): cannot compile for CUDA here")
