@@ -1,12 +1,14 @@
 """Regex front end + lazy automaton, with a byte tokenizer: tables of passing and
 failing strings checked against Python's re (ASCII mode), mask == accept_token."""
 
+import json
 import random
 import re
 
 import pytest
 
 from furca.constrain import CompileError
+from furca.constrain.regex_syntax import parse
 
 from .conftest import BYTE_EOS, allowed_set, walk_ids
 
@@ -116,6 +118,7 @@ def test_multibyte_tokens_and_padding(byte_compiler):
     (r"*a", "nothing to repeat"),
     (r"a**", "multiple repeat"),
     (r"[z-a]", "bad character range"),
+    (r"[\d-z]", "bad character range"),
     (r"a{3,2}", "min repeat greater than max"),
     (r"a^b", "anchor"),
     (r"a$b", "anchor"),
@@ -141,3 +144,85 @@ def test_bounded_repetition_stays_lazy(byte_compiler):
         assert m.accept_token(ord("q"))
     assert m.accept_token(ord("x")) and m.accept_token(BYTE_EOS)
     assert g.num_states < 400
+
+
+# ----------------------------------------------------------------- the two dialects of regex_syntax
+# One row per dialect and construct where they differ: (pattern, passing, failing), failing
+# None = a CompileError. "python" rows compile as regex constraints (checked against re's
+# fullmatch too); "ecma" rows as a JSON Schema string `pattern` (searched, not full-matched).
+PYTHON_ROWS = {
+    "\\s": (r"\s", [" ", "\t", "\r"], ["\u00a0", "\ufeff", "x"]),
+    ".": (r"a.", ["a\r", "a\u2028", "ax"], ["a\n"]),
+    "(?s)": (r"(?s)a.", ["a\n", "ax"], ["a"]),
+    "(?i)": (r"(?i)ab", ["AB", "aB"], ["a"]),
+    "(?#...)": (r"a(?#note)b", ["ab"], ["a(?#note)b"]),
+    "(?P<name>...)": (r"(?P<n>a)b", ["ab"], ["b"]),
+    "\\A \\Z": (r"\Aab\Z|c$", ["ab", "c"], ["AabZ", "cZ"]),
+    "[] first": (r"[]a]", ["]", "a"], ["", "b"]),
+    "{,n}": (r"a{,2}", ["", "aa"], ["aaa", "a{,2}"]),
+    "bad \\x": (r"\xZ1", None, None),
+    "\\u{...}": (r"\u{1F642}", None, None),
+    "\\U \\N{} \\a": (r"\U0001F642\N{DIGIT ONE}\a", ["🙂1\a"], ["U1a"]),
+    "\\cX": (r"\cJ", None, None),
+    "octal in a class": (r"[\101]\0", ["A\0"], ["1\0"]),
+    "other \\letter": (r"\q", None, None),
+    "[[:alpha:]]": (r"[[:alpha:]]", None, None),
+    "repeat count": (r"a{100001}", None, None),
+    "anchors of a whole-branch group": (r"(^a$)|b", ["a", "b"], ["xa", "ab"]),
+    "$ and a final newline": (r"a$", ["a"], ["a\n", "xa"]),
+}
+ECMA_ROWS = {
+    "\\s": (r"^\s$", [" ", "\t", "\u00a0", "\ufeff", "\u3000"], ["x"]),
+    ".": (r"^a.$", ["ax"], ["a\n", "a\r", "a\u2028"]),
+    "(?s)": (r"(?s)a.", None, None),
+    "(?i)": (r"(?i)ab", None, None),
+    "(?#...)": (r"a(?#note)b", None, None),
+    "(?P<name>...)": (r"(?P<n>a)b", None, None),
+    "\\A \\Z": (r"^\A\Z$", ["AZ"], ["", "A"]),
+    "[] first": (r"^a[]?[^]$", ["a\n", "ax", "a]"], ["a", "axy"]),
+    "{,n}": (r"^a{,2}$", ["a{,2}"], ["", "aa"]),
+    "bad \\x": (r"^\xZ1$", ["xZ1"], ["Z1"]),
+    "\\u{...}": (r"^\u{1F642}\ud83d\ude42$", ["🙂🙂"], ["u{1F642}🙂"]),
+    "\\U \\N{} \\a": (r"^\U\N\a$", ["UNa"], ["🙂"]),
+    "\\cX": (r"^\cJ\c1[\c1]$", ["\n\\c1\x11"], ["\ncJ"]),
+    "octal in a class": (r"^[\101]$", None, None),
+    "other \\letter": (r"^\q\y$", ["qy"], ["\\q\\y"]),
+    "[[:alpha:]]": (r"^[[:alpha:]]$", ["a]", ":]"], ["b"]),
+    "repeat count": (r"^a{100001}$", ["a" * 100001], ["a" * 100000]),
+    "anchors of a whole-branch group": (r"(^a$)|b", ["a", "xbx"], ["xa", "ac"]),
+    "$ and a final newline": (r"a$", ["a", "xa"], ["a\n", "ab"]),
+}
+
+
+@pytest.mark.parametrize("construct", sorted(PYTHON_ROWS))
+def test_python_dialect(byte_compiler, construct):
+    pattern, passing, failing = PYTHON_ROWS[construct]
+    if failing is None:
+        with pytest.raises(CompileError, match="position"):
+            byte_compiler.compile_regex(pattern)
+    else:
+        check_regex(byte_compiler, pattern, passing, failing, probe_all=False)
+
+
+@pytest.mark.parametrize("construct", sorted(ECMA_ROWS))
+def test_ecma_dialect(byte_compiler, construct):
+    pattern, passing, failing = ECMA_ROWS[construct]
+    schema = {"type": "string", "pattern": pattern}
+    if failing is None:
+        with pytest.raises(CompileError, match=re.escape("#/pattern")):
+            byte_compiler.compile_json_schema(schema)
+        return
+    g = byte_compiler.compile_json_schema(schema)
+    for s, want in [(s, True) for s in passing] + [(s, False) for s in failing]:
+        m = g.matcher()
+        ok = walk_ids(m, list(json.dumps(s, ensure_ascii=False).encode()) + [BYTE_EOS], byte_compiler.info)
+        assert ok == want and (not ok or m.is_terminated()), (pattern, s)
+
+
+def test_every_dialect_difference_has_both_rows():
+    assert PYTHON_ROWS.keys() == ECMA_ROWS.keys()
+
+
+def test_unknown_dialect():
+    with pytest.raises(ValueError, match="dialect"):
+        parse("a", "perl")
