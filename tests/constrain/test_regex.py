@@ -226,3 +226,11 @@ def test_every_dialect_difference_has_both_rows():
 def test_unknown_dialect():
     with pytest.raises(ValueError, match="dialect"):
         parse("a", "perl")
+
+
+def test_python_end_anchor_z(byte_compiler):
+    """\\z (Python 3.14's spelling of \\Z) ends a top-level alternative like $."""
+    g = byte_compiler.compile_regex(r"a|b\z")
+    for s, want in (("a", True), ("b", True), ("bz", False)):
+        m = g.matcher()
+        assert walk_ids(m, list(s.encode()) + [BYTE_EOS], byte_compiler.info) == want, s
