@@ -2,7 +2,8 @@
 
     info = TokenizerInfo.from_tokenizer_json(path, eos_token="...")   # or from_huggingface
     compiler = GrammarCompiler(info)
-    g = compiler.compile_regex(r"\\d+")          # compile_grammar / _choices / _json_schema / _json_object
+    g = compiler.compile_regex(r"\\d+")          # or compile_grammar / _choices / _json_schema /
+                                                 #    _json_object / _structural_tag
     m = g.matcher()
     m.fill_bitmask(bitmask, row=0); m.accept_token(t); m.is_terminated(); m.jump_forward()
 

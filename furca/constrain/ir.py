@@ -1,4 +1,5 @@
-"""The grammar IR every front end (regex, GBNF, Lark, choices) produces.
+"""The grammar IR every front end produces (regex, GBNF, Lark, choices, JSON schema,
+structural tag).
 
 A grammar is ``Grammar(rules={name: expr}, root=name)``; an expr is a tuple:
 
