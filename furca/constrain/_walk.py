@@ -15,7 +15,7 @@ get_walk_range() -> walk_range or None:
 walk_range(i, stop, node_state, parent, byte, end, trans, expanded, tok_start, tok_ids, words, acc, rec) -> int
     The same walk over nodes i .. stop-1 (a subtree: stop = end[root]), and, when
     rec has room (len(rec) > 1), records in rec[1 : 1 + rec[0]] the live nodes whose
-    state is accepting (acc[state]): for an abstract state (masks._context) those
+    state is accepting (acc[state]): for an abstract state (masks.TokenMasks._context) those
     are the nodes where the rule returns to its caller. Returns i early also when rec
     is full (the caller grows it and resumes).
 """

@@ -1,20 +1,23 @@
 """The lazy byte automaton: its states and transition table.
 
 A state is a set of parser configurations ``(nfa node, stack)``; a stack is an
-interned persistent list of return nodes (id 0 = empty). For a regular language
-(regex, choices, non-recursive grammars: most JSON schemas) stacks stay bounded and
-this is plain lazy subset construction of a DFA; for recursive grammars it is the same
-construction over the configurations of the pushdown automaton, materialised only
-where a walk goes (each distinct nesting context is its own state). State 0 is dead.
+interned persistent list of return frames (stacks.py; id 0 = empty). For a regular
+language (regex, choices, non-recursive grammars: most JSON schemas) stacks stay
+bounded and this is plain lazy subset construction of a DFA; for recursive grammars it
+is the same construction over the configurations of the pushdown automaton,
+materialised only where a walk goes (each distinct nesting context is its own state).
+State 0 is dead.
 
 This module builds states: closures, interning, the transition row of a state (all 256
 bytes, one computation per byte class) on first use, stepping, the canonical form of
-counter states, jump-forward. The token masks of states (masks.py: cached per state,
-context-independent parts, the trie walks) and the slice bounds they use (slices.py)
-are mixins of LazyAutomaton over the same tables. See DESIGN.md.
+counter states, jump-forward. The token masks of states are another object over these
+tables (masks.TokenMasks, with slices.SliceBounds): they receive the automaton and use
+its public methods below (intern, closure, closure_of, template, expand, canonical,
+canonical_stack) and tables (configs, stacks, trans, expanded, acc, accepting). The
+automaton knows nothing of them. See DESIGN.md.
 
-Thread safety: growing the tables is done under a lock; readers take no lock (rows
-are written before a state is marked expanded).
+Thread safety: growing the tables is done under ``lock``; readers take no lock (rows
+are written before a state is marked expanded). Its parts compute under the same lock.
 """
 
 from __future__ import annotations
@@ -24,22 +27,18 @@ import threading
 import numpy as np
 
 from .deadline import check as check_deadline
-from .masks import CUT_RET, TokenMasks
 from .nfa import NFA
-from .slices import SliceBounds
+from .stacks import CUT_RET, AutomatonLimit, Stacks
 from .tokenizer import TokenizerInfo
 
+__all__ = ["AutomatonLimit", "LazyAutomaton"]
+
 MAX_CONFIGS = 4096  # configurations in one state (ambiguity bound)
-MAX_STACK_DEPTH = 512  # nesting bound
 MAX_STATES = 1 << 20  # states per compiled grammar (~1 GB of transition rows)
 RESERVE_AFTER = 4096  # past this many states the tables are reserved at MAX_STATES (see _grow)
 MAX_JUMP = 4096
 MAX_STEP_KEY = 64  # step() results are cached for data up to this long (tokens)
 MAX_STEPS_CACHED = 1 << 16  # ... this many (then the cache starts over)
-
-
-class AutomatonLimit(Exception):
-    """A state would exceed MAX_CONFIGS, MAX_STACK_DEPTH or MAX_STATES."""
 
 
 def _node_template(edges):
@@ -54,21 +53,18 @@ def _node_template(edges):
     return tuple(out)
 
 
-class LazyAutomaton(TokenMasks, SliceBounds):
-    """The automaton of one grammar against one tokenizer. State side (here):
-    expand(s) / step(s, data) / accepting[s] / forced_bytes(s); mask side (TokenMasks):
-    mask(s) / write_mask(s, out)."""
+class LazyAutomaton:
+    """The automaton of one grammar against one tokenizer: expand(s) / step(s, data) /
+    accepting[s] / forced_bytes(s). Token masks: masks.TokenMasks over it."""
 
     def __init__(self, nfa: NFA, info: TokenizerInfo):
         self.nfa, self.info = nfa, info
         self.lock = threading.RLock()
-        self._stacks = [(-1, -1, 0)]  # id -> (return node, parent id, repetition count)
-        self._stack_ids = {}
-        self._stack_depth = [0]
+        self.stacks = Stacks()
         self._closure_cache = {}
         self._rel_cache = {}  # NFA node -> _closure_rel
         self._state_ids = {}
-        self._configs = []  # state id -> tuple of (node, stack)
+        self.configs = []  # state id -> tuple of (node, stack)
         self.accepting = []  # state id -> bool
         self._cap = 64
         self.trans = np.zeros((self._cap, 256), dtype=np.int32)
@@ -81,32 +77,17 @@ class LazyAutomaton(TokenMasks, SliceBounds):
         self._steps: dict[tuple, int] = {}  # (s, data) -> step(s, data)
         self._byte_steps: dict[int, int] = {}  # s * 256 + b -> trans[s, b] of a state without a row (_step_byte)
         self._tmpl: dict[int, tuple] = {}  # NFA node -> ((lo, hi + 1, target nodes), ...)
-        self._init_masks()
-        self._init_slices()
-        self._intern((), False)  # dead state 0
+        self.intern((), False)  # dead state 0
         self.expanded[0] = True
-        self._cut = self._push(CUT_RET, 0)  # the context frame of abstract states (masks._context)
-        self.start = self._intern(*self._closure_of([(nfa.start, 0)]))
+        self.cut = self.stacks.push(CUT_RET, 0)  # the context frame of abstract states (masks.py)
+        self.start = self.intern(*self.closure_of([(nfa.start, 0)]))
 
     @property
     def num_states(self):
-        return len(self._configs)
+        return len(self.configs)
 
     # ---- configurations ------------------------------------------------------------
-    def _push(self, ret, parent, count=0):
-        key = (ret, parent, count)
-        sid = self._stack_ids.get(key)
-        if sid is None:
-            depth = self._stack_depth[parent] + 1
-            if depth > MAX_STACK_DEPTH:
-                raise AutomatonLimit(f"nesting deeper than {MAX_STACK_DEPTH}")
-            sid = len(self._stacks)
-            self._stacks.append(key)
-            self._stack_depth.append(depth)
-            self._stack_ids[key] = sid
-        return sid
-
-    def _closure(self, node, stack):
+    def closure(self, node, stack):
         """(configs with byte edges, accept) reachable from (node, stack) without consuming."""
         key = (node, stack)
         hit = self._closure_cache.get(key)
@@ -122,7 +103,7 @@ class LazyAutomaton(TokenMasks, SliceBounds):
         # the part that stays above `stack` is the same for every stack (_closure_rel, cached
         # per node); only returns below it depend on the stack (followed here, iteratively)
         out, accept = [], False
-        push, stacks, cache = self._push, self._stacks, self._closure_cache
+        push, stacks, cache = self.stacks.push, self.stacks.frames, self._closure_cache
         seen = set()
         work = [key]
         while work:
@@ -216,22 +197,25 @@ class LazyAutomaton(TokenMasks, SliceBounds):
         self._rel_cache[node] = res
         return res
 
-    def _template(self, node):
+    def template(self, node):
         """node's byte classes: ((start, stop, target nodes), ...), cached per NFA node."""
         tmpl = self._tmpl.get(node)
         if tmpl is None:
             tmpl = self._tmpl[node] = _node_template(self.nfa.edges[node])
         return tmpl
 
-    def _closure_of(self, pairs):
+    def closure_of(self, pairs):
+        """(configs, accept): the union of the closures of (node, stack) pairs."""
         configs, accept = set(), False
         for n, st in pairs:
-            c, a = self._closure(n, st)
+            c, a = self.closure(n, st)
             configs.update(c)
             accept |= a
         return configs, accept
 
-    def _intern(self, configs, accept):
+    def intern(self, configs, accept) -> int:
+        """The id of the state with these configurations (interned; a new state grows the
+        tables). Raises AutomatonLimit past MAX_CONFIGS or MAX_STATES."""
         # a sorted tuple of int pairs, not a frozenset: tuples of ints leave the garbage
         # collector's tracking, so big automata do not slow every collection down
         key = (tuple(sorted(set(configs))), accept)
@@ -240,11 +224,11 @@ class LazyAutomaton(TokenMasks, SliceBounds):
             check_deadline()  # before anything of the new state is stored
             if len(key[0]) > MAX_CONFIGS:
                 raise AutomatonLimit(f"more than {MAX_CONFIGS} parallel parses (grammar too ambiguous)")
-            sid = len(self._configs)
+            sid = len(self.configs)
             if sid >= MAX_STATES:
                 raise AutomatonLimit(f"more than {MAX_STATES} automaton states")
             self._state_ids[key] = sid
-            self._configs.append(key[0])
+            self.configs.append(key[0])
             self.accepting.append(accept)
             if sid >= self._cap:
                 self._grow()
@@ -288,19 +272,19 @@ class LazyAutomaton(TokenMasks, SliceBounds):
             if self.expanded[s]:
                 return
             edges = self.nfa.edges
-            configs = self._configs[s]
+            configs = self.configs[s]
             if len(configs) == 1:  # most states (one position in a rule): a per-node template
                 n, st = configs[0]
-                tmpl = self._template(n)
+                tmpl = self.template(n)
                 memo = {}
                 spans = []
                 for a, b, targets in tmpl:
                     sid = memo.get(targets)
                     if sid is None:
                         if len(targets) == 1:
-                            sid = self._intern(*self._closure(targets[0], st))
+                            sid = self.intern(*self.closure(targets[0], st))
                         else:
-                            sid = self._intern(*self._closure_of([(t, st) for t in targets]))
+                            sid = self.intern(*self.closure_of([(t, st) for t in targets]))
                         memo[targets] = sid
                     spans.append((a, b, sid))
                 row = self.trans[s]  # after the interning: it may have grown (reallocated) the table
@@ -328,7 +312,7 @@ class LazyAutomaton(TokenMasks, SliceBounds):
                     key = tuple(targets)
                     sid = memo.get(key)
                     if sid is None:
-                        sid = memo[key] = self._intern(*self._closure_of(targets))
+                        sid = memo[key] = self.intern(*self.closure_of(targets))
                     sids.append(sid)
                 else:
                     sids.append(0)
@@ -340,7 +324,7 @@ class LazyAutomaton(TokenMasks, SliceBounds):
         """State after consuming data from s (0 = dead), cached per (s, data) for data of
         at most MAX_STEP_KEY bytes (a token). A state without a row is stepped one byte
         at a time (_step_byte), not expanded: the states a matcher steps through inside
-        a rule get their masks from their abstract states (masks._context), so their
+        a rule get their masks from their abstract states (masks.TokenMasks), so their
         rows would be built only for this, interning a state per byte class."""
         key = (s, data)
         hit = self._steps.get(key)
@@ -369,37 +353,39 @@ class LazyAutomaton(TokenMasks, SliceBounds):
                 if self.expanded[s]:
                     return int(self.trans[s, b])
                 edges = self.nfa.edges
-                targets = [(x, st) for n, st in self._configs[s] for lo, hi, x in edges[n] if lo <= b <= hi]
-                t = self._intern(*self._closure_of(targets)) if targets else 0
+                targets = [(x, st) for n, st in self.configs[s] for lo, hi, x in edges[n] if lo <= b <= hi]
+                t = self.intern(*self.closure_of(targets)) if targets else 0
                 self._byte_steps[key] = t
         return t
 
     # ---- canonical forms (states that share a mask) ------------------------------
-    def _canonical(self, s: int) -> int:
+    def canonical(self, s: int) -> int:
         """The state whose mask s shares. A counter frame (x{m,n}, see nfa.py) with count k,
         m <= k and n - k > longest token (in bytes) behaves the same for one token whatever
         k is (each body consumes at least a byte), so such counts are replaced by max(m, 1):
         a long maxLength string needs one mask for its middle, not one per position."""
         c = self._canon.get(s)
         if c is None:
-            configs = self._configs[s]
-            canon = [(n, self._canonical_stack(st)) for n, st in configs]
-            c = s if all(a == b for a, b in zip(canon, configs)) else self._intern(canon, self.accepting[s])
+            configs = self.configs[s]
+            canon = [(n, self.canonical_stack(st)) for n, st in configs]
+            c = s if all(a == b for a, b in zip(canon, configs)) else self.intern(canon, self.accepting[s])
             self._canon[s] = c
         return c
 
-    def _canonical_stack(self, st: int) -> int:
+    def canonical_stack(self, st: int) -> int:
+        """st with every counter deep in its range at its canonical count (see canonical)."""
         if st == 0:
             return 0
         c = self._canon_stack.get(st)
         if c is None:
-            ret, parent, k = self._stacks[st]
-            p = self._canonical_stack(parent)
+            frames = self.stacks.frames
+            ret, parent, k = frames[st]
+            p = self.canonical_stack(parent)
             if k:
                 _body, _done, lo, hi = self.nfa.counter[ret]
                 if k >= lo and hi - k > self._max_token_len:
                     k = max(lo, 1)
-            c = st if (p, k) == (parent, self._stacks[st][2]) else self._push(ret, p, k)
+            c = st if (p, k) == (parent, frames[st][2]) else self.stacks.push(ret, p, k)
             self._canon_stack[st] = c
         return c
 

@@ -12,21 +12,68 @@ import numpy as np
 
 
 def allocate_token_bitmask(batch_size: int, vocab_size: int) -> np.ndarray:
-    """int32 [batch_size, ceil(vocab_size / 32)] filled with -1 (everything allowed)."""
+    """A bitmask for `Matcher.fill_bitmask`, every token allowed.
+
+    Parameters
+    ----------
+    batch_size : int
+        Rows: one per request of the batch.
+    vocab_size : int
+        The logits width (TokenizerInfo.vocab_size).
+
+    Returns
+    -------
+    bitmask : numpy.ndarray
+        int32, shape (batch_size, ceil(vocab_size / 32)), filled with -1 (all bits set).
+        ``torch.from_numpy`` shares its memory.
+    """
     return np.full((batch_size, (vocab_size + 31) // 32), -1, dtype=np.int32)
 
 
 def unpack_bitmask(bitmask, vocab_size: int) -> np.ndarray:
-    """bool [batch, vocab_size] from a packed bitmask (numpy)."""
+    """The allowed tokens of a packed bitmask, one bool per token.
+
+    Parameters
+    ----------
+    bitmask : array-like
+        int32, 2-D: shape (batch, >= ceil(vocab_size / 32)) (numpy, or a CPU tensor).
+    vocab_size : int
+        How many tokens to unpack per row.
+
+    Returns
+    -------
+    allowed : numpy.ndarray
+        bool, shape (batch, vocab_size): allowed[b, t] is bit t of row b.
+    """
     bm = np.ascontiguousarray(bitmask, dtype=np.int32)
     bits = np.unpackbits(bm.view(np.uint8).reshape(bm.shape[0], -1), axis=1, bitorder="little")
     return bits[:, :vocab_size].astype(bool)
 
 
 def apply_token_bitmask_(logits, bitmask, indices=None):
-    """In place: logits (torch float [B, V] or [V]) get -inf where the bit is 0.
-    bitmask: int32 [B, ceil(V/32)] numpy array or torch tensor; indices: rows of logits
-    (and bitmask) to mask, default all. Columns past the bitmask's width are masked."""
+    """Masks logits in place: -inf where a token's bit is 0 (plain torch, any device).
+
+    Parameters
+    ----------
+    logits : torch.Tensor
+        float, shape (B, V) or (V,); written in place.
+    bitmask : numpy.ndarray or torch.Tensor
+        int32, shape (B, W) or (W,), W = ceil(V / 32) or more; copied to logits' device.
+        Columns of logits past W * 32 are masked.
+    indices : sequence of int, optional
+        The rows of logits (and of bitmask) to mask; default every row. Other rows are
+        left as they are.
+
+    Returns
+    -------
+    logits : torch.Tensor
+        The same tensor.
+
+    Raises
+    ------
+    IndexError
+        If an index is outside logits' or bitmask's rows (torch's error).
+    """
     import torch
 
     squeeze = logits.dim() == 1

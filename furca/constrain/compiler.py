@@ -227,12 +227,13 @@ class GrammarCompiler:
             release(prepared)  # the IR is not needed past the NFA: freed gradually (_release.py)
             release(grammar)
             auto = LazyAutomaton(nfa, self.info)
-            auto.mask(auto.start)
+            compiled = CompiledGrammar(auto, key[0])
+            compiled.masks.mask(auto.start)
         except AutomatonLimit as e:
             raise CompileError(f"grammar exceeds a limit at its start: {e}") from None
         except RecursionError:
             raise CompileError("grammar nesting too deep to compile") from None
-        return CompiledGrammar(auto, key[0])
+        return compiled
 
 
 class _GcPause:

@@ -1,13 +1,15 @@
 """Token masks of automaton states: computed once per state, stored, copied afterwards.
 
-TokenMasks is a mixin of automaton.LazyAutomaton (it reads and grows the same state
-tables). A state's mask is a walk of the token trie over the transition table (numba
-DFS in _walk.py, or numpy level by level; dead states prune whole subtrees), with the
-vocabulary slices of tokenizer.TokenSlice taken whole where slices.SliceBounds proves
-them allowed. A state inside a rule call shares the mask of its abstract state (the
-rule's context cut off, see _context) and re-walks only the tokens that leave the
-rule. Masks are stored packed, or sparse when few words are non-zero, in a store
-bounded per grammar. See DESIGN.md.
+TokenMasks receives the automaton (automaton.LazyAutomaton) and the slice bounds over
+it (slices.SliceBounds); it reads the automaton's tables and grows them through its
+public methods (intern, closure_of, expand), under the automaton's lock. A state's
+mask is a walk of the token trie over the transition table (numba DFS in _walk.py, or
+numpy level by level; dead states prune whole subtrees), with the vocabulary slices of
+tokenizer.TokenSlice taken whole where the slice bounds prove them allowed. A state
+inside a rule call shares the mask of its abstract state (the rule's context cut off,
+see _context) and re-walks only the tokens that leave the rule. Masks are stored
+packed, or sparse when few words are non-zero, in a store bounded per grammar. See
+DESIGN.md.
 """
 
 from __future__ import annotations
@@ -15,48 +17,55 @@ from __future__ import annotations
 import numpy as np
 
 from . import _walk
+from .automaton import LazyAutomaton
+from .slices import SliceBounds
+from .stacks import CUT_RET
 
 SPARSE_WORDS = 256  # masks with at most this many non-zero words are stored sparse
 MAX_MASK_BYTES = 256 << 20  # per compiled grammar
-CUT_RET = -2  # return node of the context frame of abstract states (see _context)
 
 
 class TokenMasks:
     """mask(s) / write_mask(s, out): the packed int32 token bitmask of state s (EOS set
     exactly when s accepts). Computed under the automaton's lock on first use; readers
-    of a cached mask take no lock."""
+    of a cached mask take no lock. mask_bytes: the store's size (masks and abstract
+    masks), bounded by MAX_MASK_BYTES."""
 
-    def _init_masks(self):
-        self.masks: dict[int, object] = {}
+    def __init__(self, automaton: LazyAutomaton, slices: SliceBounds):
+        self._a = automaton
+        self._info = automaton.info
+        self.slices = slices
+        self._canon = automaton.canonical if automaton.nfa.counter else None  # states that share a mask
+        self._store: dict[int, object] = {}  # canonical state -> packed row or (word indices, words)
         self.mask_bytes = 0
         self._ctx: dict[int, tuple | None] = {}  # state -> (abstract state, continuation state) or None
         self._cont: dict[int, int] = {}  # context stack -> state after returning from it
-        self._abs: dict[int, tuple] = {}  # abstract state -> (mask words, return nodes, trie)
+        self._abs: dict[int, tuple] = {}  # abstract state -> (mask words, return nodes, trie, size)
 
     # ---- the mask store ---------------------------------------------------------------
     def _cached_mask(self, s: int):
         """The stored mask of s: a packed int32 row, or (word indices, words) when at most
         SPARSE_WORDS words are non-zero (most states of a schema allow few tokens).
         The store is bounded by MAX_MASK_BYTES (oldest half dropped, recomputed on use)."""
-        if self.nfa.counter:
-            s = self._canonical(s)
-        m = self.masks.get(s)
+        if self._canon is not None:
+            s = self._canon(s)
+        m = self._store.get(s)
         if m is None:
-            with self.lock:
-                m = self.masks.get(s)
+            with self._a.lock:
+                m = self._store.get(s)
                 if m is None:
                     packed = self._compute_mask_ctx(s)
                     nz = np.flatnonzero(packed)
                     m = (nz.astype(np.int32), packed[nz].copy()) if len(nz) <= SPARSE_WORDS else packed
                     size = m[0].nbytes * 2 if isinstance(m, tuple) else m.nbytes
                     if self.mask_bytes + size > MAX_MASK_BYTES:
-                        for k in list(self.masks)[: len(self.masks) // 2 + 1]:
-                            old = self.masks.pop(k)
+                        for k in list(self._store)[: len(self._store) // 2 + 1]:
+                            old = self._store.pop(k)
                             self.mask_bytes -= old[0].nbytes * 2 if isinstance(old, tuple) else old.nbytes
                         for old in self._abs.values():
                             self.mask_bytes -= old[3]
                         self._abs.clear()
-                    self.masks[s] = m
+                    self._store[s] = m
                     self.mask_bytes += size
         return m
 
@@ -64,7 +73,7 @@ class TokenMasks:
         """Packed int32 bitmask (info.num_words) of the tokens allowed in state s."""
         m = self._cached_mask(s)
         if isinstance(m, tuple):
-            out = np.zeros(self.info.num_words, dtype=np.int32)
+            out = np.zeros(self._info.num_words, dtype=np.int32)
             out[m[0]] = m[1]
             return out
         return m
@@ -81,16 +90,6 @@ class TokenMasks:
             out[n:] = 0
 
     # ---- context-independent masks (xgrammar's adaptive token mask cache) -----------
-    def _lca(self, x, y):
-        d, st = self._stack_depth, self._stacks
-        while d[x] > d[y]:
-            x = st[x][1]
-        while d[y] > d[x]:
-            y = st[y][1]
-        while x != y:
-            x, y = st[x][1], st[y][1]
-        return x
-
     def _context(self, s):
         """(abstract state, continuation state) for s, or None.
 
@@ -106,36 +105,48 @@ class TokenMasks:
         walked from the continuation state (the caller's state after the return)."""
         if s in self._ctx:
             return self._ctx[s]
-        configs = self._configs[s]
+        a = self._a
+        configs = a.configs[s]
         res = None
-        stacks = self._stacks
+        stacks = a.stacks.frames
         if configs:
-            a = configs[0][1]
+            base = configs[0][1]
             for _, st in configs:
-                if a == 0:
+                if base == 0:
                     break
-                if st != a:
-                    a = self._lca(a, st)
-            while a and stacks[a][2]:  # keep counter frames in the abstract state
-                a = stacks[a][1]
-            if a and stacks[a][0] != CUT_RET:
-                memo = {a: self._cut}
-
-                def rebase(st):
-                    r = memo.get(st)
-                    if r is None:
-                        ret, parent, k = stacks[st]
-                        r = memo[st] = self._push(ret, rebase(parent), k)
-                    return r
-
-                ab = self._intern([(n, rebase(st)) for n, st in configs], False)
-                cont = self._cont.get(a)
+                if st != base:
+                    base = a.stacks.common_base(base, st)
+            while base and stacks[base][2]:  # keep counter frames in the abstract state
+                base = stacks[base][1]
+            if base and stacks[base][0] != CUT_RET:
+                ab = a.intern(self._rebased(configs, base), False)
+                cont = self._cont.get(base)
                 if cont is None:
-                    ret, parent, _k = stacks[a]
-                    cont = self._cont[a] = self._intern(*self._closure_of([(ret, parent)]))
+                    ret, parent, _k = stacks[base]
+                    cont = self._cont[base] = a.intern(*a.closure_of([(ret, parent)]))
                 res = (ab, cont)
         self._ctx[s] = res
         return res
+
+    def _rebased(self, configs, base):
+        """configs with the stack `base` (which every stack of configs extends) replaced by
+        the context frame: the frames above it pushed again, bottom first. (A loop, not a
+        recursive closure: that would be a reference cycle keeping the stacks alive.)"""
+        a = self._a
+        frames, push = a.stacks.frames, a.stacks.push
+        memo = {base: a.cut}
+        out = []
+        for n, st in configs:
+            chain = []
+            while st not in memo:
+                chain.append(st)
+                st = frames[st][1]
+            r = memo[st]
+            for x in reversed(chain):
+                ret, _parent, k = frames[x]
+                r = memo[x] = push(ret, r, k)
+            out.append((n, r))
+        return out
 
     def _compute_mask_ctx(self, s):
         """s's packed mask: the context-independent part (its abstract state's, shared)
@@ -155,34 +166,35 @@ class TokenMasks:
             self.mask_bytes += size
         stored, roots, trie, _ = hit
         if isinstance(stored, tuple):
-            words = np.zeros(self.info.num_words, dtype=np.uint32)
+            words = np.zeros(self._info.num_words, dtype=np.uint32)
             words[stored[0]] = stored[1]
         else:
             words = stored.copy()
         if len(roots) and cont:
+            a = self._a
             walk_roots = fns[1]
             node_state = np.empty(trie.num_nodes, dtype=np.int32)
             parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
             j, i = 0, -1
             while True:
-                j, i = walk_roots(j, i, roots, cont, node_state, parent, byte, end, self.trans, self.expanded,
+                j, i = walk_roots(j, i, roots, cont, node_state, parent, byte, end, a.trans, a.expanded,
                                   trie.tok_start, trie.tok_ids, words)
                 if j >= len(roots):
                     break
-                self.expand(int(node_state[parent[i]]))
+                a.expand(int(node_state[parent[i]]))
         packed = words.view("<i4")
-        if self.accepting[s]:
-            packed |= self.info.eos_mask
+        if self._a.accepting[s]:
+            packed |= self._info.eos_mask
         return packed
 
     def _compute_mask(self, s, record=False):
-        info = self.info
+        a, info = self._a, self._info
         trie, words = info.trie, np.zeros(info.num_words, dtype=np.uint32)
         if s != 0:
-            self.expand(s)
-            if self.trans[s, 0x61] and self.trans[s, 0x20]:  # cheap pre-check: "a" and " " live
+            a.expand(s)
+            if a.trans[s, 0x61] and a.trans[s, 0x20]:  # cheap pre-check: "a" and " " live
                 for sl in info.slices():
-                    depth = self.slice_depth(s, sl)
+                    depth = self.slices.slice_depth(s, sl)
                     level = next((lv for lv in sl.levels if depth >= lv[0]), None)
                     if level is not None:
                         words |= level[1].view(np.uint32)
@@ -195,13 +207,14 @@ class TokenMasks:
         else:
             self._walk_numpy(s, trie, words)
         packed = words.view("<i4")
-        if self.accepting[s]:
+        if a.accepting[s]:
             packed |= info.eos_mask
         return packed
 
     # ---- trie walks ------------------------------------------------------------------
     def _walk_compiled(self, s, trie, words):
         """Sets in words the bits of trie's tokens that s allows (numba DFS walk)."""
+        a = self._a
         n = trie.num_nodes
         node_state = np.empty(n, dtype=np.int32)  # only live parents are ever read
         node_state[0] = s
@@ -209,13 +222,14 @@ class TokenMasks:
         parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
         walk = _walk.get_walk()
         while i < n:
-            i = walk(i, node_state, parent, byte, end, self.trans, self.expanded, trie.tok_start, trie.tok_ids, words)
+            i = walk(i, node_state, parent, byte, end, a.trans, a.expanded, trie.tok_start, trie.tok_ids, words)
             if i < n:
-                self.expand(int(node_state[parent[i]]))
+                a.expand(int(node_state[parent[i]]))
 
     def _walk_recording(self, s, trie, words):
         """_walk_compiled for an abstract state; returns the trie nodes (DFS order) where
         its rule returned to the context (accepting states)."""
+        a = self._a
         n = trie.num_nodes
         node_state = np.empty(n, dtype=np.int32)
         node_state[0] = s
@@ -224,11 +238,11 @@ class TokenMasks:
         walk_range = _walk.get_walk_range()[0]
         rec = np.zeros(257, dtype=np.int32)
         while i < n:
-            i = walk_range(i, n, node_state, parent, byte, end, self.trans, self.expanded, trie.tok_start,
-                           trie.tok_ids, words, self.acc, rec)
+            i = walk_range(i, n, node_state, parent, byte, end, a.trans, a.expanded, trie.tok_start,
+                           trie.tok_ids, words, a.acc, rec)
             if i < n:
-                if not self.expanded[node_state[parent[i]]]:
-                    self.expand(int(node_state[parent[i]]))
+                if not a.expanded[node_state[parent[i]]]:
+                    a.expand(int(node_state[parent[i]]))
                 else:  # rec full
                     grown = np.zeros(2 * len(rec) - 1, dtype=np.int32)
                     grown[: len(rec)] = rec
@@ -237,17 +251,18 @@ class TokenMasks:
 
     def _walk_numpy(self, s, trie, words):
         """Same as _walk_compiled, level by level with numpy gathers (BFS order)."""
+        a = self._a
         node_state = np.zeros(trie.num_nodes + 1, dtype=np.int32)
         if s != 0 and trie.num_nodes > 1:
             byte, first_child, num_children = trie.byte, trie.first_child, trie.num_children
             cur = np.arange(trie.level_start[1], trie.level_start[2], dtype=np.int32)
             pst = np.full(len(cur), s, dtype=np.int32)
             while True:
-                exp = self.expanded
+                exp = a.expanded
                 if not exp[pst].all():
                     for u in np.unique(pst[~exp[pst]]):
-                        self.expand(int(u))
-                st = self.trans.reshape(-1)[pst.astype(np.int64) * 256 + byte[cur]]
+                        a.expand(int(u))
+                st = a.trans.reshape(-1)[pst.astype(np.int64) * 256 + byte[cur]]
                 node_state[cur] = st
                 keep = st != 0
                 par, pst = cur[keep], st[keep]

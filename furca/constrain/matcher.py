@@ -5,28 +5,63 @@ from __future__ import annotations
 import numpy as np
 
 from .automaton import AutomatonLimit, LazyAutomaton
+from .masks import TokenMasks
+from .slices import SliceBounds
 
 
 class CompiledGrammar:
-    """A grammar compiled against one tokenizer. Thread-safe to share between requests;
-    its automaton grows lazily (states and masks are cached for every later request)."""
+    """A grammar compiled against one tokenizer, made by `GrammarCompiler`.
+
+    Thread-safe to share between requests: every request gets its own `Matcher` from
+    `matcher()`. The automaton grows lazily (states, transition rows and token masks are
+    computed on first use and cached for every later request), so a long-lived grammar
+    gets faster and bigger with use (see `memory_size_bytes`).
+
+    Attributes
+    ----------
+    info : TokenizerInfo
+        The tokenizer it was compiled for.
+    source : str
+        The kind of constraint it came from ("regex", "grammar", "json_schema", ...).
+    automaton : LazyAutomaton
+        The states and transition rows (internal).
+    masks : TokenMasks
+        The token masks of the automaton's states (internal).
+    """
 
     def __init__(self, automaton: LazyAutomaton, source: str = ""):
         self.automaton = automaton
+        self.masks = TokenMasks(automaton, SliceBounds(automaton))
         self.info = automaton.info
         self.source = source
 
     def matcher(self) -> "Matcher":
+        """A new matcher at the grammar's start.
+
+        Returns
+        -------
+        matcher : Matcher
+            An independent matcher (nothing accepted, no error).
+        """
         return Matcher(self)
 
     @property
     def num_states(self) -> int:
+        """The number of automaton states built so far (grows with use)."""
         return self.automaton.num_states
 
     def memory_size_bytes(self) -> int:
+        """The memory the grammar holds now: the transition rows in use plus the stored
+        token masks (both grow with use; the masks are bounded per grammar).
+
+        Returns
+        -------
+        size : int
+            Bytes.
+        """
         a = self.automaton
         # transition rows in use (the table may be reserved larger, see automaton._grow), masks
-        return int(a.num_states * a.trans.shape[1] * a.trans.itemsize + a.mask_bytes)
+        return int(a.num_states * a.trans.shape[1] * a.trans.itemsize + self.masks.mask_bytes)
 
 
 class _Hist:
@@ -40,17 +75,27 @@ class _Hist:
 
 
 class Matcher:
-    """Per-request matcher state.
+    """Matches one request's output against a compiled grammar and gives the token mask
+    of the next step.
 
-    accept_token(t) -> bool: False (and a sticky error, see ``error``) when t is not
-    allowed here; EOS is allowed exactly where the language may end, and then
-    is_terminated() is true. fill_bitmask(bitmask, row): writes row ``row`` of an int32
-    [batch, ceil(vocab/32)] numpy array or CPU torch tensor, bit set = allowed; in the
-    error state only EOS is allowed, after termination nothing. rollback(n) undoes the
-    last n accepted tokens (and clears an error). fork() is an independent copy.
-    jump_forward() -> the longest string forced from here ("" when none); the matcher
-    does not move: the caller tokenizes it and accepts the tokens.
-    Only API misuse (bad row, rollback past the start) raises.
+    The matcher accepts tokens one at a time (`accept_token`) and fills the bitmask of
+    the tokens allowed next (`fill_bitmask`). Once the grammar's language may end, the
+    EOS tokens are allowed too; accepting one terminates the matcher, and after that no
+    token is allowed. It keeps every accepted token, so it can `rollback` any number of
+    them and `fork` an independent copy cheaply.
+
+    A token the grammar does not allow, and a grammar limit reached while matching
+    (nesting deeper than 512, a state of more than 4,096 parallel parses), put the
+    matcher in a sticky error state: `is_error()` is true, `error` says why, every
+    later `accept_*` returns False, and the mask allows only the EOS tokens (so that a
+    request can stop). `rollback` and `reset` clear it. Only API misuse raises.
+
+    Not thread-safe: one matcher belongs to one request (forks may go to other threads).
+
+    Attributes
+    ----------
+    error : str or None
+        Why the matcher is in its error state; None when it is not.
     """
 
     __slots__ = ("_g", "_a", "_h", "error")
@@ -63,20 +108,62 @@ class Matcher:
 
     # ---- queries -------------------------------------------------------------------
     def is_error(self) -> bool:
+        """Whether the matcher is in its sticky error state (see `error`)."""
         return self.error is not None
 
     def is_terminated(self) -> bool:
+        """Whether an EOS token was accepted. A terminated matcher accepts nothing more
+        and its mask allows no token.
+
+        Returns
+        -------
+        terminated : bool
+        """
         return self._h.terminated
 
     def can_terminate(self) -> bool:
+        """Whether the output so far is a complete string of the grammar's language, so
+        that an EOS token would be accepted now (False once terminated).
+
+        Returns
+        -------
+        can_terminate : bool
+        """
         return not self._h.terminated and self._a.accepting[self._h.state]
 
     @property
     def num_accepted(self) -> int:
+        """The number of steps accepted so far: tokens (EOS included) and `accept_string`
+        calls. `rollback` undoes this many at most."""
         return self._h.depth
 
     # ---- masks ---------------------------------------------------------------------
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
+        """Writes the mask of the tokens allowed next into one row of a bitmask.
+
+        Bit t of the row (word t // 32, bit t % 32) is set exactly when token t is
+        allowed: a token whose bytes continue the output within the grammar, or an EOS
+        token where the language may end. Special tokens and ids past the tokenizer's
+        vocabulary are never set. In the error state only the EOS tokens are set; once
+        terminated, none. Words past ``ceil(vocab_size / 32)`` are zeroed. The matcher
+        does not move.
+
+        Parameters
+        ----------
+        bitmask : numpy.ndarray or torch.Tensor
+            int32, shape (batch, >= ceil(vocab_size / 32)), on the CPU (a torch tensor is
+            written in place through its shared memory), e.g. from
+            `allocate_token_bitmask`.
+        row : int, default: 0
+            The row to write; the other rows are left as they are.
+
+        Raises
+        ------
+        ValueError
+            If bitmask is not an int32 2-D array at least ceil(vocab_size / 32) wide.
+        IndexError
+            If row is outside the bitmask.
+        """
         a = self._a
         out = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()  # torch CPU tensor: shared memory
         n = a.info.num_words
@@ -88,7 +175,7 @@ class Matcher:
             return
         if self.error is None:
             try:
-                a.write_mask(self._h.state, dest)
+                self._g.masks.write_mask(self._h.state, dest)
                 return
             except AutomatonLimit as e:
                 self._fail(f"grammar limit reached: {e}")
@@ -96,7 +183,13 @@ class Matcher:
         dest[n:] = 0
 
     def get_allowed_tokens(self) -> np.ndarray:
-        """Ids allowed now (for tests and debugging)."""
+        """The ids allowed next (the set bits of `fill_bitmask`), for tests and debugging.
+
+        Returns
+        -------
+        token_ids : numpy.ndarray
+            Sorted int64 ids below vocab_size.
+        """
         bm = np.zeros((1, self._a.info.num_words), dtype=np.int32)
         self.fill_bitmask(bm)
         bits = np.unpackbits(bm.view(np.uint8), bitorder="little")
@@ -108,6 +201,29 @@ class Matcher:
             self.error = msg
 
     def accept_token(self, token_id: int) -> bool:
+        """Accepts one token and moves the matcher past it.
+
+        The matcher does not move and returns False (entering the error state, see
+        `error`) when:
+
+        1. the token's bytes do not continue the output within the grammar;
+        2. the token is an EOS token where the language may not end yet;
+        3. the matcher has terminated (an EOS token was accepted);
+        4. the token is a special token, or its id is outside the vocabulary;
+        5. a grammar limit is reached (nesting deeper than 512, ...).
+
+        In the error state it returns False without looking at the token.
+
+        Parameters
+        ----------
+        token_id : int
+            The id of the token.
+
+        Returns
+        -------
+        accepted : bool
+            Whether the token was accepted. An accepted EOS token terminates the matcher.
+        """
         if self.error is not None:
             return False
         h, a = self._h, self._a
@@ -137,11 +253,32 @@ class Matcher:
         return True
 
     def accept_string(self, text: str | bytes) -> bool:
-        """Advances by raw text as one step (for tests / jump-forward without tokens)."""
+        """Accepts raw text (UTF-8 for a str) as one step, as if one token had these bytes:
+        for tests, and for text that is not tokenized. `rollback(1)` undoes it whole.
+
+        Returns False without moving when the matcher is in its error state or has
+        terminated; returns False and enters the error state when the text does not
+        continue the output within the grammar or a grammar limit is reached. EOS cannot
+        be accepted this way (use `accept_token`).
+
+        Parameters
+        ----------
+        text : str or bytes
+            The text.
+
+        Returns
+        -------
+        accepted : bool
+            Whether the text was accepted.
+        """
         if self.error is not None or self._h.terminated:
             return False
         data = text.encode("utf-8") if isinstance(text, str) else text
-        s = self._a.step(self._h.state, data)
+        try:
+            s = self._a.step(self._h.state, data)
+        except AutomatonLimit as e:
+            self._fail(f"grammar limit reached: {e}")
+            return False
         if s == 0:
             self._fail(f"string {data!r} is not allowed here")
             return False
@@ -153,6 +290,19 @@ class Matcher:
         return f"<{h.depth} tokens accepted>" if h.depth else "<start>"
 
     def rollback(self, num_tokens: int = 1) -> None:
+        """Undoes the last num_tokens accepted steps (an accepted EOS counts as one, and
+        so does an `accept_string` call) and clears the error state.
+
+        Parameters
+        ----------
+        num_tokens : int, default: 1
+            How many steps to undo; 0 only clears the error state.
+
+        Raises
+        ------
+        ValueError
+            If num_tokens is negative or more than `num_accepted`.
+        """
         if num_tokens < 0 or num_tokens > self._h.depth:
             raise ValueError(f"cannot roll back {num_tokens} tokens; {self._h.depth} accepted")
         h = self._h
@@ -162,19 +312,43 @@ class Matcher:
         self.error = None
 
     def reset(self) -> None:
+        """Back to the grammar's start: every accepted step undone, the error cleared."""
         while self._h.parent is not None:
             self._h = self._h.parent
         self.error = None
 
     def fork(self) -> "Matcher":
+        """An independent copy: the same grammar, position, history and error state; what
+        either accepts or rolls back afterwards does not affect the other. O(1).
+
+        Returns
+        -------
+        matcher : Matcher
+        """
         m = Matcher(self._g, self._h)
         m.error = self.error
         return m
 
     def jump_forward(self) -> str:
+        """The longest text the grammar forces from here: one possible next byte at each
+        step, stopping where the language may end or a choice opens), without a UTF-8
+        character left incomplete at its end. The matcher does not move: the caller tokenizes the text and accepts
+        its tokens (or `accept_string`).
+
+        Returns
+        -------
+        text : str
+            The forced text; "" when nothing is forced, when it does not start at a
+            character boundary, in the error state, once terminated, or when a grammar
+            limit is reached (which enters the error state).
+        """
         if self.error is not None or self._h.terminated:
             return ""
-        data = self._a.forced_bytes(self._h.state)
+        try:
+            data = self._a.forced_bytes(self._h.state)
+        except AutomatonLimit as e:
+            self._fail(f"grammar limit reached: {e}")
+            return ""
         # cut at a character boundary
         for cut in range(len(data), max(len(data) - 4, -1), -1):
             try:

@@ -1,8 +1,8 @@
 """The proof that a configuration alone survives every string of slice characters.
 
-SliceProof is a mixin of automaton.LazyAutomaton (through slices.SliceBounds, which
-uses it: a proven configuration's slice depth is UNBOUNDED). It reads the NFA, the
-per-node byte classes and closures of the automaton, and interns no state: a
+SliceProof receives the automaton (automaton.LazyAutomaton) and is used by
+slices.SliceBounds: a proven configuration's slice depth is UNBOUNDED. It reads the
+NFA, the per-node byte classes and closures of the automaton, and interns no state: a
 key-exclusion trie of a hundred declared names (every slice character leads to a
 child or to key-rest) is proven in one pass over its NFA nodes, where the search over
 states runs out of its budget and the mask then walks the whole token trie.
@@ -10,34 +10,38 @@ states runs out of its budget and the mask then walks the whole token trie.
 
 from __future__ import annotations
 
+from .automaton import LazyAutomaton
 from .deadline import check as check_deadline
+from .stacks import AutomatonLimit
 
 UNBOUNDED = 1 << 30  # slice depth of a state no slice string can kill
 PROOF_BUDGET = 2048  # (configuration, position in a character) pairs one proof may explore
 
 
 class SliceProof:
-    """_proof_unbounded(c, sl), cached per slice and configuration."""
+    """unbounded(c, sl) and node_covers(n, sl), cached per slice."""
 
-    def _init_proofs(self):
+    def __init__(self, automaton: LazyAutomaton):
+        self._a = automaton
+        self._canon_stack = automaton.canonical_stack if automaton.nfa.counter else None
         self._covers: dict[str, dict] = {}  # slice name -> {NFA node: whether its edges take every first byte}
-        self._proven: dict[str, dict] = {}  # slice name -> {configuration: whether _proof_unbounded holds}
+        self._proven: dict[str, dict] = {}  # slice name -> {configuration: whether unbounded(c) holds}
 
-    def _node_covers(self, n: int, sl) -> bool:
+    def node_covers(self, n: int, sl) -> bool:
         """Whether NFA node n has an edge on every first byte of a slice character. When it
         has not, a configuration at n alone dies on the first slice character (depth 0):
-        _config_bound knows that without interning, expanding and searching the single
+        SliceBounds knows that without interning, expanding and searching the single
         state (at an object key, 18-100 configurations sit in key tries on one byte each)."""
         cache = self._covers.setdefault(sl.name, {})
         hit = cache.get(n)
         if hit is None:
             covered = 0
-            for lo, hi, _t in self.nfa.edges[n]:
+            for lo, hi, _t in self._a.nfa.edges[n]:
                 covered |= (1 << (hi + 1)) - (1 << lo)
             hit = cache[n] = not sl.first_bytes & ~covered
         return hit
 
-    def _proof_unbounded(self, c, sl) -> bool:
+    def unbounded(self, c, sl) -> bool:
         """Whether configuration c alone provably survives every string of slice characters
         (then its abstract single state's depth is UNBOUNDED).
 
@@ -55,9 +59,7 @@ class SliceProof:
         return hit
 
     def _prove(self, c, sl, cache) -> bool:
-        """_proof_unbounded's search and fixpoint; caches the configurations it settles."""
-        from .automaton import AutomatonLimit  # (automaton imports this module)
-
+        """unbounded's search and fixpoint; caches the configurations it settles."""
         firsts = [(seq[0], tuple(seq[1:])) for seq in sl.utf8_seqs]
         needs = {}  # pair -> [[pairs, one of which must hold], ...]
         todo, complete = [(c, ())], True
@@ -71,7 +73,7 @@ class SliceProof:
                 break
             cfg, rest = pair
             known = cache.get(cfg) if not rest else None
-            if known is None and not rest and not self._node_covers(cfg[0], sl):
+            if known is None and not rest and not self.node_covers(cfg[0], sl):
                 known = cache[cfg] = False
             if known is not None:
                 needs[pair] = [] if known else [[]]
@@ -100,9 +102,10 @@ class SliceProof:
         """For configuration cfg and the bytes lo..hi: the successor configurations of each
         byte class there (tuples), or None when some byte of lo..hi has no edge."""
         n, st = cfg
-        canon = self._canonical_stack if self.nfa.counter else None
+        canon = self._canon_stack
+        closure = self._a.closure
         out, at = [], lo
-        for a, b, targets in self._template(n):
+        for a, b, targets in self._a.template(n):
             if b <= lo or a > hi:
                 continue
             if a > at:
@@ -110,7 +113,7 @@ class SliceProof:
             at = b
             succ = set()
             for t in targets:
-                succ.update(self._closure(t, st)[0])
+                succ.update(closure(t, st)[0])
             if canon is not None:
                 succ = {(m, canon(x)) for m, x in succ}
             out.append(tuple(succ))

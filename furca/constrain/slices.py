@@ -1,48 +1,51 @@
 """Slice bounds: how deep a state provably allows any string of slice characters.
 
-SliceBounds is a mixin of automaton.LazyAutomaton. slice_depth(s, sl) is a lower bound
-of the number of characters of sl (a tokenizer.TokenSlice, e.g. "JSON string
-character") that every string may have and still leave s alive; masks.TokenMasks then
-ORs in the slice's bitmask for that length and walks only the rest of the vocabulary.
-A lower bound is always safe (a search cut short only means walking more of the trie).
-The bound comes from a search over automaton states, or, for a configuration that
-survives every slice string (a key-exclusion trie, a string body), from a proof over
-NFA configurations that builds no state (slice_proof.py).
+SliceBounds receives the automaton (automaton.LazyAutomaton). slice_depth(s, sl) is a
+lower bound of the number of characters of sl (a tokenizer.TokenSlice, e.g. "JSON
+string character") that every string may have and still leave s alive; masks.TokenMasks
+then ORs in the slice's bitmask for that length and walks only the rest of the
+vocabulary. A lower bound is always safe (a search cut short only means walking more of
+the trie). The bound comes from a search over automaton states (which interns and
+expands states like any walk), or, for a configuration that survives every slice
+string (a key-exclusion trie, a string body), from a proof over NFA configurations
+that builds no state (slice_proof.SliceProof).
 """
 
 from __future__ import annotations
 
-import os
-
-from .masks import CUT_RET
+from .automaton import LazyAutomaton
 from .slice_proof import UNBOUNDED, SliceProof
+from .stacks import CUT_RET
 
-SLICE_BUDGET = int(os.environ.get("FURCA_SLICE_BUDGET", 24))  # new slice steps one search may spend
-SLICE_BUDGET_TOTAL = int(os.environ.get("FURCA_SLICE_BUDGET_TOTAL", 400))  # ... one mask, nested searches included
+SLICE_BUDGET = 24  # new slice steps one search may spend
+SLICE_BUDGET_TOTAL = 400  # ... one mask, nested searches included
 
 
-class SliceBounds(SliceProof):
-    """slice_depth(s, sl), memoised per slice; the searches create automaton states
-    (through the automaton's _intern / expand) like any walk."""
+class SliceBounds:
+    """slice_depth(s, sl), memoised per slice. Called under the automaton's lock (from
+    masks.TokenMasks), like everything that grows the automaton."""
 
-    def _init_slices(self):
-        self._slice_steps: dict[str, dict] = {}
-        self._slice_depth: dict[str, dict] = {}
+    def __init__(self, automaton: LazyAutomaton):
+        self._a = automaton
+        self.proof = SliceProof(automaton)
+        self._canon = automaton.canonical if automaton.nfa.counter else None  # states searched by canonical form
+        self._steps: dict[str, dict] = {}  # slice name -> {state: _step(state)}
+        self._depth: dict[str, dict] = {}  # slice name -> {state: slice_depth(state)}
         self._budget = 0
         self._abs_stack: dict[int, int | None] = {}  # stack -> innermost call frame cut (see _config_bound)
         self._abs_single: dict[tuple, int] = {}  # configuration -> its abstract single-configuration state
-        self._init_proofs()
 
-    def _slice_step(self, s: int, sl):
+    def _step(self, s: int, sl):
         """(dies, successors): whether some character of the slice leads from s to the
         dead state, else the states after one slice character. Cached per state."""
-        cache = self._slice_steps.setdefault(sl.name, {})
+        cache = self._steps.setdefault(sl.name, {})
         hit = cache.get(s)
         if hit is not None:
             return hit
         succ = set()
         res = None
-        expanded, expand = self.expanded, self.expand
+        a = self._a
+        expanded, expand = a.expanded, a.expand
         rows = {}  # (state, lo, hi) -> successor set (the UTF-8 sequences share prefixes)
         for seq in sl.utf8_seqs:
             cur = (s,)
@@ -56,8 +59,8 @@ class SliceBounds(SliceProof):
                         if full is None:
                             if not expanded[u]:
                                 expand(u)
-                                expanded = self.expanded
-                            full = rows[u] = self.trans[u].tolist()
+                                expanded = a.expanded
+                            full = rows[u] = a.trans[u].tolist()
                         r = rows[key] = set(full[lo : hi + 1])
                     nxt |= r
                 if 0 in nxt:
@@ -78,19 +81,20 @@ class SliceBounds(SliceProof):
         hit = self._abs_stack.get(st, -1)
         if hit != -1:
             return hit
-        stacks = self._stacks
-        frames, x = [], st
-        while x and stacks[x][2]:
-            frames.append(stacks[x])
-            x = stacks[x][1]
+        stacks = self._a.stacks
+        frames = stacks.frames
+        counters, x = [], st
+        while x and frames[x][2]:
+            counters.append(frames[x])
+            x = frames[x][1]
         if not x:
             res = None
-        elif stacks[x][0] == CUT_RET:
+        elif frames[x][0] == CUT_RET:
             res = st
         else:
-            res = self._cut
-            for ret, _parent, k in reversed(frames):
-                res = self._push(ret, res, k)
+            res = self._a.cut
+            for ret, _parent, k in reversed(counters):
+                res = stacks.push(ret, res, k)
         self._abs_stack[st] = res
         return res
 
@@ -100,22 +104,24 @@ class SliceBounds(SliceProof):
         return from that rule counts as dying). A lower bound of x's depth (x is live
         if any of its configurations is), shared by every call site of the rule: the
         same key-rest / string rule called from a hundred places is measured once.
-        Each single is first tried by _proof_unbounded (cached per configuration), then
-        by the state search."""
+        Each single is first tried by the proof (slice_proof, cached per configuration),
+        then by the state search."""
         best = 0
         singles = self._abs_single
         top = sl.max_level
-        for c in self._configs[x]:
+        a, proof = self._a, self.proof
+        configs = a.configs
+        for c in configs[x]:
             ab = singles.get(c)
-            if ab is None and not self._node_covers(c[0], sl):
+            if ab is None and not proof.node_covers(c[0], sl):
                 ab = singles[c] = 0
             if ab is None:
                 st = self._abstract_stack(c[1])
-                ab = singles[c] = 0 if st is None or st == c[1] else self._intern([(c[0], st)], False)
+                ab = singles[c] = 0 if st is None or st == c[1] else a.intern([(c[0], st)], False)
             if not ab:
                 continue
             d = memo.get(ab)
-            if d is None and self._proof_unbounded(self._configs[ab][0], sl):
+            if d is None and proof.unbounded(configs[ab][0], sl):
                 d = memo[ab] = UNBOUNDED
             if d is None:
                 if level > 1 or self._budget <= 0:  # inside another single's search, or out of budget
@@ -136,12 +142,12 @@ class SliceBounds(SliceProof):
         completed so far are the bound: smaller is always safe, it only means walking
         more of the trie). States are taken by their canonical form (a counter deep in
         its range is one state), sound because the search spans less than a token."""
-        memo = self._slice_depth.setdefault(sl.name, {})
+        memo = self._depth.setdefault(sl.name, {})
         hit = memo.get(s)
         if hit is not None:
             return hit
-        steps = self._slice_steps.setdefault(sl.name, {})
-        canon = self._canonical if self.nfa.counter else None
+        steps = self._steps.setdefault(sl.name, {})
+        canon = self._canon
         top = sl.max_level
         if not nested:
             self._budget = SLICE_BUDGET_TOTAL
@@ -170,7 +176,7 @@ class SliceBounds(SliceProof):
                         break
                     self._budget -= 1
                     local -= 1
-                dies, succ = self._slice_step(x, sl)
+                dies, succ = self._step(x, sl)
                 if dies:
                     best = min(best, i)
                     continue

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from furca.errors import CompileError
+
+from .ir import _split_utf8
 
 
 def _bytes_to_unicode() -> dict[int, str]:
@@ -133,10 +136,6 @@ class TokenSlice:
     LEVELS = (16, 10)
 
     def __init__(self, info: "TokenizerInfo", name: str, ranges):
-        import re
-
-        from .ir import _split_utf8
-
         self.name = name
         self.ranges = ranges
         klass = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges)
@@ -175,15 +174,43 @@ _CACHE_LOCK = threading.Lock()
 
 
 class TokenizerInfo:
-    """What grammars need to know about a tokenizer.
+    """What grammars need to know about a tokenizer: every token's raw bytes, the EOS
+    tokens, the logits width, and the token trie the masks walk.
 
-    token_bytes[i]: raw bytes of token i (None for special tokens and unused ids);
-    eos_token_ids: ids allowed exactly where the language may end;
-    vocab_size: the logits width (bitmask width is ceil(vocab_size / 32) int32 words);
-    ids >= len(token_bytes) (padding columns) are never allowed.
+    Built once per tokenizer and shared by every grammar compiled for it (immutable,
+    thread-safe). The constructors from files are cached by file content.
+
+    Attributes
+    ----------
+    token_bytes : list of bytes or None
+        The raw bytes of token i; None for special tokens (added tokens marked special),
+        the EOS tokens, the unknown token and unused ids: those are never allowed inside
+        a constraint.
+    eos_token_ids : tuple of int
+        The ids allowed exactly where the language may end.
+    vocab_size : int
+        The logits width. A bitmask row is ``num_words = ceil(vocab_size / 32)`` int32
+        words; ids >= len(token_bytes) (padding columns) are never allowed.
     """
 
     def __init__(self, token_bytes: list[bytes | None], eos_token_ids: list[int], vocab_size: int | None = None):
+        """Builds the info and its token trie (about a second for a 128k vocabulary).
+
+        Parameters
+        ----------
+        token_bytes : list of bytes or None
+            The raw bytes of each token id; None (or b"") for a token never allowed.
+        eos_token_ids : list of int
+            The EOS token ids (at least one); their bytes are dropped.
+        vocab_size : int, optional
+            The logits width, when it differs from len(token_bytes): larger adds padding
+            ids (never allowed), smaller drops the ids past it.
+
+        Raises
+        ------
+        CompileError
+            If eos_token_ids is empty or an EOS id is outside [0, vocab_size).
+        """
         if not eos_token_ids:
             raise CompileError("TokenizerInfo needs at least one EOS token id")
         vocab_size = len(token_bytes) if vocab_size is None else int(vocab_size)
@@ -206,27 +233,76 @@ class TokenizerInfo:
         self._slices = [TokenSlice(self, name, ranges) for name, ranges in SLICES]
 
     def slices(self) -> list["TokenSlice"]:
-        """Vocabulary slices (see TokenSlice)."""
+        """The vocabulary slices the masks take whole where they can (see TokenSlice)."""
         return self._slices
 
     @property
     def eos_token_id(self) -> int:
+        """The first of eos_token_ids."""
         return self.eos_token_ids[0]
 
     # ---- constructors -------------------------------------------------------------
     @classmethod
     def from_tokenizer_json(cls, path, eos_token: str | list[str] | None = None, vocab_size: int | None = None,
                             eos_token_ids: list[int] | None = None) -> "TokenizerInfo":
-        """Reads a Hugging Face tokenizer.json (only that file). eos_token: the EOS token's
-        text (or a list of texts); eos_token_ids: ids instead. Cached by file content."""
+        """The info of a Hugging Face ``tokenizer.json`` (only that file is read). Cached by
+        file content, EOS and vocab_size: the same file gives the same object.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The tokenizer.json file.
+        eos_token : str or list of str, optional
+            The EOS token's text (or several texts), looked up in the vocabulary.
+        vocab_size : int, optional
+            The model's logits width, when it differs from the tokenizer's size.
+        eos_token_ids : list of int, optional
+            The EOS ids instead of eos_token (one of the two is needed).
+
+        Returns
+        -------
+        info : TokenizerInfo
+
+        Raises
+        ------
+        OSError
+            If the file cannot be read.
+        ValueError
+            If it is not valid JSON (json.JSONDecodeError).
+        KeyError
+            If it has no ``model.vocab``.
+        CompileError
+            If neither eos_token nor eos_token_ids is given, an EOS text is not in the
+            vocabulary, or an EOS id is out of range.
+        """
         with open(path, "rb") as f:
             raw = f.read()
         return cls._from_json_text(raw, eos_token, vocab_size, eos_token_ids)
 
     @classmethod
     def from_huggingface(cls, hf_tokenizer, vocab_size: int | None = None, eos_token_ids: list[int] | None = None):
-        """From a transformers tokenizer (fast / tokenizers-backed). vocab_size: the model's
-        logits width (may exceed the tokenizer's length)."""
+        """The info of a transformers tokenizer backed by ``tokenizers`` (a "fast" one),
+        read through its tokenizer.json serialisation; cached like `from_tokenizer_json`.
+
+        Parameters
+        ----------
+        hf_tokenizer : transformers.PreTrainedTokenizerFast
+            The tokenizer.
+        vocab_size : int, optional
+            The model's logits width (it may exceed the tokenizer's length).
+        eos_token_ids : list of int, optional
+            The EOS ids; default: the tokenizer's eos_token_id.
+
+        Returns
+        -------
+        info : TokenizerInfo
+
+        Raises
+        ------
+        CompileError
+            If the tokenizer is not tokenizers-backed, has no eos_token_id and none is
+            given, or an EOS id is out of range.
+        """
         backend = getattr(hf_tokenizer, "backend_tokenizer", None) or getattr(hf_tokenizer, "_tokenizer", None)
         if backend is None:
             raise CompileError("from_huggingface needs a tokenizers-backed (fast) tokenizer")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from furca.constrain import GrammarCompiler, ir
-from furca.constrain.masks import CUT_RET
+from furca.constrain.stacks import CUT_RET
 
 from .conftest import BYTE_EOS, allowed_set, byte_info, walk_checking_masks
 
@@ -41,21 +41,21 @@ def direct_closure(a, node, stack):
         c = call.get(n)
         if c is not None:
             callee, ret = c
-            nxt.append((callee, st if ret in is_tail else a._push(ret, st)))
+            nxt.append((callee, st if ret in is_tail else a.stacks.push(ret, st)))
         if n in counter:
             body, done, lo, hi = counter[n]
-            nxt.append((body, a._push(n, st, 1)))
+            nxt.append((body, a.stacks.push(n, st, 1)))
             if lo == 0:
                 nxt.append((done, st))
         if n in is_end:
             if st == 0:
                 accept = True
             else:
-                ret, parent, k = a._stacks[st]
+                ret, parent, k = a.stacks.frames[st]
                 if k:  # a counter frame: k bodies done
                     body, done, lo, hi = counter[ret]
                     if k < hi:
-                        nxt.append((body, a._push(ret, parent, k + 1)))
+                        nxt.append((body, a.stacks.push(ret, parent, k + 1)))
                     if k >= lo:
                         nxt.append((done, parent))
                 elif ret == CUT_RET:  # an abstract state's context: the rule ends here
@@ -79,7 +79,7 @@ def test_masks_equal_brute_force_on_random_walks(seed):
     from furca.constrain import _walk
 
     if _walk.get_walk_range() is not None:  # numba installed (the numpy walk has no abstract masks)
-        assert g.automaton._abs, "no context-independent mask was shared"
+        assert g.masks._abs, "no context-independent mask was shared"
 
 
 def test_relative_closure_matches_direct_closure():

@@ -1,10 +1,13 @@
 """Matcher API with the byte tokenizer: EOS, termination, sticky errors, rollback, fork,
 jump-forward, bitmask layout, torch interop, the compiler cache and threads."""
 
+import gc
 import threading
+import weakref
 
 import numpy as np
 import pytest
+import torch
 
 from furca.constrain import CompileError, GrammarCompiler, allocate_token_bitmask, apply_token_bitmask_
 
@@ -74,8 +77,50 @@ def test_jump_forward(byte_compiler):
     assert byte_compiler.compile_regex("a?").matcher().jump_forward() == ""
 
 
+def test_grammar_limit_is_a_sticky_error_not_an_exception(byte_compiler):
+    # nesting deeper than the automaton's bound (512 frames), reached through each move
+    g = byte_compiler.compile_grammar('root ::= "(" root ")" | "x"')
+    m = g.matcher()
+    assert m.accept_string("(" * 512) and not m.is_error()
+    moves = {
+        "accept_token": lambda f: f.accept_token(ord("(")),
+        "accept_string": lambda f: f.accept_string("("),
+        "jump_forward": lambda f: f.jump_forward(),
+    }
+    for name, move in moves.items():
+        f = m.fork()
+        out = move(f)
+        assert not out and "grammar limit reached" in (f.error or ""), name
+        bits = allowed_set(f, byte_compiler.info)
+        assert bits[BYTE_EOS] and bits.sum() == 1  # in error only EOS, so the request can stop
+        assert not f.accept_token(ord(")")), name  # sticky
+        f.rollback(1)
+        assert not f.is_error() and f.accept_token(ord("x")), name
+
+
+def test_a_dropped_grammar_is_freed_by_reference_counts():
+    # the grammar's parts reference the automaton, never the other way round: no cycle,
+    # so a grammar evicted from the cache frees its tables at once, not at the next
+    # full collection of the cyclic GC
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        c = GrammarCompiler(byte_info())
+        g = c.compile_json_object()
+        m = g.matcher()
+        for b in b'{"a":[1,{"b":"xy"}]}':
+            m.get_allowed_tokens()
+            assert m.accept_token(b), m.error
+        parts = [g, g.automaton, g.automaton.stacks, g.masks, g.masks.slices, g.masks.slices.proof]
+        refs = [weakref.ref(x) for x in parts]
+        del c, g, m, parts
+        assert [r() for r in refs] == [None] * len(refs)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def test_bitmask_rows_and_torch(byte_compiler):
-    torch = pytest.importorskip("torch")
     info = byte_compiler.info
     m = byte_compiler.compile_regex("[ab]").matcher()
     bm = allocate_token_bitmask(3, info.vocab_size)

@@ -21,12 +21,12 @@ SCHEMA = {
 EXTRA = ['"', '":', '",', '"al', "pha", 'pha":', "日本", '本"', "zz", "zeta", '"}', "abc", "\\\\", '\\"', "\xe6"]
 
 
-def reaches_death(a, s, sl, limit=3000):
+def reaches_death(bounds, s, sl, limit=3000):
     """Whether some string of slice characters leads from state s to the dead state,
-    searched over automaton states (up to `limit` of them)."""
+    searched over automaton states (up to `limit` of them) with the slice bounds' step."""
     seen, todo = {s}, [s]
     while todo and len(seen) < limit:
-        dies, succ = a._slice_step(todo.pop(), sl)
+        dies, succ = bounds._step(todo.pop(), sl)
         if dies:
             return True
         for y in succ:
@@ -61,20 +61,20 @@ def _walked_compiled():
 
 def test_proof_agrees_with_the_state_search():
     info, g = _walked_compiled()
-    a = g.automaton
+    a, bounds = g.automaton, g.masks.slices
     sl = info.slices()[0]
     proven = refuted = 0
-    for configs in list(a._configs):
+    for configs in list(a.configs):
         for c in configs:
-            if not a._proof_unbounded(c, sl):
+            if not bounds.proof.unbounded(c, sl):
                 refuted += 1
                 continue
             proven += 1
-            assert not reaches_death(a, a._intern([c], False), sl), c
+            assert not reaches_death(bounds, a.intern([c], False), sl), c
     assert proven and refuted
     # the key-exclusion trie: its root configuration (an edge per first letter, and the
     # rest) is proven without a state search
-    roots = [c for c, ok in a._proven[sl.name].items() if ok and len(a.nfa.edges[c[0]]) >= 8]
+    roots = [c for c, ok in bounds.proof._proven[sl.name].items() if ok and len(a.nfa.edges[c[0]]) >= 8]
     assert roots
 
 
