@@ -2,6 +2,7 @@ import random
 
 import numpy as np
 import pytest
+from tokenizers import Tokenizer
 
 from furca.constrain import GrammarCompiler, TokenizerInfo
 
@@ -24,13 +25,10 @@ def byte_compiler():
 
 @pytest.fixture(scope="session")
 def llama():
-    got = tokenizer_json("llama3_1")
-    if got is None:
-        pytest.skip("Llama-3.1 tokenizer not available (needs npm and the network once)")
-    path, eos = got
+    """(TokenizerInfo, GrammarCompiler, tokenizers.Tokenizer) of the vendored Llama-3.1
+    tokenizer (tests/data/llama3_1-tokenizer)."""
+    path, eos = tokenizer_json("llama3_1")
     info = TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
-    from tokenizers import Tokenizer
-
     return info, GrammarCompiler(info), Tokenizer.from_file(str(path))
 
 
