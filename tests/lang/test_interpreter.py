@@ -9,6 +9,7 @@ import dataclasses
 import sys
 import subprocess
 
+import pydantic
 import pytest
 
 import furca as sgl
@@ -101,8 +102,6 @@ def test_dtype_value_that_does_not_parse_is_an_actionable_error():
 
 
 def test_json_schema_from_pydantic_class_parses_instance():
-    pydantic = pytest.importorskip("pydantic")
-
     class City(pydantic.BaseModel):
         name: str
         population: int
@@ -401,8 +400,6 @@ def test_reading_a_variable_after_a_failed_gen_does_not_hang():
 
 
 def test_pydantic_schema_forbids_undeclared_members():
-    pydantic = pytest.importorskip("pydantic")
-
     class Inner(pydantic.BaseModel):
         x: int
 

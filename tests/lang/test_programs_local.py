@@ -3,7 +3,7 @@ the default model through the in-process Engine. Structure and constraints are
 asserted, never the model's knowledge.
 
 Constrained programs (dtype, regex, json_schema, grammar) need the engine's grammar
-backend (`Engine()` has one by default); they skip on an engine built without it.
+backend: `Engine()` always has one, and an engine without it fails them (never a skip).
 The examples run here too, on the same engine.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 
+import pydantic
 import pytest
 
 import furca as sgl
@@ -34,8 +35,7 @@ def engine():
 
 @pytest.fixture
 def constrained(engine):
-    if engine.grammar_backend is None:
-        pytest.skip("waits for constrained decoding in Engine() (no grammar backend yet)")
+    assert engine.grammar_backend is not None, "Engine() has no grammar backend: constrained programs cannot run"
     return engine
 
 
@@ -318,7 +318,6 @@ def test_dtype_gen(constrained):
 
 
 def test_json_schema_into_a_pydantic_model(constrained):
-    pydantic = pytest.importorskip("pydantic")
 
     from typing import Literal
 

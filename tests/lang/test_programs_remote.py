@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+import pydantic
 import pytest
 
 import furca as sgl
@@ -30,7 +31,6 @@ def native(runtime):
 
 @pytest.fixture(scope="module")
 def openai_backend(runtime):
-    pytest.importorskip("openai")
     return sgl.OpenAI("SmolLM2-135M-Instruct", base_url=runtime.url + "/v1")
 
 
@@ -199,7 +199,6 @@ def test_constrained_regex_and_dtype(backend):
 
 
 def test_json_schema_into_a_pydantic_model(backend):
-    pydantic = pytest.importorskip("pydantic")
 
     class Answer(pydantic.BaseModel):
         city: str = pydantic.Field(max_length=16)

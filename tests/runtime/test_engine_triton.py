@@ -15,7 +15,6 @@ if not torch.cuda.is_available():
 from engine_reference import reference_greedy  # noqa: E402
 from furca.runtime.engine import Engine  # noqa: E402
 
-pytest.importorskip("triton")
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
                                 reason="the tiny engine model lives on the CPU: needs the interpreter")
 

@@ -8,6 +8,7 @@ import asyncio
 import json
 
 import httpx
+import openai
 import pytest
 
 from furca.server import ServerArgs, create_app
@@ -248,7 +249,6 @@ def test_default_names_the_served_model(engine):
 def test_the_sdk_parse_helper_takes_calls_cut_by_max_tokens(engine):
     """``chat.completions.parse`` raises LengthFinishReasonError on finish_reason length;
     an answer whose whole calls went on to max_tokens is tool_calls, and parses."""
-    openai = pytest.importorskip("openai")
     from pydantic import BaseModel
 
     class noop(BaseModel):  # noqa: N801 - the tool's name

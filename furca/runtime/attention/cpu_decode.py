@@ -101,7 +101,7 @@ def _build():
         return None
     try:
         from furca.runtime.attention.cpu_decode_kernel import decode_tasks
-    except ImportError:  # numba is optional
+    except ImportError:  # numba missing from this install: the caller gathers instead
         return None
     import torch
 
