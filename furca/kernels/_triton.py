@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover - exercised only where triton is absent
         def __init__(self, fn):
             self.fn = fn
 
-        def __getitem__(self, grid):
+        def __getitem__(self, _grid):
             raise KernelUnavailableError(
                 f"{self.fn.__name__} needs Triton: pip install triton (or use the torch path)")
 

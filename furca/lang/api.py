@@ -27,7 +27,7 @@ def set_default_backend(backend: Any) -> None:
     config.default_backend = None if backend is None else as_backend(backend)
 
 
-def flush_cache(backend: Any = None, empty_cache: bool = True) -> bool:
+def flush_cache(backend: Any = None) -> bool:
     backend = backend if backend is not None else config.default_backend
     return False if backend is None else as_backend(backend).flush_cache()
 

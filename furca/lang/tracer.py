@@ -142,7 +142,6 @@ class TracerState(RoleWriter):
         self._branch = branch
         self._last = last
         self._setters: dict[str, int] = dict(setters or {})  # variable name -> node that sets it
-        self._roles: list[str] = []
 
     def __iadd__(self, other: Any) -> "TracerState":
         expr = as_expr(other)

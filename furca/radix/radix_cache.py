@@ -188,9 +188,6 @@ class RadixCache:
                 self._evictable_size += len(n.key)
                 self._locked_size -= len(n.key)
 
-    inc_lock_ref = lock
-    dec_lock_ref = unlock
-
     def evict(self, num_tokens: int) -> int:
         """Free at least `num_tokens` tokens (fewer only if not that many are evictable),
         least recently used unlocked leaves first, whole edges at a time; a parent left

@@ -75,7 +75,6 @@ class ForwardBatch:
     # without device syncs.
     qo_lens_cpu: list[int] | None = None
     seq_lens_cpu: list[int] | None = None
-    prefix_lens_cpu: list[int] | None = None
 
     @property
     def batch_size(self) -> int:
@@ -121,5 +120,4 @@ class ForwardBatch:
             attn_backend=attn_backend,
             qo_lens_cpu=list(qo_lens),
             seq_lens_cpu=seq_lens,
-            prefix_lens_cpu=list(prefix_lens),
         )

@@ -73,7 +73,7 @@ class DrainingServer(uvicorn.Server):
         self._death_watch.cancel()
         await super().shutdown(sockets=sockets)
 
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+    def handle_exit(self, sig: int, _frame: FrameType | None) -> None:
         if self.is_draining or self.loop is None:
             self.force_exit = self.is_draining
             self.should_exit = True

@@ -47,10 +47,6 @@ def integral(value: Any) -> Any:
     return value
 
 
-# an integer field: strict (no "4", no true), but 4.0 is 4
-Int = Annotated[int, BeforeValidator(integral)]
-
-
 class _NonEmpty:
     """``NonEmpty[list[X]]``: a list with at least one element."""
 
@@ -68,8 +64,9 @@ def exactly_one_of(*names: str) -> dict[str, Any]:
 
 
 def bounded_int(**bounds: int) -> Any:
-    """`Int` within ``ge`` / ``gt`` / ``le`` / ``lt``. The bounds come before the
-    validator: after it, pydantic could not write them into the JSON schema."""
+    """An integer field within ``ge`` / ``gt`` / ``le`` / ``lt``: strict (no "4", no true),
+    but 4.0 is 4. The bounds come before the validator: after it, pydantic could not
+    write them into the JSON schema."""
     return Annotated[int, Field(**bounds), BeforeValidator(integral)]
 
 

@@ -1,0 +1,48 @@
+"""Names vulture would call unused that are used: public API, called by a framework, or
+specified and tested on their own. Never run; vulture reads each line as a use of the
+name. One line per name, with the reason. tests/test_dead_code.py checks the rest.
+"""
+# ruff: noqa
+# fmt: off
+
+# kernels: each kernel's plain-torch specification, what tests/kernels compares it with
+decode_attention_ref
+extend_attention_ref
+store_kv_ref
+apply_token_bitmask_ref
+
+# lang: public DSL names, several of them SGLang's own (programs written for SGLang use them)
+Runtime  # furca.Runtime, exported by name through furca.lang's lazy __getattr__
+_.get_model_name  # SGLang's RuntimeEndpoint.get_model_name
+_.run_batch  # SGLang's program.run_batch
+_.ret_value  # SGLang's ProgramState.ret_value: what the program function returned
+_.stream_executor  # SGLang's name for a state's executor
+position_ids_offset  # SGLang's fork/copy keyword, accepted and ignored
+_.text_iter  # SGLang's streaming API
+_.text_async_iter  # SGLang's streaming API
+_.var_scope  # SGLang's s.var_scope(name)
+_.of_kind  # Graph API (docs/lang.md, Tracing)
+_.kinds  # Graph API
+_.to_dot  # Graph API: a program's graph as Graphviz text
+
+# radix
+_.pretty_print  # RadixCache's tree as text, for debugging (tests/radix)
+
+# runtime/attention
+typingctx  # numba's @intrinsic passes the typing context first
+
+# server: what uvicorn and starlette read or call
+_.should_exit  # uvicorn.Server polls it
+_.force_exit  # uvicorn.Server reads it
+_.handle_exit  # uvicorn.Server's signal handler, overridden
+_._drain_task  # keeps the drain task referenced (asyncio holds tasks weakly)
+media_type  # starlette.Response reads it
+_.background  # starlette.Response reads it
+
+# server: request fields declared so the schema documents them (accepted and ignored, or refused)
+description  # OpenAI's function and json_schema descriptions
+sampling_seed  # SGLang's native sampling keys
+json_object
+beam_width
+watermark
+custom_params
