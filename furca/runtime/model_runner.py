@@ -82,5 +82,6 @@ class ModelRunner:
 
     @torch.inference_mode()
     def forward(self, step) -> torch.Tensor:
-        """fp32 logits [num_logit_rows (>= 1), vocab] for `step` (a `StepInputs`)."""
+        """fp32 logits [rows asked for in ``step.batch.logits_indices`` (>= 1), vocab] for
+        `step` (a `StepInputs`)."""
         return self.model(step.input_ids, step.positions, step.batch)
