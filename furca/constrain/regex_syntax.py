@@ -36,7 +36,7 @@ Where the dialects differ (regex_chars.py reads the escapes and bracket classes)
 |:--|:--|:--|
 | ``\\s``                                   | [\\t-\\r ]                        | also the Unicode spaces (U+00A0, U+2000-200A, U+FEFF, ...) |
 | ``.``                                    | not \\n (any with ``(?s)``)      | not \\n \\r U+2028 U+2029                      |
-| ``(?i) (?s)``, ``(?i:...)``, ``(?#...)``, ``(?P<name>...)`` | yes             | CompileError                                |
+| ``(?i) (?s)``, ``(?i:...)`` (``(?m) (?x) (?L)``: CompileError), ``(?#...)``, ``(?P<name>...)`` | yes             | CompileError                                |
 | ``\\A``, ``\\Z``, ``\\z``                    | anchors, like ``^`` / ``$``      | the letters A, Z, z                         |
 | ``[]``, ``[^]``                          | ``]`` first is a literal        | the empty class, any character              |
 | ``{,n}``                                 | 0 to n                          | the literal text                            |
@@ -66,6 +66,7 @@ _BRACE = re.compile(r"\{([0-9]*)(?:(,)([0-9]*))?\}")
 _QUANT = ("*", "+", "?")
 _GLOBAL_FLAGS = re.compile(r"\(\?([aiLmsux]+)\)")
 _SCOPED_FLAGS = re.compile(r"([aiLmsux-]*)(.?)")
+_UNSUPPORTED_FLAGS = "Lmx"
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,16 @@ class _Parser:
             self.err("unbalanced parenthesis ')'")
         return self._branches(root)
 
+    def _check_flags(self, flags, start):
+        """i and s are applied; a and u name furca's meaning of \\d \\w already. L, m and x
+        would change what the pattern means, so they are refused rather than ignored."""
+        bad = sorted(set(flags) & set(_UNSUPPORTED_FLAGS))
+        if bad:
+            self.err(f"flag {bad[0]!r} is not supported (supported: a, i, s, u)", start)
+
     def _global_flags(self):
         while m := _GLOBAL_FLAGS.match(self.s, self.i):
+            self._check_flags(m.group(1), self.i)
             self.icase |= "i" in m.group(1)
             self.dotall |= "s" in m.group(1)
             self.i = m.end()
@@ -267,6 +276,7 @@ class _Parser:
             if end == ")":
                 self.err("global flags not at the start of the expression", start)
             self.err("unknown extension", start)
+        self._check_flags(flags, start)
         self.i = m.end()
         on, _, off = flags.partition("-")
         self.icase = ("i" in on or self.icase) and "i" not in off

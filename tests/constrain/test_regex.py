@@ -125,6 +125,9 @@ def test_multibyte_tokens_and_padding(byte_compiler):
     (r"a*+", "possessive"),
     (r"(?>a)", "atomic"),
     (r"\q", "bad escape"),
+    (r"(?x)a b", "flag 'x' is not supported"),
+    (r"a(?m:^b)", "flag 'm' is not supported"),
+    (r"(?L)a", "flag 'L' is not supported"),
 ])
 def test_regex_errors(byte_compiler, pattern, what):
     with pytest.raises(CompileError, match=re.escape(what)) as e:
