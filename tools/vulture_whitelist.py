@@ -11,6 +11,17 @@ extend_attention_ref
 store_kv_ref
 apply_token_bitmask_ref
 
+# constrain: the public API of Matcher, CompiledGrammar, GrammarCompiler and TokenizerInfo
+# (xgrammar's names; furca/constrain/DESIGN.md, tests/constrain)
+_.clear_cache  # GrammarCompiler.clear_cache: drops the compiled-grammar cache
+_.memory_size_bytes  # CompiledGrammar.memory_size_bytes
+_.is_error  # Matcher.is_error: the sticky error state
+_.can_terminate  # Matcher.can_terminate: whether EOS would be accepted now
+_.num_accepted  # Matcher.num_accepted
+_.get_allowed_tokens  # Matcher.get_allowed_tokens: the mask as token ids
+_.accept_string  # Matcher.accept_string: advance by text rather than token ids
+_.from_tokenizer_json  # TokenizerInfo.from_tokenizer_json: build from a tokenizer.json file
+
 # lang: public DSL names, several of them SGLang's own (programs written for SGLang use them)
 Runtime  # furca.Runtime, exported by name through furca.lang's lazy __getattr__
 _.get_model_name  # SGLang's RuntimeEndpoint.get_model_name

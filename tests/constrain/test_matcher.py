@@ -179,3 +179,15 @@ def test_misc_compile_errors(byte_compiler):
         byte_compiler.compile_grammar("x", syntax="peg")
     with pytest.raises(CompileError, match="matches no string"):
         byte_compiler.compile_regex("[^\\x00-\\U0010FFFF]")
+
+
+def test_memory_size_grows_with_the_states_a_walk_builds(byte_compiler):
+    g = GrammarCompiler(byte_compiler.info).compile_regex("[a-z]{1,40}@[0-9]{1,8}")
+    before = g.memory_size_bytes()
+    assert before > 0  # the start state's row and mask exist after compiling
+    m = g.matcher()
+    for ch in "abcdefghij@123":
+        bitmask = allocate_token_bitmask(1, byte_compiler.info.vocab_size)
+        m.fill_bitmask(bitmask, 0)
+        assert m.accept_token(ord(ch))
+    assert g.num_states > 1 and g.memory_size_bytes() > before
