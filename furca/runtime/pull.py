@@ -121,13 +121,6 @@ def resolve_model_path(name_or_path: str | Path | None) -> Path:
     return path
 
 
-def pull(name_or_path: str | Path | None = None, progress: bool = True) -> Path:
-    """``furca pull``: make a model available locally and return its path."""
-    if name_or_path is None or str(name_or_path) in DEFAULT_MODEL_ALIASES:
-        return pull_default_model(progress=progress)
-    return resolve_model_path(name_or_path)
-
-
 def _say(progress: bool, message: str) -> None:
     if progress:
         print(f"furca: {message}", file=sys.stderr, flush=True)

@@ -24,7 +24,6 @@ def test_furca_home(monkeypatch, tmp_path):
 
 def test_resolve_model_path(tmp_path):
     assert pull.resolve_model_path(tmp_path) == tmp_path
-    assert pull.pull(str(tmp_path)) == tmp_path
     with pytest.raises(ModelLoadError, match="nowhere"):
         pull.resolve_model_path(tmp_path / "nowhere")
 
