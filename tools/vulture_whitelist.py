@@ -39,6 +39,18 @@ _.to_dot  # Graph API: a program's graph as Graphviz text
 # radix
 _.pretty_print  # RadixCache's tree as text, for debugging (tests/radix)
 
+# runtime
+_._finalizer  # Engine's weakref.finalize handle: stops the scheduler thread of an engine nobody references
+_stop_live_loops  # registered with @atexit.register: stops engines nobody shut down
+_.set_fault_injector  # Engine API for tests (docs/runtime.md, "Fault injection")
+_.raised  # FaultInjector.raised: faults raised so far, read by tests/runtime/test_fault_isolation.py
+_.model_max_length  # set on the transformers tokenizer built from a GGUF; transformers reads it
+_.pre_tokenizer  # set on the tokenizers.Tokenizer built from a GGUF; tokenizers reads it
+_.post_processor  # likewise
+num_finished  # StepStats field: step observers' API (docs/runtime.md, "Step observers")
+_.special_token_ids  # Tokenizer API (bench/vs_transformers.py draws prompts without them)
+_.add_bos_token  # Tokenizer API, tested in tests/runtime/test_loader.py
+
 # runtime/attention
 typingctx  # numba's @intrinsic passes the typing context first
 
