@@ -36,6 +36,9 @@ _.of_kind  # Graph API (docs/lang.md, Tracing)
 _.kinds  # Graph API
 _.to_dot  # Graph API: a program's graph as Graphviz text
 
+# runtime/grammar_backend
+_.is_ready  # GrammarBackend.is_ready: whether the tokenizer tables are built (tests/runtime)
+
 # radix
 _.pretty_print  # RadixCache's tree as text, for debugging (tests/radix)
 

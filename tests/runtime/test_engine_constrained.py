@@ -23,6 +23,7 @@ import re
 import threading
 
 import jsonschema
+import lark
 import pytest
 import torch
 
@@ -135,7 +136,6 @@ def test_ebnf_and_lark_outputs_parse(cengine, grammar, check):
     for p, out in zip(params, outs):
         assert check_valid(cengine, p, out, lambda t: check(t) or pytest.fail(repr(t)))
     if grammar == LARK:
-        lark = pytest.importorskip("lark")
         parser = lark.Lark(grammar)
         for out in outs:
             parser.parse(out.text)
