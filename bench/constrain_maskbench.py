@@ -67,6 +67,9 @@ def main():
     ap.add_argument("--cpu-time", action="store_true",
                     help="time with this thread's CPU time (time.thread_time_ns) instead of wall time: "
                          "steadier on a loaded machine")
+    ap.add_argument("--profile", default=None,
+                    help="cProfile the instance walks (masks and accepts, not the compile) into this .pstats "
+                         "file and print the 30 functions with the most own time")
     a = ap.parse_args()
     sys.path.insert(0, HARNESS)
     sys.path.insert(0, ROOT)
@@ -104,6 +107,11 @@ def main():
     signal.signal(signal.SIGALRM, alarm)
     dump = open(a.dump, "w") if a.dump else None
     mem = []  # CompiledGrammar.memory_size_bytes() after all of a schema's instances
+    prof = None
+    if a.profile:
+        import cProfile
+
+        prof = cProfile.Profile()
     for name in names:
         n_steps, n_ttfm = len(steps), len(ttfm)
         g = None
@@ -126,7 +134,11 @@ def main():
                 for test in d["tests"]:
                     text = schemas.instance_text(test["data"], d["schema"])
                     ids = tok.encode(text, add_special_tokens=False).ids
+                    if prof is not None:
+                        prof.enable()
                     w = walk(eng, g, ids, eos, bm, clock) if a.cpu_time else engines.walk(eng, g, ids, eos, bm)
+                    if prof is not None:
+                        prof.disable()
                     if test["valid"]:
                         steps += [m + c for m, c in zip(w.mask_ns, w.commit_ns)]
                         slow[-1][1] = max([slow[-1][1]] + [m + c for m, c in zip(w.mask_ns, w.commit_ns)])
@@ -142,6 +154,8 @@ def main():
             status = "timeout"
         finally:
             signal.alarm(0)
+            if prof is not None:
+                prof.disable()
         counts[status] = counts.get(status, 0) + 1
         if g is not None and status != "compile_error":
             try:
@@ -155,6 +169,11 @@ def main():
         if a.verbose or status != "pass":
             print(f"{status:16s} {name} {why}")
     print(json.dumps(counts))
+    if prof is not None:
+        import pstats
+
+        prof.dump_stats(a.profile)
+        pstats.Stats(prof).sort_stats("tottime").print_stats(30)
     print("slowest TTFM:", ", ".join(f"{n} {t / 1e6:.0f} ms" for t, _, n in sorted(slow, reverse=True)[:5]))
     print("most steps over 2 ms:", ", ".join(f"{n} {k}" for n, k in sorted(heavy.items(), key=lambda x: -x[1])[:8]))
     print("slowest step:", ", ".join(f"{n} {m / 1e6:.1f} ms" for _, m, n in sorted(slow, key=lambda x: -x[1])[:5]))

@@ -44,13 +44,16 @@ MAX_STEPS_CACHED = 1 << 16  # ... this many (then the cache starts over)
 def _node_template(edges):
     """((start, stop, target nodes), ...) over the byte classes of one node's edges (a
     tuple: cached for every node a walk reaches, and tuples of ints leave the GC's tracking)."""
-    cuts = sorted({0, 256} | {lo for lo, _h, _t in edges} | {hi + 1 for _l, hi, _t in edges})
-    out = []
-    for a, b in zip(cuts, cuts[1:]):
-        targets = tuple(sorted({t for lo, hi, t in edges if lo <= a and b - 1 <= hi}))
-        if targets:
-            out.append((a, b, targets))
-    return tuple(out)
+    if len(edges) == 1:
+        lo, hi, t = edges[0]
+        return ((lo, hi + 1, (t,)),)
+    cuts = sorted({lo for lo, _h, _t in edges} | {hi + 1 for _l, hi, _t in edges})
+    pos = {c: i for i, c in enumerate(cuts)}
+    classes = [set() for _ in range(len(cuts) - 1)]  # per interval [cuts[i], cuts[i + 1])
+    for lo, hi, t in edges:  # each edge covers a run of intervals: O(edges + covered), not O(intervals x edges)
+        for j in range(pos[lo], pos[hi + 1]):
+            classes[j].add(t)
+    return tuple((cuts[j], cuts[j + 1], tuple(sorted(c))) for j, c in enumerate(classes) if c)
 
 
 class LazyAutomaton:
@@ -157,12 +160,22 @@ class LazyAutomaton:
         check_deadline()
         nfa = self.nfa
         edges, eps, call, is_end, is_tail, counter = nfa.edges, nfa.eps, nfa.call, nfa.is_end, nfa.is_tail, nfa.counter
+        if not eps[node] and node not in call and node not in counter and node not in is_end:
+            res = self._rel_cache[node] = (((node, ()),) if edges[node] else (), False)  # a plain node
+            return res
         out, returns = [], False
         start = (node, ())
         seen = {start}
         todo = [start]
+        cache = self._rel_cache
         while todo:
             n, rel = todo.pop()
+            if not rel and n != node:
+                sub = cache.get(n)
+                if sub is not None:  # (n, ()) explores exactly what n's own closure did
+                    out.extend(sub[0])
+                    returns |= sub[1]
+                    continue
             if edges[n]:
                 out.append((n, rel))
             nxt = [(t, rel) for t in eps[n]]
@@ -193,8 +206,8 @@ class LazyAutomaton:
                 if x not in seen:
                     seen.add(x)
                     todo.append(x)
-        res = (tuple(out), returns)
-        self._rel_cache[node] = res
+        res = (tuple(dict.fromkeys(out)), returns)
+        cache[node] = res
         return res
 
     def template(self, node):

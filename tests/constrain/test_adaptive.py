@@ -137,3 +137,29 @@ def test_step_without_rows_matches_expanded_rows():
                 break
             s = int(a.trans[s, rng.choice(live.tolist())])
     assert checked > 50
+
+
+@pytest.mark.parametrize("order", ["ascending", "descending", "shuffled"])
+def test_closures_and_byte_classes_match_references_in_any_cache_order(order):
+    # _closure_rel reuses the cached closures of the nodes it reaches, so what it returns
+    # must not depend on which nodes were cached first; template(n) must give every byte
+    # exactly the targets of the edges that cover it
+    info = byte_info(EXTRA)
+    g = GrammarCompiler(info).compile_grammar(GRAMMAR + 'extra ::= ("a" | [a-c] | [b-z] "q" | "")* str? "!"\nroot2 ::= extra root\n')
+    a = type(g.automaton)(g.automaton.nfa, info)
+    nodes = list(range(len(a.nfa.edges)))
+    if order == "descending":
+        nodes.reverse()
+    elif order == "shuffled":
+        random.Random(3).shuffle(nodes)
+    for n in nodes:
+        for st in (0, a.cut):
+            configs, accept = a.closure(n, st)
+            c2, a2 = direct_closure(a, n, st)
+            assert set(configs) == set(c2) and len(configs) == len(set(configs)) and accept == a2, (n, st)
+        per_byte = [tuple(sorted({t for lo, hi, t in a.nfa.edges[n] if lo <= b <= hi})) for b in range(256)]
+        got = [()] * 256
+        for lo, stop, targets in a.template(n):
+            assert targets and all(got[b] == () for b in range(lo, stop))
+            got[lo:stop] = [targets] * (stop - lo)
+        assert got == per_byte, n
