@@ -26,15 +26,20 @@ Contract
   draft-7 array `items` + additionalItems, minItems, maxItems, minLength, maxLength,
   pattern (ECMA regex, unanchored unless ^/$), format (date, time, date-time,
   duration, email, uuid, uri, uri-reference, ipv4, ipv6, hostname; formats JSON
-  Schema does not define are ignored), minimum, maximum, exclusiveMinimum,
+  Schema does not define are ignored; with a pattern only when the pattern is a
+  start-anchored finite prefix such as "^https?://", prefix.py), minimum, maximum, exclusiveMinimum,
   exclusiveMaximum (numeric and draft-4 boolean forms), multipleOf (powers of ten
   <= 1: 0.01, 1, ...), anyOf, oneOf (branches made exclusive, see exclusive.py),
   allOf (merged), $ref ($defs, definitions, any JSON pointer, $anchor, $id inside
   the document; recursion), nullable (OpenAPI), boolean schemas, dependencies /
   dependentRequired / dependentSchemas, if/then/else and not where the negated
   schema is built from type, required, string const/enum, properties, allOf,
-  anyOf (logic.py), uniqueItems when maxItems <= 1, minProperties and
-  maxProperties when every declared property is required (or minProperties 1).
+  anyOf (logic.py), allOf of several `not`s (not of their anyOf), uniqueItems
+  when maxItems <= 1, minProperties and maxProperties when every declared property
+  is required (or minProperties 1), patternProperties whose pattern matches a finite
+  set of names (declared as properties). Any schema bounded by const/enum (itself or
+  an allOf part) takes every keyword, supported or not (not, propertyNames,
+  uniqueItems, contains, ...): its literals are checked with `jsonschema` (finite.py).
   Annotations (title, description, default, examples, $comment, readOnly, ...)
   and unknown keywords are ignored silently.
 - Undeclared members: an object schema without `additionalProperties` admits

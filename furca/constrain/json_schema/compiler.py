@@ -16,7 +16,7 @@ import json
 from furca.errors import CompileError
 
 from ..deadline import check as check_deadline
-from . import containers, logic, scalars
+from . import containers, finite, logic, scalars
 from .exclusive import exclusive_branches
 from .grammar import EMPTY, NOTHING, Cls, Grammar, Lit, Ref, alt, cls, lit, rep, seq
 from .merge import FALSE, ALL_TYPES, merge, normalize_schema, type_set
@@ -196,6 +196,9 @@ class Compiler:
         return schema
 
     def build(self, schema: dict, where: str):
+        values = finite.finite_values(self, schema, ANNOTATIONS)
+        if values is not None:  # bounded by const/enum: exactly the literals the schema validates
+            return scalars.literals(values, where)
         schema = self.rewrite(schema)
         self.check_keywords(schema, where)
         if all(k in ANNOTATIONS or k not in SUPPORTED and k not in UNSUPPORTED for k in schema):

@@ -20,6 +20,7 @@ from .merge import canon, merge
 from .regex import pattern_grammar
 from .scalars import _nonneg_int, literal
 from .keys import key_not_in
+from .prefix import pattern_words
 
 
 def _members_grammar(c, members, extra, where):
@@ -69,6 +70,7 @@ def object_grammar(c, schema, where):
     patterns = schema.get("patternProperties", {})
     if not isinstance(patterns, dict):
         raise CompileError("%s/patternProperties: must be an object" % where)
+    props, patterns = _declare_finite_patterns(c, props, patterns, where)
     if "additionalProperties" in schema:
         additional = schema["additionalProperties"]
         if not isinstance(additional, (bool, dict)):
@@ -129,6 +131,22 @@ def object_grammar(c, schema, where):
     nonempty = seq(lit("{"), ws, body, ws, lit("}")) if body != NOTHING else NOTHING
     empty = seq(lit("{"), ws, lit("}")) if num_req == 0 and min_p == 0 else NOTHING
     return alt(empty, nonempty)
+
+
+def _declare_finite_patterns(c, props, patterns, where):
+    """patternProperties whose pattern matches a finite set of names ("^(a|b)$") ->
+    declared properties (each merged with the name's own schema): the same instances,
+    and the names leave the extra members' keys."""
+    finite = {p: pattern_words(p, "%s/patternProperties" % where) for p in patterns}
+    if not any(finite.values()):
+        return props, patterns
+    props = dict(props)
+    for p, words in finite.items():
+        for w in sorted(words or ()):
+            sub = c.resolve_for_merge(patterns[p], where)
+            props[w] = merge(c.resolve_for_merge(props[w], where), sub, "%s/patternProperties/%s" % (where, p)) \
+                if w in props else sub
+    return props, {p: s for p, s in patterns.items() if not finite[p]}
 
 
 def _counted_object(c, members, extra, lo, hi):

@@ -12,7 +12,13 @@ instance the result accepts satisfies exactly one branch (sound, sometimes narro
 """
 from __future__ import annotations
 
+import re
+
 from .merge import ALL_TYPES, FALSE, json_equal, merge, type_set
+
+# A pattern matching exactly one string: ^ literal $ without regex metacharacters
+# (ECMA-262: `$` without the m flag matches only at the end).
+_LITERAL_PATTERN = re.compile(r"\^([A-Za-z0-9_ ,:;@#%&=<>'\"!~`-]*)\$")
 
 
 def _types(s):
@@ -54,6 +60,10 @@ def _literals(s):
         return [s["const"]]
     if "enum" in s and isinstance(s["enum"], list):
         return s["enum"]
+    if s.get("type") == "string" and isinstance(s.get("pattern"), str):
+        m = _LITERAL_PATTERN.fullmatch(s["pattern"])
+        if m:
+            return [m.group(1)]
     return None
 
 

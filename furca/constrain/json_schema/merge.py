@@ -205,6 +205,7 @@ _MERGERS = {
     "$defs": lambda x, y, w: x, "definitions": lambda x, y, w: x,
     "x-furca-not-strings": lambda x, y, w: list(x) + [v for v in y if v not in x],
     "allOf": lambda x, y, w: list(x) + list(y),
+    "not": lambda x, y, w: {"anyOf": [x, y]},  # not x and not y == not (x or y)
 }
 _ANNOTATION_LIKE = {"title", "description", "default", "examples", "example", "$comment", "$schema", "$id", "id",
                     "readOnly", "writeOnly", "deprecated", "$anchor", "discriminator", "markdownDescription"}

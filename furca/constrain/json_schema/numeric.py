@@ -203,30 +203,31 @@ def _nonneg_number(lo: Decimal, lo_strict: bool, hi: Decimal | None, hi_strict: 
 
 def _dotted(digits):
     """Digit-string IR (may accept "") -> "" (no fraction) | "." non-empty digits."""
-    parts = [EMPTY] if _nullable(digits) else []
+    parts = [EMPTY] if nullable(digits) else []
     ne = _nonempty(digits)
     if ne != NOTHING:
         parts.append(seq(lit("."), ne))
     return alt(*parts) if parts else NOTHING
 
 
-def _nullable(node) -> bool:
+def nullable(node) -> bool:
+    """Does the decoded-character IR `node` (no Ref) accept the empty string?"""
     if isinstance(node, Lit):
         return node.text == ""
     if isinstance(node, Cls):
         return False
     if isinstance(node, Seq):
-        return all(_nullable(i) for i in node.items)
+        return all(nullable(i) for i in node.items)
     if isinstance(node, Alt):
-        return any(_nullable(i) for i in node.items)
+        return any(nullable(i) for i in node.items)
     if isinstance(node, Rep):
-        return node.min == 0 or _nullable(node.item)
+        return node.min == 0 or nullable(node.item)
     raise TypeError(node)
 
 
 def _nonempty(node):
     """The non-empty strings of a digit IR (items of repetitions are never nullable here)."""
-    if not _nullable(node):
+    if not nullable(node):
         return node
     if isinstance(node, Lit):
         return NOTHING

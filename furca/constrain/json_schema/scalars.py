@@ -14,6 +14,7 @@ from .grammar import NOTHING, alt, chars, cls, complement, lit, normalize, rep, 
 from .numeric import NUMBER_UNBOUNDED, int_range, number_range
 from .encoding import HEX
 from .lengths import bounded_chars
+from .prefix import prefixed
 from .regex import pattern_grammar
 
 # One character of JSON string content: unescaped (not ", \ or a control) or an escape.
@@ -49,7 +50,12 @@ def string_grammar(c, schema, where):
     if pattern is not None and not isinstance(pattern, str):
         raise CompileError("%s/pattern: must be a string" % where)
     if content is not None and pattern is not None:
-        raise CompileError("%s: format %r together with pattern cannot be enforced" % (where, fmt))
+        both = c.cached(("format-prefix", fmt, pattern), lambda: prefixed(content, pattern, where + "/pattern"))
+        if both is None:
+            raise CompileError("%s: format %r together with pattern cannot be enforced" % (where, fmt))
+        content, pattern = both, None
+        if content == NOTHING:
+            return NOTHING
     excluded = schema.get(NOT_STRINGS)
     if excluded is not None:
         if pattern is not None or content is not None or min_len or max_len is not None:
@@ -143,17 +149,21 @@ def enum_values(c, schema, where):
             raise CompileError("%s/enum: must be an array" % where)
     check = _validator(c, schema, where)
     excluded = schema.get(NOT_STRINGS, [])
+    return literals([v for v in values if check(v) and not (isinstance(v, str) and v in excluded)], where)
+
+
+def literals(values, where):
+    """The JSON texts of `values` (integral numbers also as 1 and 1.0); NOTHING for []."""
     keep = []
     for v in values:
-        if check(v) and not (isinstance(v, str) and v in excluded):
-            try:
-                keep.append(lit(literal(v)))
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer() \
-                        and abs(v) < 2 ** 53:
-                    keep.append(lit(str(int(v))))  # 1 and 1.0 are the same JSON number
-                    keep.append(lit(str(int(v)) + ".0"))
-            except ValueError:
-                raise CompileError("%s: enum value %r is not JSON" % (where, v))
+        try:
+            keep.append(lit(literal(v)))
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer() \
+                    and abs(v) < 2 ** 53:
+                keep.append(lit(str(int(v))))  # 1 and 1.0 are the same JSON number
+                keep.append(lit(str(int(v)) + ".0"))
+        except ValueError:
+            raise CompileError("%s: enum value %r is not JSON" % (where, v))
     return alt(*keep) if keep else NOTHING
 
 

@@ -1,0 +1,114 @@
+"""Finite schemas: a schema whose instances are bounded by a `const` / `enum` list.
+
+When a schema carries `const` or `enum` (at its top level, or in one of its `allOf`
+parts, following top-level `$ref`s), its instances are a subset of those literals,
+whatever its other keywords say. `finite_values` then returns exactly the literals
+the whole schema validates, checked with the `jsonschema` validator of the schema's
+draft (refs resolved against the document root, formats asserted). This enforces
+keywords the grammar translator cannot build (`not` of any schema, `propertyNames`,
+`uniqueItems`, `contains`, `dependencies`, if/then/else, ...) exactly, since each
+candidate is a concrete JSON value.
+
+`finite_values` returns None (the caller compiles the schema the ordinary way) when
+the schema is not bounded that way, when it carries nothing beyond what the
+ordinary enum path checks, or when the validator cannot evaluate it (furca's internal `x-furca-not-strings` below
+the top, a remote
+`$ref`, an unknown draft): it never guesses.
+"""
+from __future__ import annotations
+
+import json
+
+from .logic import NOT_STRINGS
+
+# Keys the ordinary enum path (scalars.enum_values) handles by itself.
+_PLAIN = {"enum", "const", "type", "nullable"}
+_MAX_REF_HOPS = 32
+
+
+def candidates(c, schema: dict):
+    """The literal list bounding `schema` (its const/enum, else an allOf part's), or None."""
+    own = _literals(schema)
+    if own is not None:
+        return own
+    parts = schema.get("allOf")
+    if not isinstance(parts, list):
+        return None
+    for part in parts:
+        for _ in range(_MAX_REF_HOPS):
+            if not (isinstance(part, dict) and isinstance(part.get("$ref"), str) and c.refs is not None):
+                break
+            try:
+                part = c.refs.resolve(part["$ref"], "#")[1]
+            except Exception:  # noqa: BLE001 - an unresolvable ref: the ordinary path reports it
+                return None
+        if isinstance(part, dict):
+            lits = _literals(part)
+            if lits is not None:
+                return lits
+    return None
+
+
+def finite_values(c, schema: dict, annotations):
+    """The literals of `schema`'s const/enum bound that the whole schema validates
+    (possibly []), or None: see the module docstring."""
+    if all(k in _PLAIN or k in annotations for k in schema):
+        return None
+    values = candidates(c, schema)
+    if values is None:
+        return None
+    # the rewrites' internal keyword (logic.py) means nothing to jsonschema: applied here
+    # at the top; anywhere deeper the schema takes the ordinary path
+    excluded = schema.get(NOT_STRINGS, [])
+    schema = {k: v for k, v in schema.items() if k != NOT_STRINGS}
+    if NOT_STRINGS in json.dumps(schema):
+        return None
+    validator = _validator(c, schema)
+    if validator is None:
+        return None
+    keep = []
+    for v in values:
+        if isinstance(v, str) and v in excluded:
+            continue
+        try:
+            ok = validator.is_valid(v)
+        except Exception:  # noqa: BLE001 - the validator cannot evaluate it: do not guess
+            return None
+        if ok and not any(_same_json(v, k) for k in keep):
+            keep.append(v)
+    return keep
+
+
+def _literals(schema):
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema:
+        return [schema["const"]]
+    if isinstance(schema.get("enum"), list):
+        return list(schema["enum"])
+    return None
+
+
+def _same_json(a, b) -> bool:
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True) and type(a) is type(b)
+
+
+def _validator(c, schema: dict):
+    """A jsonschema validator for `schema` under the root document's draft, or None."""
+    try:
+        import jsonschema
+        import referencing
+        import referencing.jsonschema
+
+        root = c.root if isinstance(c.root, dict) else {}
+        if c.refs is not None and any(ptr != "#" for ptr in c.refs.by_uri.values()):
+            return None  # nested $id: refs there resolve against another base
+        cls_ = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
+        spec = referencing.jsonschema.specification_with(
+            cls_.META_SCHEMA.get("$schema", ""), default=referencing.jsonschema.DRAFT202012)
+        doc = {k: v for k, v in root.items() if k not in ("$id", "id")}  # refs resolve inside this document
+        reg = referencing.Registry().with_resource("urn:furca-root", referencing.Resource(doc, spec))
+        return cls_(schema, registry=reg, format_checker=cls_.FORMAT_CHECKER,
+                    _resolver=reg.resolver(base_uri="urn:furca-root"))
+    except Exception:  # noqa: BLE001 - no validator for this document: the ordinary path decides
+        return None
