@@ -69,6 +69,10 @@ class EngineConfig:
     # compressed FSM), re-tokenized at the boundary
     enable_jump_forward: bool = _opt(True, "append a grammar's forced text without sampling (off: every token "
                                            "of a constrained output is sampled)", flag="--disable-jump-forward")
+    overlap_masks: bool = _opt(True, "fill grammar token masks on worker threads while the forward pass runs (off: "
+                                     "after it, on the scheduler thread)", flag="--disable-overlap-masks")
+    mask_wait_ms: float = _opt(2.0, "with overlap_masks, how long a step waits after its forward pass for a "
+                                    "grammar mask; a request whose mask is later samples one step later")
     # sampling / misc
     random_seed: int | None = _opt(None, "seed torch's global generator (what requests without a seed draw "
                                          "from) at start")
@@ -124,6 +128,11 @@ class EngineConfig:
             raise ConfigError(f"new_token_ratio_decay must be >= 0, got {self.new_token_ratio_decay!r}")
         if not isinstance(self.enable_jump_forward, bool):
             raise ConfigError(f"enable_jump_forward must be true or false, got {self.enable_jump_forward!r}")
+        if not isinstance(self.overlap_masks, bool):
+            raise ConfigError(f"overlap_masks must be true or false, got {self.overlap_masks!r}")
+        w = self.mask_wait_ms
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
+            raise ConfigError(f"mask_wait_ms must be a number of milliseconds >= 0, got {w!r}")
         if self.random_seed is not None and not isinstance(self.random_seed, int):
             raise ConfigError(f"random_seed must be an int, got {self.random_seed!r}")
         if not isinstance(self.decode_log_interval, int) or self.decode_log_interval < 0:

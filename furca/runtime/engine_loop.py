@@ -196,6 +196,7 @@ class SchedulerLoop:
             self._close()
 
     def _close(self) -> None:
+        self.scheduler.post.masks.close()
         with self.cond:
             self.closed = True
             inbox, self.inbox = self.inbox, []

@@ -1,6 +1,12 @@
 """After the forward pass: prompt logprobs, the grammar bitmask, sampling, stop checks,
 streaming, and the final `Output` of each request.
 
+The grammar masks are filled by a `MaskFiller` (mask_overlap.py), which the scheduler
+starts beside the forward pass; `process` joins them. A request whose mask is late (not
+ready within the filler's bound) does not sample: it is listed in ``late`` and the
+scheduler runs its last position again next step. ``times`` holds the step's
+`MaskTimes` (None when no constrained request sampled).
+
 `process` never frees anything: it marks requests finished and the scheduler releases
 their KV *before* calling `emit_final`, so a caller that got its result sees the
 memory already given back.
@@ -14,11 +20,16 @@ fails. Fatal exceptions (`is_fatal`) propagate.
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
 import torch
 
 from furca.runtime.batch_builder import ScheduledReq, StepInputs
 from furca.runtime.isolation import is_fatal
 from furca.runtime.logprobs import compute_logprobs
+from furca.runtime.mask_apply import apply_bitmask_cpu_
+from furca.runtime.mask_overlap import MaskFiller, MaskTimes
 from furca.runtime.delivery import Delivery
 from furca.runtime.output import finish_abort, finish_length, finish_stop
 from furca.runtime.request import Req
@@ -31,12 +42,13 @@ _LOGPROB_ROWS = 512  # prompt-logprob rows per log-softmax call
 def mask_logits_(logits: torch.Tensor, bitmask: torch.Tensor, indices: list[int]) -> None:
     """In place: rows ``indices`` of ``logits`` get ``-inf`` where their bit in ``bitmask``
     (int32 ``[B, ceil(V / 32)]``, bit set = allowed) is 0. The Triton kernel on CUDA,
-    furca.constrain's torch version elsewhere (the kernel's reference)."""
+    the numba kernel of mask_apply.py on a CPU (float32 rows), furca.constrain's torch
+    version elsewhere (both kernels' reference)."""
     if logits.is_cuda:
         from furca.kernels.token_bitmask import apply_token_bitmask_ as kernel
 
         kernel(logits, bitmask.to(logits.device, non_blocking=True), torch.tensor(indices, device=logits.device))
-    else:
+    elif not apply_bitmask_cpu_(logits, bitmask, indices):
         from furca.constrain import apply_token_bitmask_ as reference
 
         reference(logits, bitmask, indices)
@@ -49,6 +61,10 @@ class Postprocessor(Delivery):
         self.device = device
         self.jump_forward = None  # a JumpForward (jump_forward.py) when enabled; set by the scheduler
         self.faults = None  # a FaultInjector (faults.py) in tests; set by the scheduler
+        self.masks = MaskFiller(0, overlap=False)  # the scheduler installs one of the model's width
+        self.late: list[Req] = []  # this step's requests whose mask was late (they sample next step)
+        self.times: MaskTimes | None = None  # this step's constrained-decoding costs
+        self._accept_s = 0.0
         self._stage = ""  # what the current request's guarded work is doing (for its error)
 
     # -- per step ------------------------------------------------------------------------
@@ -59,6 +75,7 @@ class Postprocessor(Delivery):
         finished: list[Req] = []
         failed: list[Failure] = []
         sampling: list[ScheduledReq] = []
+        self.late, self.times, self._accept_s = [], None, 0.0
         for item in step.items:
             req = item.req
             try:
@@ -131,20 +148,27 @@ class Postprocessor(Delivery):
 
     def _sample(self, items: list[ScheduledReq], logits: torch.Tensor, failed: list[Failure]) -> list[Req]:
         reqs = [it.req for it in items]
-        bitmask = self._fill_masks(reqs, logits.shape[-1], failed)
-        if bitmask is not None and len(reqs) < len(items):  # a matcher failed: drop its row
+        bitmask, fill_s, wait_s = self._fill_masks(reqs, failed)
+        if bitmask is not None and len(reqs) < len(items):  # a matcher failed or is late: drop its row
             keep = {id(r) for r in reqs}
             bitmask = bitmask[[i for i, it in enumerate(items) if id(it.req) in keep]]
             items = [it for it in items if id(it.req) in keep]
+        if bitmask is not None:
+            self.times = MaskTimes(len(self.late) + sum(r.grammar is not None for r in reqs), len(self.late),
+                                   fill_s, wait_s, 0.0, 0.0)
         if not items:
             return []
         rows = torch.tensor([it.logit_offset + len(it.logit_positions) - 1 for it in items], device=logits.device)
         masked = [i for i, r in enumerate(reqs) if r.grammar is not None]
+        apply_s = 0.0
 
         def rows_to_sample() -> torch.Tensor:  # (B, V) fp32, owned; `sample` may write into it
+            nonlocal apply_s
             x = logits.index_select(0, rows).float()
             if masked:
+                began = time.perf_counter()
                 mask_logits_(x, bitmask, masked)
+                apply_s += time.perf_counter() - began
             return x
 
         try:
@@ -166,28 +190,24 @@ class Postprocessor(Delivery):
                     finished.append(req)
             except Exception as e:  # noqa: BLE001
                 failed.append(self._failure(req, self._stage, e))
+        if self.times is not None:
+            self.times = dataclasses.replace(self.times, apply_s=apply_s, accept_s=self._accept_s)
         return finished
 
-    def _fill_masks(self, reqs: list[Req], vocab: int, failed: list[Failure]) -> torch.Tensor | None:
-        """The constrained rows' token masks (None when no row has a grammar); a request
-        whose matcher raises is removed from ``reqs`` (in place) and failed."""
-        if all(r.grammar is None for r in reqs):
-            return None
-        bitmask = torch.full((len(reqs), (vocab + 31) // 32), -1, dtype=torch.int32)
-        bad = []
-        for i, req in enumerate(reqs):
-            if req.grammar is None:
-                continue
-            try:
-                if self.faults is not None:
-                    self.faults.check("grammar", req)
-                req.grammar.fill_bitmask(bitmask, i)
-            except Exception as e:  # noqa: BLE001
-                failed.append(self._failure(req, "grammar matcher", e))
-                bad.append(req)
-        for req in bad:
-            reqs.remove(req)
-        return bitmask
+    def _fill_masks(self, reqs: list[Req], failed: list[Failure]):
+        """``(bitmask, fill_s, wait_s)``: the constrained rows' token masks (None when no
+        row has a grammar) from the `MaskFiller`. A request whose matcher raises is failed,
+        one whose mask is late goes to ``self.late``; both leave ``reqs`` (in place)."""
+        bitmask, late, errors, fill_s, wait_s = self.masks.collect(reqs)
+        if bitmask is None:
+            return None, 0.0, 0.0
+        for req, e in errors:
+            failed.append(self._failure(req, "grammar matcher", e))
+        self.late = late
+        drop = {id(r) for r in late} | {id(r) for r, _ in errors}
+        if drop:
+            reqs[:] = [r for r in reqs if id(r) not in drop]
+        return bitmask, fill_s, wait_s
 
     def _sample_rows(self, reqs: list[Req], x: torch.Tensor) -> list[tuple]:
         """Sample one token for each of ``reqs`` from its row of ``x``: ``(req, token,
@@ -221,10 +241,12 @@ class Postprocessor(Delivery):
         reason = None
         if req.grammar is not None:
             self._stage = "grammar matcher"
+            began = time.perf_counter()
             if is_dead_end and logprob == float("-inf"):
                 reason = finish_abort("the constraint allows no token here")
             elif not req.grammar.accept_token(token):
                 reason = finish_abort(f"the constraint rejected token {token}")
+            self._accept_s += time.perf_counter() - began
         self._stage = "detokenizer"
         if self.faults is not None:
             self.faults.check("detokenizer", req)
@@ -240,7 +262,9 @@ class Postprocessor(Delivery):
             reason = finish_length(req.params.max_new_tokens)
         if reason is None and req.grammar is not None and self.jump_forward is not None:
             self._stage = "jump-forward"
+            began = time.perf_counter()
             reason = self.jump_forward.apply(req)  # forced text, appended without sampling
+            self._accept_s += time.perf_counter() - began
             if reason is None and len(req.output_ids) >= req.params.max_new_tokens:
                 reason = finish_length(req.params.max_new_tokens)
         self._stage = "detokenizer"

@@ -7,8 +7,11 @@ Runs on the engine's scheduler thread only (nothing here locks). One `step()`:
    then retract the newest requests: their KV goes to the tree, they requeue);
 2. give the prefill budget to a chunked prefill in progress, then admit waiting
    requests in policy order (radix match + lock, admission check, row + prefix slots);
-3. allocate slots for all new tokens, run ONE forward over the mixed batch;
-4. postprocess (`postprocess.py`): prompt logprobs, sampling, stop checks, streaming;
+3. allocate slots for all new tokens, start the grammar masks of the requests that sample
+   (`mask_overlap.py`: on worker threads, beside the forward), run ONE forward over the
+   mixed batch;
+4. postprocess (`postprocess.py`): prompt logprobs, the masks joined, sampling, stop
+   checks, streaming; a request whose mask was late runs its last position again next step;
 5. `CacheManager.cache_req`: what each prefill computed goes into the tree (kept
    locked); finished requests give everything back (prompt + output cached, unlocked).
 
@@ -32,6 +35,7 @@ from furca.runtime.cache_manager import CacheManager
 from furca.runtime.config import EngineConfig
 from furca.runtime.isolation import RequestFailures, is_fatal
 from furca.runtime.jump_forward import JumpForward
+from furca.runtime.mask_overlap import MaskFiller
 from furca.runtime.model_runner import ModelRunner
 from furca.runtime.output import finish_abort
 from furca.runtime.postprocess import Postprocessor
@@ -51,6 +55,8 @@ class Scheduler(RequestFailures):
         self.cache = cache
         self.config = config
         self.post = Postprocessor(tokenizer, eos_ids, runner.device)
+        self.post.masks = MaskFiller(runner.vocab_size, overlap=config.overlap_masks,
+                                     wait_s=config.mask_wait_ms / 1e3)
         if config.enable_jump_forward:
             self.post.jump_forward = JumpForward(tokenizer, runner.vocab_size)
         self.waiting: list[Req] = []
@@ -67,7 +73,7 @@ class Scheduler(RequestFailures):
 
     def set_faults(self, injector) -> None:
         """Install a `FaultInjector` (or None) for the scheduler and postprocessing."""
-        self.faults = self.post.faults = injector
+        self.faults = self.post.faults = self.post.masks.faults = injector
 
     def add_request(self, req: Req) -> None:
         if req.grammar is not None and self.post.jump_forward is not None and not req.output_ids:
@@ -149,7 +155,7 @@ class Scheduler(RequestFailures):
             return expired > 0
         finished = self._run(items)
         self.stats["steps"] += 1
-        generated = sum(1 for it in items if it.samples)
+        generated = sum(1 for it in items if it.samples) - len(self.post.late)
         self.stats["generated_tokens"] += generated
         if all(not it.is_prefill for it in items):
             self.new_token_ratio = max(
@@ -162,7 +168,7 @@ class Scheduler(RequestFailures):
             num_running=len(self.running), num_waiting=len(self.waiting), used_tokens=self.cache.used_tokens(),
             capacity=self.cache.capacity, admitted=tuple(self._admitted), num_generated=generated,
             num_finished=len(finished), num_retracted=self.stats["retractions"] - retractions,
-            new_token_ratio=self.new_token_ratio, duration_s=time.perf_counter() - began)
+            new_token_ratio=self.new_token_ratio, duration_s=time.perf_counter() - began, masks=self.post.times)
         return True
 
     def _run(self, items: list[ScheduledReq]) -> list[Req]:
@@ -189,6 +195,7 @@ class Scheduler(RequestFailures):
                 self.faults.check("forward", [it.req for it in items])
             step = build_step(items, self.cache.table, self.runner.kv_cache, self.runner.attn_backend,
                               self.runner.device)
+            self.post.masks.start([it.req for it in step.items if it.samples])
             return step, self.runner.forward(step)
         except BaseException:
             self.cache.free(slots)
@@ -223,6 +230,8 @@ class Scheduler(RequestFailures):
         finished, failures = self.post.process(step, logits)
         for req, stage, exc in failures:
             self._fail(req, stage, exc)
+        for req in self.post.late:  # its mask was late: its last position runs again next step
+            req.kv.rollback_to = req.kv.kv_len - 1
         failed = {id(req) for req, _, _ in failures}
         items = [it for it in items if id(it.req) not in failed]
         for it in items:

@@ -11,6 +11,10 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from furca.runtime.mask_overlap import MaskTimes
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +38,8 @@ class StepStats:
     num_retracted: int  # requests retracted (their KV given back) during the step
     new_token_ratio: float
     duration_s: float  # wall time of the step: scheduling, forward pass, sampling
+    # constrained decoding's costs (mask_overlap.MaskTimes), None when no constrained request sampled
+    masks: MaskTimes | None = None
 
     @property
     def num_reqs(self) -> int:

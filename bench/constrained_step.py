@@ -1,0 +1,144 @@
+"""Decode-step time with 32 concurrent json_schema requests against the same 32 requests
+unconstrained, in one engine (the default model), alternating, greedy.
+
+The schemas are the first 32 MaskBench schemas (sorted by file name) of ``--data`` that
+compile and whose greedy output runs all ``--steps`` tokens (so no request finishes early
+and every timed step has 32 rows); each prompt asks for a JSON object and shows the
+schema. Every step whose batch
+is 32 decode rows (no prefill, nobody finished yet) is timed with the engine's step
+observer (`StepStats.duration_s`: scheduling, forward, masks, sampling); the process CPU
+time between consecutive observer calls is reported beside it (other processes load the
+machine; CPU time is less skewed by them). For the constrained steps, `StepStats.masks`
+(`MaskTimes`) says where the extra time goes: mask fill (summed over the rows, on the
+worker threads with overlap on), the scheduler thread's wait for masks after the forward,
+applying the masks to the logits, accepting the tokens.
+
+    .venv/bin/python bench/constrained_step.py [--steps 24] [--rounds 3] [--threads N]
+        [--jump-forward] [--disable-overlap-masks] [--mask-wait-ms 2]
+
+Jump-forward is off by default, so that every step of both sides computes one token per
+request (forced tokens would make the constrained steps heavier forwards, not slower
+masks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+from _util import add_threads_arg, save, set_threads
+
+from furca.runtime.engine import Engine
+from furca.runtime.sampling_params import SamplingParams
+
+ROOT = Path(__file__).resolve().parent.parent
+BATCH = 32
+
+
+def prompt_of(name: str, schema: dict) -> str:
+    return f"Write one JSON object that fits this JSON schema ({name}):\n{json.dumps(schema)[:300]}\nJSON:"
+
+
+def pick_schemas(engine: Engine, data: Path, n: int, steps: int) -> list[tuple[str, dict]]:
+    """The first ``n`` schemas of ``data`` (sorted by name) that compile and whose greedy
+    output runs the whole ``steps`` tokens (so every timed step has all ``n`` rows)."""
+    compiled = []
+    for path in sorted(data.glob("*.json")):
+        schema = json.loads(path.read_text())["schema"]
+        try:
+            engine.grammar_backend.compile(SamplingParams(json_schema=json.dumps(schema)),
+                                           deadline=time.monotonic() + 10.0, limit_s=10.0)
+        except Exception:  # noqa: BLE001 - a schema furca does not compile is skipped
+            continue
+        compiled.append((path.stem, schema))
+        if len(compiled) == 2 * n:
+            break
+    outs = engine.generate([prompt_of(*c) for c in compiled],
+                           sampling_params=[{"max_new_tokens": steps, "temperature": 0.0,
+                                             "json_schema": json.dumps(s)} for _, s in compiled])
+    picked = [c for c, o in zip(compiled, outs) if o.meta_info["finish_reason"]["type"] == "length"][:n]
+    if len(picked) < n:
+        raise SystemExit(f"only {len(picked)} schemas of {data} compile and run {steps} tokens; {n} needed")
+    return picked
+
+
+class Recorder:
+    """A step observer: (wall s, process CPU s, MaskTimes) of every all-decode step of
+    ``BATCH`` rows, while ``on``."""
+
+    def __init__(self):
+        self.on, self.rows, self._cpu = False, [], time.process_time()
+
+    def __call__(self, s) -> None:
+        cpu, self._cpu = self._cpu, time.process_time()
+        if self.on and s.num_prefill_reqs == 0 and s.num_decode_reqs == BATCH:
+            self.rows.append((s.duration_s, self._cpu - cpu, getattr(s, "masks", None)))
+
+
+def median_ms(values) -> float:
+    return statistics.median(values) * 1e3 if values else float("nan")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=24, help="max_new_tokens of every request")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--data", default=str(ROOT / "tests" / "data" / "maskbench-sample"))
+    ap.add_argument("--jump-forward", action="store_true")
+    ap.add_argument("--disable-overlap-masks", action="store_true")
+    ap.add_argument("--mask-wait-ms", type=float, default=None)
+    add_threads_arg(ap)
+    args = ap.parse_args()
+    set_threads(args)
+
+    opts = {"enable_jump_forward": args.jump_forward, "decode_log_interval": 0}
+    if args.disable_overlap_masks:
+        opts["overlap_masks"] = False
+    if args.mask_wait_ms is not None:
+        opts["mask_wait_ms"] = args.mask_wait_ms
+    with Engine(**opts) as engine:
+        schemas = pick_schemas(engine, Path(args.data), BATCH, args.steps)  # also the warm-up
+        prompts = [prompt_of(*c) for c in schemas]
+        base = {"max_new_tokens": args.steps, "temperature": 0.0}
+        sides = {"plain": [dict(base, ignore_eos=True)] * BATCH,
+                 "json_schema": [dict(base, json_schema=json.dumps(s)) for _, s in schemas]}
+        rec = Recorder()
+        engine.add_step_observer(rec)
+        per_side: dict[str, list] = {k: [] for k in sides}
+        for _ in range(args.rounds):
+            for name, params in sides.items():
+                engine.flush_cache()
+                rec.rows, rec.on = [], True
+                engine.generate(prompts, sampling_params=params)
+                rec.on = False
+                per_side[name].extend(rec.rows)
+
+    plain, cons = per_side["plain"], per_side["json_schema"]
+    wall = {k: median_ms([r[0] for r in v]) for k, v in per_side.items()}
+    cpu = {k: median_ms([r[1] for r in v]) for k, v in per_side.items()}
+    for k in sides:
+        print(f"{k:11s}: 32-row decode step median {wall[k]:6.1f} ms wall, {cpu[k]:6.1f} ms CPU "
+              f"({len(per_side[k])} steps)")
+    ratio, cpu_ratio = wall["json_schema"] / wall["plain"], cpu["json_schema"] / cpu["plain"]
+    print(f"constrained / plain (median): {ratio:.3f}x wall, {cpu_ratio:.3f}x CPU")
+    masks = [r[2] for r in cons if r[2] is not None]
+    parts = {}
+    if masks:
+        for f in ("fill_s", "wait_s", "apply_s", "accept_s"):
+            parts[f[:-2] + "_ms"] = round(median_ms([getattr(m, f) for m in masks]), 3)
+        parts["late_per_step"] = round(sum(m.num_late for m in masks) / len(masks), 3)
+        print("constrained step, median per step: " + ", ".join(f"{k} {v}" for k, v in parts.items()))
+    record = dict(bench="constrained_step", steps=args.steps, rounds=args.rounds, jump_forward=args.jump_forward,
+                  overlap=not args.disable_overlap_masks, mask_wait_ms=args.mask_wait_ms,
+                  plain_ms=round(wall["plain"], 2), constrained_ms=round(wall["json_schema"], 2),
+                  ratio=round(ratio, 3), cpu_ratio=round(cpu_ratio, 3), plain_steps=len(plain),
+                  constrained_steps=len(cons), pid=os.getpid(), **parts)
+    print(f"appended to {save('constrained_step', record)}")
+
+
+if __name__ == "__main__":
+    main()
