@@ -19,17 +19,18 @@ Contract
   `$schema` naming draft 4/6/7 selects draft-7 rules: siblings of `$ref` ignored),
   and, for the keywords below, accepts all of them written the way the benchmark
   writes them: compact separators (`whitespace="compact"`), object members in the
-  order of `properties`, then extra members, and strings as json.dumps(...,
-  ensure_ascii=False) writes them (plain strings accept every JSON escape).
+  order of `properties`, then extra members, and strings as
+  json.dumps(..., ensure_ascii=False) writes them (plain strings accept every JSON escape).
 - Supported: type (one or a list), enum, const, properties, required,
   additionalProperties (bool or schema), patternProperties, items, prefixItems,
   draft-7 array `items` + additionalItems, minItems, maxItems, minLength, maxLength,
   pattern (ECMA regex, unanchored unless ^/$), format (date, time, date-time,
-  duration, email, uuid, uri, uri-reference, ipv4, ipv6, hostname; formats JSON
-  Schema does not define are ignored; with a pattern only when the pattern is a
-  start-anchored finite prefix such as "^https?://", prefix.py), minimum, maximum, exclusiveMinimum,
-  exclusiveMaximum (numeric and draft-4 boolean forms), multipleOf (powers of ten
-  <= 1: 0.01, 1, ...), anyOf, oneOf (branches made exclusive, see exclusive.py),
+  duration, email, idn-email (ASCII domain), uuid, uri, uri-reference, ipv4,
+  ipv6, hostname; formats JSON Schema does not define are ignored; a format with a
+  pattern only when the pattern is a start-anchored finite prefix such as
+  "^https?://", prefix.py), minimum, maximum, exclusiveMinimum, exclusiveMaximum
+  (numeric and draft-4 boolean forms), multipleOf (powers of ten <= 1: 0.01, 1,
+  ...), anyOf, oneOf (branches made exclusive, see exclusive.py),
   allOf (merged), $ref ($defs, definitions, any JSON pointer, $anchor, $id inside
   the document; recursion), nullable (OpenAPI), boolean schemas, dependencies /
   dependentRequired / dependentSchemas, if/then/else and not where the negated
@@ -60,8 +61,8 @@ Contract
   after, in `required` order), whitespace beyond `max_whitespace` per gap,
   non-canonical escapes inside pattern/format strings, keys of undeclared members
   and strings excluded by `not`, enum objects with whitespace, leap seconds other
-  than 23:59:60 UTC, host names of more than 6 labels or with "--" at positions
-  3-4 (IDNA), values that satisfy several oneOf branches' shared types without a
+  than 23:59:60 UTC, idn-email with a non-ASCII domain or quoted local part, host
+  names of more than 6 labels or with "--" at positions 3-4 (IDNA), values that satisfy several oneOf branches' shared types without a
   proof (dropped), several patternProperties with different schemas (a key takes
   all their schemas); bounds beyond 1e300 are treated as absent.
 - Invalid schemas (metaschema errors, unknown type, minimum > maximum, bad

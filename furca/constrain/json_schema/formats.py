@@ -3,7 +3,8 @@
 Every format here is written only with characters that need no JSON escape, so the
 grammar is the same for the decoded value and its JSON text. Narrowings (documented):
 a leap second (":60") only as 23:59:60 in UTC (Z or +/-00:00); hostname length
-limits are per label (63), not the 253-character total.
+limits are per label (63), not the 253-character total; idn-email's domain is an ASCII
+host name (no U-labels).
 """
 from __future__ import annotations
 
@@ -114,8 +115,12 @@ def _ipv6():
     )
 
 
-def _email():
-    atext = cls(normalize([(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)] + [(ord(c), ord(c)) for c in "!#$%&'*+-/=?^_`{|}~"]))
+def _email(idn: bool = False):
+    """RFC 5321 mailbox; idn: RFC 6531's, whose local part also takes any non-ASCII
+    character (its domain stays an ASCII host name here: a narrowing, no U-labels)."""
+    utf8_non_ascii = [(0x80, 0xD7FF), (0xE000, 0x10FFFF)] if idn else []
+    atext = cls(normalize([(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)] + [(ord(c), ord(c)) for c in "!#$%&'*+-/=?^_`{|}~"]
+                          + utf8_non_ascii))
     qtext = cls(normalize([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)]))
     local = alt(seq(rep(atext, 1, None), rep(seq(lit("."), rep(atext, 1, None)), 0, None)),
                 seq(lit('\\"'), rep(qtext, 1, None), lit('\\"')))  # quoted: \" is how JSON writes "
@@ -171,6 +176,7 @@ _BUILDERS = {
     "date-time": lambda: seq(_date(), cls(chars("Tt")), _time()),
     "duration": _duration,
     "email": _email,
+    "idn-email": lambda: _email(idn=True),
     "uuid": _uuid,
     "uri": _uri,
     "uri-reference": _uri_reference,
@@ -180,7 +186,7 @@ _BUILDERS = {
 }
 
 # Formats defined by JSON Schema that furca does not enforce: CompileError in strict mode.
-UNSUPPORTED = {"idn-email", "idn-hostname", "iri", "iri-reference", "uri-template", "json-pointer",
+UNSUPPORTED = {"idn-hostname", "iri", "iri-reference", "uri-template", "json-pointer",
                "relative-json-pointer", "regex"}
 
 _CACHE = {}

@@ -232,9 +232,13 @@ def _constraint_for(side: dict, key: str, where: str):
     return side.get("additionalProperties")
 
 
+def _closed(side: dict) -> bool:
+    """Does `side`'s additionalProperties constrain undeclared members? (true / {} do not)"""
+    return "additionalProperties" in side and side["additionalProperties"] not in (True, {})
+
+
 def _merge_object(out: dict, a: dict, b: dict, where: str):
-    if ("patternProperties" in a and "additionalProperties" in b) or \
-            ("patternProperties" in b and "additionalProperties" in a):
+    if ("patternProperties" in a and _closed(b)) or ("patternProperties" in b and _closed(a)):
         if "patternProperties" not in a or "patternProperties" not in b or \
                 canon(a["patternProperties"]) != canon(b["patternProperties"]):
             raise CompileError("%s: allOf cannot merge patternProperties with another additionalProperties" % where)
