@@ -19,7 +19,8 @@ Contract
   `$schema` naming draft 4/6/7 selects draft-7 rules: siblings of `$ref` ignored),
   and, for the keywords below, accepts all of them written the way the benchmark
   writes them: compact separators (`whitespace="compact"`), object members in the
-  order of `properties`, then extra members, and strings as
+  order of `properties` or with the required ones first in `required` order (the
+  optional ones then in `properties` order), then extra members, and strings as
   json.dumps(..., ensure_ascii=False) writes them (plain strings accept every JSON escape).
 - Supported: type (one or a list), enum, const, properties, required,
   additionalProperties (bool or schema), patternProperties, items, prefixItems,
@@ -57,8 +58,8 @@ Contract
   warning). (Not xgrammar's `strict_mode`, which is allow_extra_properties=False.)
 - Narrowings (valid JSON the grammar does not produce): integers written as 1.0
   (except in enum/const), numbers with an exponent when bounded or multipleOf,
-  object members out of `properties` order (undeclared required names come
-  after, in `required` order), whitespace beyond `max_whitespace` per gap,
+  object members in neither of those two orders (in `properties` order,
+  undeclared required names come last), whitespace beyond `max_whitespace` per gap,
   non-canonical escapes inside pattern/format strings, keys of undeclared members
   and strings excluded by `not`, enum objects with whitespace, leap seconds other
   than 23:59:60 UTC, idn-email with a non-ASCII domain or quoted local part, host

@@ -1,8 +1,9 @@
 """Objects and arrays.
 
-Objects: declared properties in the order `properties` gives them, each optional one
-may be left out, commas stay right; the grammar stays linear in the number of
-properties (see `_members`). Then extra members (additionalProperties /
+Objects: declared properties in the order `properties` gives them, or required ones
+first in `required` order (see `_orders`), each optional one may be left out, commas
+stay right; the grammar stays linear in the number of properties (see
+`_members_grammar`). Then extra members (additionalProperties /
 patternProperties), after the declared ones, as the benchmark serialises them.
 An object without an explicit `additionalProperties` admits extra members, as JSON
 Schema says; with allow_extra_properties=False it admits none (xgrammar's strict_mode,
@@ -20,6 +21,7 @@ from .merge import canon, merge
 from .regex import pattern_grammar
 from .scalars import _nonneg_int, literal
 from .keys import key_not_in
+from .orders import two_orders_body
 from .prefix import pattern_words
 
 
@@ -31,8 +33,7 @@ def _members_grammar(c, members, extra, where):
     B_i = the rest after something was emitted (each member with a leading comma).
     """
     comma = c.comma
-    if extra is not None and not isinstance(extra, Ref):
-        extra = c.g.define(c.g.new_name("extra-member"), extra)
+    extra = _shared(c, extra)
     tail = rep(seq(comma, extra), 0, None) if extra is not None else EMPTY
     n = len(members)
     first_req = next((i for i, (_, r) in enumerate(members) if r), n)
@@ -119,7 +120,9 @@ def object_grammar(c, schema, where):
         if hi is not None and (hi < lo or hi < 0):
             return NOTHING
         if extra is not None:
-            return _counted_object(c, [m for m, _, _ in members], extra, lo, hi)
+            extra = _shared(c, extra)
+            return alt(*[_counted_object(c, [m for m, _, _ in ms], extra, lo, hi)
+                         for ms in _orders(members, required)])
         if lo > 0:
             return NOTHING
         min_p, max_p = 0, None
@@ -127,10 +130,37 @@ def object_grammar(c, schema, where):
         c.unsupported("minProperties", where, "optional properties make the count vary")
     if max_p is not None and not (extra is None and len(members) <= max_p):
         c.unsupported("maxProperties", where, "optional properties make the count vary")
-    body = _members_grammar(c, [(m, r) for m, r, _ in members], extra, where)
+    extra = _shared(c, extra)
+    orders = _orders(members, required)
+    if len(orders) == 2:
+        tail = rep(seq(c.comma, extra), 0, None) if extra is not None else EMPTY
+        body = two_orders_body(c, orders[0], orders[1], extra, tail)
+    else:
+        body = _members_grammar(c, [(m, r) for m, r, _ in members], extra, where)
     nonempty = seq(lit("{"), ws, body, ws, lit("}")) if body != NOTHING else NOTHING
     empty = seq(lit("{"), ws, lit("}")) if num_req == 0 and min_p == 0 else NOTHING
     return alt(empty, nonempty)
+
+
+def _orders(members, required):
+    """The member orders the grammar accepts: `properties` order (undeclared required
+    names last), and, when it differs, required names first in `required` order then
+    the optional ones in `properties` order (the order writers who list the required
+    members first produce, and the order a merged `required` gives)."""
+    pos = {name: i for i, name in enumerate(required)}
+    if sum(1 for m in members if m[2] in pos) < 2:
+        return [members]
+    req_first = sorted(members, key=lambda m: (0, pos[m[2]]) if m[2] in pos else (1, 0))
+    if [m[2] for m in req_first] == [m[2] for m in members]:
+        return [members]
+    return [members, req_first]
+
+
+def _shared(c, extra):
+    """One rule for the extra member, shared by every order's grammar."""
+    if extra is None or isinstance(extra, Ref):
+        return extra
+    return c.g.define(c.g.new_name("extra-member"), extra)
 
 
 def _declare_finite_patterns(c, props, patterns, where):
