@@ -8,7 +8,11 @@ schema. Every step whose batch
 is 32 decode rows (no prefill, nobody finished yet) is timed with the engine's step
 observer (`StepStats.duration_s`: scheduling, forward, masks, sampling); the process CPU
 time between consecutive observer calls is reported beside it (other processes load the
-machine; CPU time is less skewed by them). For the constrained steps, `StepStats.masks`
+machine; CPU time is less skewed by them). The forward passes are timed too (wall clock
+around `ModelRunner.forward`), so the step less its forward, what constrained decoding
+adds, is reported per side, and the ratio with one forward time for both (pooled median):
+the load of other processes moves whole steps by more than the masks cost. For the
+constrained steps, `StepStats.masks`
 (`MaskTimes`) says where the extra time goes: mask fill (summed over the rows, on the
 worker threads with overlap on), the scheduler thread's wait for masks after the forward,
 applying the masks to the logits, accepting the tokens.
@@ -30,7 +34,7 @@ import statistics
 import time
 from pathlib import Path
 
-from _util import add_threads_arg, save, set_threads
+from _util import add_threads_arg, save, set_threads, time_full_decode_steps
 
 from furca.runtime.engine import Engine
 from furca.runtime.sampling_params import SamplingParams
@@ -108,14 +112,18 @@ def main() -> None:
                  "json_schema": [dict(base, json_schema=json.dumps(s)) for _, s in schemas]}
         rec = Recorder()
         engine.add_step_observer(rec)
+        forwards = time_full_decode_steps(engine.scheduler.runner, BATCH)
+        per_forward: dict[str, list] = {k: [] for k in sides}
         per_side: dict[str, list] = {k: [] for k in sides}
         for _ in range(args.rounds):
             for name, params in sides.items():
                 engine.flush_cache()
                 rec.rows, rec.on = [], True
+                forwards.clear()
                 engine.generate(prompts, sampling_params=params)
                 rec.on = False
                 per_side[name].extend(rec.rows)
+                per_forward[name].extend(forwards)
 
     plain, cons = per_side["plain"], per_side["json_schema"]
     wall = {k: median_ms([r[0] for r in v]) for k, v in per_side.items()}
@@ -125,6 +133,15 @@ def main() -> None:
               f"({len(per_side[k])} steps)")
     ratio, cpu_ratio = wall["json_schema"] / wall["plain"], cpu["json_schema"] / cpu["plain"]
     print(f"constrained / plain (median): {ratio:.3f}x wall, {cpu_ratio:.3f}x CPU")
+    # the step less its forward pass: what constrained decoding adds, far less exposed to
+    # other processes' load than whole steps (the forward is ~95% of a step here)
+    fwd = {k: median_ms(v) for k, v in per_forward.items()}
+    rest = {k: wall[k] - fwd[k] for k in sides}
+    pooled = median_ms(per_forward["plain"] + per_forward["json_schema"])
+    model_ratio = (pooled + rest["json_schema"]) / (pooled + rest["plain"])
+    print(f"forward median {fwd['plain']:.1f} / {fwd['json_schema']:.1f} ms (plain / constrained), rest of the "
+          f"step {rest['plain']:.2f} / {rest['json_schema']:.2f} ms; with one forward time ({pooled:.1f} ms, "
+          f"both sides pooled): {model_ratio:.3f}x")
     masks = [r[2] for r in cons if r[2] is not None]
     parts = {}
     if masks:
@@ -135,7 +152,10 @@ def main() -> None:
     record = dict(bench="constrained_step", steps=args.steps, rounds=args.rounds, jump_forward=args.jump_forward,
                   overlap=not args.disable_overlap_masks, mask_wait_ms=args.mask_wait_ms,
                   plain_ms=round(wall["plain"], 2), constrained_ms=round(wall["json_schema"], 2),
-                  ratio=round(ratio, 3), cpu_ratio=round(cpu_ratio, 3), plain_steps=len(plain),
+                  ratio=round(ratio, 3), cpu_ratio=round(cpu_ratio, 3), plain_forward_ms=round(fwd["plain"], 2),
+                  constrained_forward_ms=round(fwd["json_schema"], 2), plain_rest_ms=round(rest["plain"], 3),
+                  constrained_rest_ms=round(rest["json_schema"], 3), pooled_ratio=round(model_ratio, 4),
+                  plain_steps=len(plain),
                   constrained_steps=len(cons), pid=os.getpid(), **parts)
     print(f"appended to {save('constrained_step', record)}")
 
