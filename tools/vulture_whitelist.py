@@ -36,6 +36,11 @@ _.of_kind  # Graph API (docs/lang.md, Tracing)
 _.kinds  # Graph API
 _.to_dot  # Graph API: a program's graph as Graphviz text
 
+# runtime/mask_overlap: MaskTimes fields, StepStats.masks for step observers (bench/constrained_step.py, tests)
+num_masks  # MaskTimes.num_masks
+num_late  # MaskTimes.num_late: requests that waited a step for their mask
+accept_s  # MaskTimes.accept_s
+
 # runtime/grammar_backend
 _.is_ready  # GrammarBackend.is_ready: whether the tokenizer tables are built (tests/runtime)
 
