@@ -15,25 +15,15 @@ the rest (well under a millisecond for the same 32 rows). Compiled ``nogil=True`
 
 from __future__ import annotations
 
-import threading
+import functools
 
 import numpy as np
 import torch
 
-_LOCK = threading.Lock()
-_KERNEL: list = []  # [kernel or None] once resolved
 
-
+@functools.cache
 def _get_kernel():
-    if _KERNEL:
-        return _KERNEL[0]
-    with _LOCK:
-        if not _KERNEL:
-            _KERNEL.append(_build())
-    return _KERNEL[0]
-
-
-def _build():
+    """The compiled kernel, or None without numba; built once per process."""
     try:
         from numba import njit
     except ImportError:  # numba is optional
