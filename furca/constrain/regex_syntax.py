@@ -17,9 +17,11 @@ The tree is made of tuples shaped like ``constrain.ir`` but over code points:
 Groups leave no node of their own, a one-item seq or alt is its item, and
 case-insensitive flags are already applied (the ranges are folded), so a back end is one
 small recursive map. ``parse`` returns the top-level alternatives as ``Branch`` es, each
-with whether ``^`` anchored its start and ``$`` its end; an anchor anywhere else is a
-CompileError. Python's ``$`` also matches before a final newline, but only under search
-semantics: under full match it is the end, like ECMA's.
+with whether ``^`` anchored its start and ``$`` its end. An ECMA ``$`` anywhere else (the
+end of the input, wherever written) is compiled away exactly: the alternative splits into
+its paths without a ``$`` and its paths that end at one (regex_anchors.py). Any other
+anchor elsewhere is a CompileError. Python's ``$`` also matches before a final newline,
+but only under search semantics: under full match it is the end, like ECMA's.
 
 Both dialects: literals, ``.``, classes with ranges and negation, ``\\d \\w`` (ASCII, as in
 ECMA-262 and xgrammar: [0-9], [A-Za-z0-9_]) and their negations, ``\\n \\t \\r \\f \\v``,
@@ -27,8 +29,9 @@ ECMA-262 and xgrammar: [0-9], [A-Za-z0-9_]) and their negations, ``\\n \\t \\r \
 lazy quantifiers ``* + ? {m} {m,} {m,n}``, anchors ``^ $`` at the ends of top-level
 alternatives. A CompileError naming the construct and its position, in both: backreferences,
 lookaround, ``\\b \\B``, possessive quantifiers, conditionals, atomic groups, a class
-escape bounding a range (``[\\d-z]``), an anchor elsewhere than at the ends of a top-level
-alternative (a group that is a whole alternative counts as that alternative: ``(^a$)|b``).
+escape bounding a range (``[\\d-z]``), a ``^`` elsewhere than at the start of a top-level
+alternative, a python ``$`` elsewhere than at its end (a group that is a whole
+alternative counts as that alternative: ``(^a$)|b``).
 
 Where the dialects differ (regex_chars.py reads the escapes and bracket classes):
 
@@ -48,6 +51,7 @@ Where the dialects differ (regex_chars.py reads the escapes and bracket classes)
 | other ``\\letter``                        | CompileError                    | the letter (identity escape)                |
 | ``[[:alpha:]]``                          | CompileError                    | literal characters                          |
 | repeat counts                            | at most 100,000                 | unbounded                                   |
+| ``$`` inside an alternative              | CompileError                    | the end of the input (regex_anchors.py)     |
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from dataclasses import dataclass
 from furca.errors import CompileError
 
 from . import ir
+from .regex_anchors import NOTHING, has_end_anchor, split_end
 from .regex_chars import DOT, SPACE, char_class, escape
 
 DIALECTS = ("python", "ecma")
@@ -146,8 +151,10 @@ class _Parser:
                 k -= 1
             stripped += i + len(items) - k
             out.append(Branch(b if (i, k) == (0, len(items)) else seq(items[i:k]), i > 0, k < len(items)))
-        if stripped != self.anchors:
-            kind, pos = next(_anchors([b.node for b in out]))
+        if stripped != self.anchors and not self.py:
+            out = [part for b in out for part in _split_end(b)]
+        if (left := next(_anchors([b.node for b in out]), None)) is not None:
+            kind, pos = left
             self.err(f"anchor {kind!r} in the middle of the pattern is not supported", pos)
         return out
 
@@ -281,6 +288,14 @@ class _Parser:
         on, _, off = flags.partition("-")
         self.icase = ("i" in on or self.icase) and "i" not in off
         self.dotall = ("s" in on or self.dotall) and "s" not in off
+
+
+def _split_end(b: Branch) -> list[Branch]:
+    """An ECMA alternative with `$` inside -> the alternatives without it (regex_anchors.py)."""
+    if not has_end_anchor(b.node):
+        return [b]
+    free, end = split_end(b.node)
+    return [Branch(n, b.start, e) for n, e in ((free, b.end), (end, True)) if n != NOTHING]
 
 
 def _anchors(nodes):

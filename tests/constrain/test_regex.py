@@ -173,6 +173,7 @@ PYTHON_ROWS = {
     "repeat count": (r"a{100001}", None, None),
     "anchors of a whole-branch group": (r"(^a$)|b", ["a", "b"], ["xa", "ab"]),
     "$ and a final newline": (r"a$", ["a"], ["a\n", "xa"]),
+    "$ inside an alternative": (r"(a$|b)+", None, None),
 }
 ECMA_ROWS = {
     "\\s": (r"^\s$", [" ", "\t", "\u00a0", "\ufeff", "\u3000"], ["x"]),
@@ -194,6 +195,7 @@ ECMA_ROWS = {
     "repeat count": (r"^a{100001}$", ["a" * 100001], ["a" * 100000]),
     "anchors of a whole-branch group": (r"(^a$)|b", ["a", "xbx"], ["xa", "ac"]),
     "$ and a final newline": (r"a$", ["a", "xa"], ["a\n", "ab"]),
+    "$ inside an alternative": (r"(a$|b)+", ["a", "ba", "xbx", "bba"], ["", "ax", "a\n"]),
 }
 
 
