@@ -7,6 +7,9 @@ import numpy as np
 from .automaton import AutomatonLimit, LazyAutomaton
 from .masks import TokenMasks
 from .slices import SliceBounds
+from .stacks import MAX_STACK_DEPTH
+
+NEAR_DEPTH = 64  # a state this deep (frames) or deeper gets its mask checked against the nesting limit
 
 
 class CompiledGrammar:
@@ -34,6 +37,43 @@ class CompiledGrammar:
         self.masks = TokenMasks(automaton, SliceBounds(automaton))
         self.info = automaton.info
         self.source = source
+        self._room: dict[int, int] = {}  # state -> frames left below MAX_STACK_DEPTH (states >= NEAR_DEPTH deep)
+        self._push_per_byte: int | None = None  # the most frames one byte can push (computed when first needed)
+        self._token_len: np.ndarray | None = None  # token id -> byte length (0: special / none)
+
+    def limit_check(self, state: int) -> tuple[int, int] | None:
+        """``(room, frames per byte)`` when a token from ``state`` could reach the nesting
+        limit: ``room`` frames are left below MAX_STACK_DEPTH and one consumed byte pushes
+        at most ``frames per byte`` (so a token of ``k`` bytes pushes at most ``k x`` that);
+        None when no token can (the state is shallower than NEAR_DEPTH, or even the
+        longest token cannot push ``room`` frames).
+
+        The mask of a state comes from its abstract state, without the caller's frames, so
+        near the limit it can allow a token whose step raises AutomatonLimit; the matcher
+        re-checks such tokens (`Matcher.fill_bitmask`). Frames per byte: the longest chain
+        of frames one closure pushes (the most ``(return, count)`` pairs of any NFA node's
+        relative closure), computed over the whole NFA once, the first time a state is
+        NEAR_DEPTH deep, so grammars that never nest that deep never pay for it. Assumes
+        a state shallower than NEAR_DEPTH cannot reach the limit with one token (the
+        longest token x frames per byte < MAX_STACK_DEPTH - NEAR_DEPTH: 448 frames)."""
+        room = self._room.get(state)
+        if room is None:
+            a = self.automaton
+            depth = max((a.stacks.depth[st] for _n, st in a.configs[state]), default=0)
+            room = self._room[state] = MAX_STACK_DEPTH - depth
+        if room > MAX_STACK_DEPTH - NEAR_DEPTH:
+            return None
+        per_byte = self._push_per_byte
+        if per_byte is None:
+            a = self.automaton
+            with a.lock:  # the relative closures grow the automaton's caches
+                per_byte = max((len(rel) for n in range(len(a.nfa.edges)) for _t, rel in a._closure_rel(n)[0]),
+                               default=0)
+                self._token_len = np.array([len(b) if b else 0 for b in a.info.token_bytes], dtype=np.int64)
+            self._push_per_byte = per_byte
+        if per_byte * self.info.max_token_len < room:
+            return None
+        return room, per_byte
 
     def matcher(self) -> "Matcher":
         """A new matcher at the grammar's start.
@@ -176,11 +216,34 @@ class Matcher:
         if self.error is None:
             try:
                 self._g.masks.write_mask(self._h.state, dest)
+                near = self._g.limit_check(self._h.state)
+                if near is not None:
+                    self._drop_tokens_past_limit(dest, *near)
                 return
             except AutomatonLimit as e:
                 self._fail(f"grammar limit reached: {e}")
         dest[:n] = a.info.eos_mask
         dest[n:] = 0
+
+    def _drop_tokens_past_limit(self, dest: np.ndarray, room: int, per_byte: int) -> None:
+        """Clear the bits of ``dest`` (this state's mask) whose token would nest deeper
+        than the limit: each allowed token long enough to push ``room`` frames is
+        stepped (`LazyAutomaton.step`, cached), and cleared when the step raises
+        AutomatonLimit, so that the mask and `accept_token` agree."""
+        g = self._g
+        n, vocab = g.info.num_words, len(g.info.token_bytes)
+        bits = np.unpackbits(dest[:n].view(np.uint8), bitorder="little")[:vocab]
+        ids = np.flatnonzero(bits)
+        ids = ids[g._token_len[ids] * per_byte >= room]
+        if not len(ids):
+            return
+        words = dest.view(np.uint32)
+        token_bytes, step, state = g.info.token_bytes, self._a.step, self._h.state
+        for t in ids.tolist():
+            try:
+                step(state, token_bytes[t])
+            except AutomatonLimit:
+                words[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
 
     def get_allowed_tokens(self) -> np.ndarray:
         """The ids allowed next (the set bits of `fill_bitmask`), for tests and debugging.
