@@ -7,13 +7,16 @@ objects, a property both require with disjoint literal values, a required proper
 the other branch forbids, or (when undeclared members are off) a required property
 the other branch cannot emit. Without a proof, objects get exclusive by construction
 when each branch requires a property the other does not (each branch then forbids
-the other's), and any other shared type is removed from both branches: every
-instance the result accepts satisfies exactly one branch (sound, sometimes narrower).
+the other's), strings when both branches constrain them by `pattern` alone (each
+branch then excludes the other's pattern: `x-furca-not-patterns`, difference.py), and
+any other shared type is removed from both branches: every instance the result
+accepts satisfies exactly one branch (sound, sometimes narrower).
 """
 from __future__ import annotations
 
 import re
 
+from .difference import NOT_PATTERNS
 from .merge import ALL_TYPES, FALSE, json_equal, merge, type_set
 
 # A pattern matching exactly one string: ^ literal $ without regex metacharacters
@@ -97,6 +100,14 @@ def _misses(x, y) -> bool:
 
 
 _GROUPS = {"integer": "number"}
+# keywords beside `pattern` that would also constrain a string (or defer to another schema)
+_NOT_PATTERN_ONLY = ("minLength", "maxLength", "format", "enum", "const", "x-furca-not-strings",
+                     "not", "allOf", "anyOf", "oneOf", "$ref")
+
+
+def _pattern_only(s) -> bool:
+    """Strings of `s` are those its `pattern` matches, nothing else constrains them."""
+    return isinstance(s.get("pattern"), str) and not any(k in s for k in _NOT_PATTERN_ONLY)
 
 
 def _groups(types):
@@ -132,6 +143,7 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
     merged = [merge(base, s, "%s/oneOf/%d" % (where, i)) for i, s in enumerate(subs)]
     drop = [set() for _ in merged]
     forbid = [set() for _ in merged]
+    unlike = [set() for _ in merged]
     for i in range(len(merged)):
         for j in range(i + 1, len(merged)):
             a, b = merged[i], merged[j]
@@ -147,10 +159,14 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
                         forbid[i] |= fi
                         forbid[j] |= fj
                         continue
+                if t == "string" and _pattern_only(a) and _pattern_only(b):
+                    unlike[i].add(b["pattern"])
+                    unlike[j].add(a["pattern"])
+                    continue
                 drop[i].add(t)
                 drop[j].add(t)
     out = []
-    for m, d, f in zip(merged, drop, forbid):
+    for m, d, f, u in zip(merged, drop, forbid, unlike):
         if m is FALSE:
             out.append(FALSE)
             continue
@@ -161,6 +177,8 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
                 out.append(FALSE)
                 continue
             extra["type"] = sorted(keep | ({"integer"} if "number" in keep else set()))
+        if u:
+            extra[NOT_PATTERNS] = sorted(u)
         if f:
             extra["properties"] = {k: False for k in sorted(f)}
             if not any(k in m for k in ("properties", "patternProperties", "additionalProperties")):

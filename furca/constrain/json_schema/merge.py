@@ -204,6 +204,7 @@ _MERGERS = {
     "pattern": _same, "format": _same, "uniqueItems": lambda x, y, w: x or y,
     "$defs": lambda x, y, w: x, "definitions": lambda x, y, w: x,
     "x-furca-not-strings": lambda x, y, w: list(x) + [v for v in y if v not in x],
+    "x-furca-not-patterns": lambda x, y, w: list(x) + [v for v in y if v not in x],
     "allOf": lambda x, y, w: list(x) + list(y),
     "not": lambda x, y, w: {"anyOf": [x, y]},  # not x and not y == not (x or y)
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..regex_syntax import parse
 from .grammar import EMPTY, MAX_CP, alt, cls, rep, seq
+from .difference import difference
 from .lengths import bounded_chars
 
 ANY = rep(cls(((0, MAX_CP),)), 0, None)
@@ -20,9 +21,19 @@ def pattern_grammar(pattern: str, where: str, min_len: int = 0, max_len: int | N
     """JSON string content (without quotes) whose decoded value matches `pattern`
     (unanchored, as JSON Schema means it) and has min_len..max_len characters.
     `grammar` receives helper rules when the length bound needs an automaton."""
-    node = alt(*[seq(EMPTY if b.start else ANY, chars_ir(b.node), EMPTY if b.end else ANY)
+    return bounded_chars(pattern_chars(pattern, where), min_len, max_len, grammar, where, "pattern %r" % pattern)
+
+
+def pattern_minus(pattern: str, excluded, grammar, where: str):
+    """JSON string content matching `pattern` and none of the `excluded` patterns."""
+    return difference(pattern_chars(pattern, where + "/pattern"),
+                      [pattern_chars(p, where + "/oneOf") for p in excluded], grammar, where + "/oneOf")
+
+
+def pattern_chars(pattern: str, where: str):
+    """Decoded-character IR of the strings `pattern` matches (unanchored ends padded)."""
+    return alt(*[seq(EMPTY if b.start else ANY, chars_ir(b.node), EMPTY if b.end else ANY)
                  for b in parse(pattern, "ecma", where)])
-    return bounded_chars(node, min_len, max_len, grammar, where, "pattern %r" % pattern)
 
 
 def chars_ir(node):

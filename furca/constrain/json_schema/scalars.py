@@ -9,13 +9,14 @@ from furca.errors import CompileError
 
 from .formats import format_grammar
 from .keys import key_not_in
+from .difference import NOT_PATTERNS
 from .logic import NOT_STRINGS
 from .grammar import NOTHING, alt, chars, cls, complement, lit, normalize, rep, seq
 from .numeric import NUMBER_UNBOUNDED, int_range, number_range
 from .encoding import HEX
 from .lengths import bounded_chars
 from .prefix import prefixed
-from .regex import pattern_grammar
+from .regex import pattern_grammar, pattern_minus
 
 # One character of JSON string content: unescaped (not ", \ or a control) or an escape.
 STRING_CHAR = alt(cls(complement(normalize([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))),
@@ -62,6 +63,13 @@ def string_grammar(c, schema, where):
             c.unsupported("not", where, "a string enum/const excluded from a constrained string")
         else:
             return key_not_in(c, [v for v in excluded if isinstance(v, str)])
+    excluded_patterns = schema.get(NOT_PATTERNS)
+    if excluded_patterns:
+        if pattern is None or content is not None or min_len or max_len is not None:
+            c.unsupported("oneOf", where, "strings of one pattern and not of another, with other string keywords")
+        else:
+            return seq(lit('"'), c.cached(("pattern-minus", pattern, tuple(excluded_patterns)),
+                                          lambda: pattern_minus(pattern, excluded_patterns, c.g, where)), lit('"'))
     if pattern is not None:
         return seq(lit('"'), c.cached(("pattern", pattern, min_len, max_len),
                                       lambda: pattern_grammar(pattern, where + "/pattern", min_len, max_len, c.g)),

@@ -1,0 +1,70 @@
+"""oneOf of string branches constrained by `pattern` alone: each branch excludes the
+others' patterns (json_schema/difference.py), so the grammar accepts exactly the strings
+one pattern matches. Checked on every string up to length 4 over the patterns' alphabet
+against the definition (Python's re: the same meaning on these patterns)."""
+import itertools
+import json
+import re
+
+import pytest
+
+from furca.constrain import CompileError
+
+from .conftest import BYTE_EOS, walk_ids
+
+UUID_LOWER = "^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$"
+UUID_UPPER = "^[0-9A-F]{8}-([0-9A-F]{4}-){3}[0-9A-F]{12}$"
+CASES = [
+    ["^[0-9a]{2}$", "^[0-9A]{2}$"],  # overlapping in the digits, as the uuid cases
+    ["a", "b"],  # unanchored: contains a, or contains b, not both
+    ["a", "b", "^.{2}$"],  # three branches
+    ["^a*$", "^(aa)*$"],  # one branch inside the other: only odd runs of a
+    ["^0", "0$", "^A+$"],
+]
+ALPHABET = "aAb0"
+
+
+def _accepts(g, info, value):
+    m = g.matcher()
+    return walk_ids(m, list(json.dumps(value).encode()) + [BYTE_EOS], info) and m.is_terminated()
+
+
+@pytest.mark.parametrize("patterns", CASES)
+def test_oneof_of_patterns_is_exact(byte_compiler, patterns):
+    g = byte_compiler.compile_json_schema({"type": "string", "oneOf": [{"pattern": p} for p in patterns]})
+    refs = [re.compile(p) for p in patterns]
+    seen = {True: 0, False: 0}
+    for n in range(5):
+        for chars in itertools.product(ALPHABET, repeat=n):
+            s = "".join(chars)
+            want = sum(r.search(s) is not None for r in refs) == 1
+            assert _accepts(g, byte_compiler.info, s) == want, (patterns, s, want)
+            seen[want] += 1
+    assert seen[True] and seen[False]
+
+
+def test_oneof_of_uuid_cases(byte_compiler):
+    """MaskBench Github_hard---o2070: lower- or upper-case uuids, exclusively."""
+    g = byte_compiler.compile_json_schema({"type": "string", "oneOf": [{"pattern": UUID_LOWER},
+                                                                       {"pattern": UUID_UPPER}]})
+    ok = ["123e4567-e89b-12d3-a456-426655440000", "123E4567-E89B-12D3-A456-426655440000"]
+    bad = ["12345678-1234-1234-1234-123456789012",  # digits only: both patterns match
+           "123e4567-E89B-12d3-a456-426655440000", "123e4567-e89b-12d3-a456-42665544000", 7]
+    for v in ok:
+        assert _accepts(g, byte_compiler.info, v), v
+    for v in bad:
+        assert not _accepts(g, byte_compiler.info, v), v
+
+
+def test_other_types_beside_the_patterns_are_kept(byte_compiler):
+    g = byte_compiler.compile_json_schema({"oneOf": [{"type": ["string", "integer"], "pattern": "a"},
+                                                     {"type": "string", "pattern": "b"}]})
+    for v, want in [("xa", True), ("b", True), ("ab", False), (3, True), (None, False)]:
+        assert _accepts(g, byte_compiler.info, v) == want, v
+
+
+def test_pattern_with_another_string_keyword_is_not_excluded(byte_compiler):
+    """Only pattern-only branches are made exclusive this way; others lose the shared type."""
+    with pytest.raises(CompileError, match="accepts no JSON value"):
+        byte_compiler.compile_json_schema({"type": "string", "oneOf": [{"pattern": "a", "maxLength": 3},
+                                                                       {"pattern": "b"}]})
