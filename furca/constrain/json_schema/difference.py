@@ -19,7 +19,7 @@ from furca.errors import CompileError
 
 from .encoding import encode_chars
 from .grammar import EMPTY, NOTHING, Ref, alt, normalize, seq
-from .lengths import _Glushkov, _TooBig
+from .lengths import Glushkov, TooBig
 
 NOT_PATTERNS = "x-furca-not-patterns"
 MAX_STATES = 3000
@@ -30,10 +30,10 @@ class _Auto:
     """One pattern's Glushkov automaton: successors and acceptance of position sets."""
 
     def __init__(self, node, where):
-        self.g = _Glushkov()
+        self.g = Glushkov()
         try:
             nullable, first, last = self.g.build(node)
-        except _TooBig:
+        except TooBig:
             raise CompileError("%s: pattern too large to exclude from another" % where) from None
         self.succ = {_START: sorted(first)}
         for p in range(len(self.g.classes)):

@@ -102,7 +102,11 @@ MAX_POSITIONS = 400
 MAX_STATES = 3000
 
 
-class _Glushkov:
+class Glushkov:
+    """Position automaton of a decoded-character IR: build(node) -> (nullable, first,
+    last); classes[p] are position p's code points, follow[p] the positions after it.
+    More than MAX_POSITIONS positions, or a Ref, raises TooBig."""
+
     def __init__(self):
         self.classes = []  # position -> ranges
         self.follow = []   # position -> set of positions
@@ -111,7 +115,7 @@ class _Glushkov:
         self.classes.append(ranges)
         self.follow.append(set())
         if len(self.classes) > MAX_POSITIONS:
-            raise _TooBig()
+            raise TooBig()
         return len(self.classes) - 1
 
     def build(self, node):
@@ -148,7 +152,7 @@ class _Glushkov:
         if isinstance(node, _Opt):
             n, f, la = self.build(node.item)
             return True, f, la
-        raise _TooBig()  # a Ref or anything else: not a regular IR here
+        raise TooBig()  # a Ref or anything else: not a regular IR here
 
     def seq(self, items):
         nullable, first, last = True, set(), set()
@@ -173,18 +177,18 @@ class _Opt:
         self.item = item
 
 
-class _TooBig(Exception):
-    pass
+class TooBig(Exception):
+    """The IR is not regular here, or has more than MAX_POSITIONS positions."""
 
 
 def bounded(node, min_len: int, max_len: int | None, encode, grammar, where: str):
     """IR of the strings of `node` with min_len..max_len characters.
 
     encode(ranges) -> IR of one character as written; the rules go into `grammar`."""
-    g = _Glushkov()
+    g = Glushkov()
     try:
         nullable, first, last = g.build(node)
-    except _TooBig:
+    except TooBig:
         raise CompileError("%s: too large to combine with minLength/maxLength" % where) from None
     succ = {-1: sorted(first)}
     for p in range(len(g.classes)):
