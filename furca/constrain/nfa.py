@@ -56,49 +56,73 @@ def _where(g, name):
     return f"rule {name!r}" + (f" (defined at offset {pos})" if pos is not None else "")
 
 
-def _nullable_and_productive(g):
-    rules = g.rules
+def _derives(e, known, empty):
+    """Whether e derives the empty string (empty=True; known: the nullable rules) or
+    some string (empty=False; known: the productive rules)."""
+    k = e[0]
+    if k == "byte":
+        return not empty and bool(e[1])
+    if k == "seq":
+        return all(_derives(x, known, empty) for x in e[1])
+    if k == "alt":
+        return any(_derives(x, known, empty) for x in e[1])
+    if k == "rep":
+        return e[2] == 0 or _derives(e[1], known, empty)
+    return e[1] in known
+
+
+def _nullable_and_productive(rules, calls=None):
+    """(nullable rule names, productive rule names) of `rules` ({name: expr}); calls:
+    {name: [its ("ref", ...) exprs]} when known (else collected here). A worklist: a rule
+    is looked at again only when a rule it calls became nullable or productive."""
+    if calls is None:
+        calls = {n: _scan(e, [])[1] for n, e in rules.items()}
+    callers: dict = {}
+    for n, acc in calls.items():
+        for r in acc:
+            callers.setdefault(r[1], set()).add(n)
     nullable, productive = set(), set()
-
-    def nul(e):
-        k = e[0]
-        if k == "byte":
-            return False
-        if k == "seq":
-            return all(nul(x) for x in e[1])
-        if k == "alt":
-            return any(nul(x) for x in e[1])
-        if k == "rep":
-            return e[2] == 0 or nul(e[1])
-        return e[1] in nullable
-
-    def prod(e):
-        k = e[0]
-        if k == "byte":
-            return bool(e[1])
-        if k == "seq":
-            return all(prod(x) for x in e[1])
-        if k == "alt":
-            return any(prod(x) for x in e[1])
-        if k == "rep":
-            return e[2] == 0 or prod(e[1])
-        return e[1] in productive
-
-    changed = True
-    try:
-        while changed:
-            changed = False
-            for n, e in rules.items():
-                check_deadline()
-                if n not in nullable and nul(e):
-                    nullable.add(n)
-                    changed = True
-                if n not in productive and prod(e):
-                    productive.add(n)
-                    changed = True
-    finally:
-        nul = prod = None  # noqa: F841 - break the recursive closures' cycles (_no_cycles)
+    todo = list(rules)
+    while todo:
+        check_deadline()
+        n = todo.pop()
+        e = rules[n]
+        changed = False
+        if n not in nullable and _derives(e, nullable, True):
+            nullable.add(n)
+            changed = True
+        if n not in productive and _derives(e, productive, False):
+            productive.add(n)
+            changed = True
+        if changed:
+            todo.extend(callers.get(n, ()))
     return nullable, productive
+
+
+def _scan(e, acc):
+    """(clean, acc): appends every ("ref", name, pos) in e to acc; clean: _simplify leaves
+    e as it is when every rule it calls is productive (no empty class, no NOTHING, no
+    x{m,0} inside)."""
+    k = e[0]
+    if k == "byte":
+        return bool(e[1]), acc
+    if k == "ref":
+        acc.append(e)
+        return True, acc
+    if k == "rep":
+        return _scan(e[1], acc)[0] and e[3] != 0, acc
+    items = e[1]
+    clean = bool(items) or k == "seq"
+    for x in items:
+        t = x[0]
+        if t == "byte":
+            if not x[1]:
+                clean = False
+        elif t == "ref":
+            acc.append(x)
+        elif not _scan(x, acc)[0]:
+            clean = False
+    return clean, acc
 
 
 def _simplify(e, productive):
@@ -168,58 +192,76 @@ def _first_refs(e, nullable, acc):
 
 
 def prepare(g: ir.Grammar) -> ir.Grammar:
-    """Resolves, simplifies and checks a grammar; returns the rules reachable from root."""
+    """Resolves, simplifies and checks a grammar; returns the rules reachable from root
+    (in g's order) with ``.nullable``, the set of their nullable names. Each rule is walked
+    once for its calls (_scan); only a rule holding something that never matches, or
+    calling a rule that never completes, is rebuilt (_simplify)."""
+    rules, calls, clean = {}, {}, {}
     for name, e in g.rules.items():
         check_deadline()
-        for ref, pos in ir.refs(e, []):
-            if ref not in g.rules:
-                raise CompileError(f"undefined rule {ref!r} referenced at offset {pos} (in {_where(g, name)})")
-    if g.root not in g.rules:
+        e2 = _remove_immediate_left_recursion(name, e)
+        clean[name], acc = _scan(e2, [])
+        for r in acc if e2 is e else _scan(e, [])[1]:
+            if r[1] not in g.rules:
+                raise CompileError(f"undefined rule {r[1]!r} referenced at offset {r[2]} (in {_where(g, name)})")
+        rules[name], calls[name] = e2, acc
+    if g.root not in rules:
         raise CompileError(f"grammar has no root rule {g.root!r}")
-    rules = {n: _remove_immediate_left_recursion(n, e) for n, e in g.rules.items()}
-    g2 = ir.Grammar(rules, g.root, g.positions)
-    nullable, productive = _nullable_and_productive(g2)
+    nullable, productive = _nullable_and_productive(rules, calls)
     if g.root not in productive:
         raise CompileError(f"the grammar matches no string ({_where(g, g.root)} can never complete)")
-    rules = {n: _simplify(e, productive) for n, e in rules.items() if n in productive}
-    # keep what root reaches
+    # keep what root reaches; simplifying drops no nullable derivation (those call only
+    # productive rules), so `nullable` stays exact for what is kept
     reach, todo = {g.root}, [g.root]
     while todo:
         check_deadline()
-        for ref, _ in ir.refs(rules[todo.pop()], []):
-            if ref not in reach:
-                reach.add(ref)
-                todo.append(ref)
-    rules = {n: rules[n] for n in rules if n in reach}
-    nullable, _ = _nullable_and_productive(ir.Grammar(rules, g.root))
+        n = todo.pop()
+        acc = calls[n]
+        if not clean[n] or any(r[1] not in productive for r in acc):
+            rules[n] = _simplify(rules[n], productive)
+            acc = _scan(rules[n], [])[1]
+        for r in acc:
+            if r[1] not in reach:
+                reach.add(r[1])
+                todo.append(r[1])
+    rules = {n: e for n, e in rules.items() if n in reach}
+    nullable &= reach
     first = {n: set() for n in rules}
     for n, e in rules.items():
         check_deadline()
         _first_refs(e, nullable, first[n])
-    # cycle in the "calls before consuming" graph = left recursion
-    state = {}
-
-    def visit(n, path):
-        check_deadline()
-        state[n] = 1
-        for m in first[n]:
-            if state.get(m) == 1:
-                cyc = path[path.index(m):] + [m] if m in path else [n, m]
-                raise CompileError("left recursion is not supported (only the immediate form A ::= A x | y is "
-                                   f"rewritten): {' -> '.join(cyc)} ({_where(g, m)})")
-            if m not in state:
-                visit(m, path + [m])
-        state[n] = 2
-
-    try:
-        for n in rules:
-            if n not in state:
-                visit(n, [n])
-    finally:
-        visit = None  # noqa: F841 - (_no_cycles)
+    _check_left_recursion(g, rules, first)
     out = ir.Grammar(rules, g.root, g.positions)
     out.nullable = nullable
     return out
+
+
+def _check_left_recursion(g, rules, first):
+    """CompileError naming the cycle when the "calls before consuming" graph (first:
+    {rule: rules it may call before any byte}) has one. Depth-first with an explicit
+    stack, so call chains of any length are checked."""
+    state = {}  # 1: on the path, 2: done
+    for top in rules:
+        if top in state:
+            continue
+        state[top] = 1
+        path, its = [top], [iter(first[top])]
+        while its:
+            m = next(its[-1], None)
+            if m is None:
+                state[path.pop()] = 2
+                its.pop()
+                continue
+            st = state.get(m)
+            if st == 1:
+                cyc = path[path.index(m):] + [m]
+                raise CompileError("left recursion is not supported (only the immediate form A ::= A x | y is "
+                                   f"rewritten): {' -> '.join(cyc)} ({_where(g, m)})")
+            if st is None:
+                check_deadline()
+                state[m] = 1
+                path.append(m)
+                its.append(iter(first[m]))
 
 
 def build_nfa(g: ir.Grammar) -> NFA:
@@ -231,7 +273,7 @@ def build_nfa(g: ir.Grammar) -> NFA:
     edges, eps, new = nfa.edges, nfa.eps, nfa.new
     nullable = getattr(g, "nullable", None)
     if nullable is None:
-        nullable, _ = _nullable_and_productive(g)
+        nullable, _ = _nullable_and_productive(g.rules)
 
     def frag(e, s):
         k = e[0]

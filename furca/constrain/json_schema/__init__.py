@@ -83,6 +83,7 @@ from .._release import release
 from .compiler import Compiler
 from .grammar import Grammar
 from .lower import lower
+from .metaschema import check_metaschema
 from .render import render
 
 __all__ = ["ANY_OBJECT", "schema_to_ir", "schema_to_gbnf", "json_value_gbnf", "json_object_gbnf"]
@@ -133,7 +134,7 @@ def _translate(schema, emit: Callable[[Grammar], object], *, warn, **opts):
     if not isinstance(schema, (dict, bool)):
         raise CompileError("a schema must be a JSON object or a boolean, got %s" % type(schema).__name__)
     if isinstance(schema, dict):
-        _check_metaschema(schema)
+        check_metaschema(schema)  # metaschema.py
     c = Compiler(schema, warn=_default_warn if warn is None else warn, **opts)
     try:
         out = emit(c.compile_root())
@@ -145,36 +146,3 @@ def _translate(schema, emit: Callable[[Grammar], object], *, warn, **opts):
 
 def _default_warn(message: str):
     warnings.warn(message, stacklevel=3)
-
-
-_META_VALIDATORS = {}
-
-
-def _check_metaschema(schema: dict):
-    """CompileError when the schema is invalid under its draft (or, without $schema,
-    under each of drafts 7, 2020-12 and 4: draft 7's metaschema is checked first,
-    being the cheapest; formats inside the schema are left to the compiler)."""
-    import jsonschema
-    from jsonschema.exceptions import best_match
-
-    declared = schema.get("$schema")
-    if isinstance(declared, str):
-        try:
-            cands = [jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)]
-        except Exception:
-            return
-    else:
-        cands = [jsonschema.Draft7Validator, jsonschema.Draft202012Validator, jsonschema.Draft4Validator]
-    first = None
-    for cls_ in cands:
-        if cls_ not in _META_VALIDATORS:
-            _META_VALIDATORS[cls_] = cls_(cls_.META_SCHEMA)
-        try:
-            err = best_match(_META_VALIDATORS[cls_].iter_errors(schema))
-        except Exception:  # a metaschema that cannot be evaluated: leave it to the compiler
-            return
-        if err is None:
-            return
-        first = first or err
-    path = "#" + "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in first.absolute_path)
-    raise CompileError("%s: invalid schema: %s" % (path, first.message[:300]))
