@@ -80,6 +80,7 @@ class LazyAutomaton:
         self._steps: dict[tuple, int] = {}  # (s, data) -> step(s, data)
         self._byte_steps: dict[int, int] = {}  # s * 256 + b -> trans[s, b] of a state without a row (_step_byte)
         self._tmpl: dict[int, tuple] = {}  # NFA node -> ((lo, hi + 1, target nodes), ...)
+        self._rows: dict[tuple, tuple] = {}  # NFA nodes -> row_template
         self.intern((), False)  # dead state 0
         self.expanded[0] = True
         self.cut = self.stacks.push(CUT_RET, 0)  # the context frame of abstract states (masks.py)
@@ -105,8 +106,12 @@ class LazyAutomaton:
         check_deadline()  # a compile past its deadline stops here (nothing cached yet)
         # the part that stays above `stack` is the same for every stack (_closure_rel, cached
         # per node); only returns below it depend on the stack (followed here, iteratively)
-        out, accept = [], False
         push, stacks, cache = self.stacks.push, self.stacks.frames, self._closure_cache
+        rel_out, returns = self._closure_rel(node)
+        if not returns:  # the closure stays above `stack` (distinct (node', frames): distinct pairs)
+            res = cache[key] = (tuple(self._on_stack(rel_out, stack)), False)
+            return res
+        out, accept = [], False
         seen = set()
         work = [key]
         while work:
@@ -121,15 +126,7 @@ class LazyAutomaton:
                     accept |= sub[1]
                     continue
             rel_out, returns = self._closure_rel(n0)
-            mat = {(): st0}
-            for n, rel in rel_out:
-                st = mat.get(rel)
-                if st is None:
-                    st = st0
-                    for ret, k in rel:
-                        st = push(ret, st, k)
-                    mat[rel] = st
-                out.append((n, st))
+            out.extend(self._on_stack(rel_out, st0))
             if returns:
                 if st0 == 0:
                     accept = True
@@ -148,6 +145,20 @@ class LazyAutomaton:
         res = (tuple(dict.fromkeys(out)), accept)
         cache[key] = res
         return res
+
+    def _on_stack(self, rel_out, stack):
+        """_closure_rel's ((node', frames), ...) as configurations: each frames pushed on stack."""
+        push = self.stacks.push
+        mat, out = {(): stack}, []
+        for n, rel in rel_out:
+            st = mat.get(rel)
+            if st is None:
+                st = stack
+                for ret, k in rel:
+                    st = push(ret, st, k)
+                mat[rel] = st
+            out.append((n, st))
+        return out
 
     def _closure_rel(self, node):
         """The stack-independent part of node's closure: ((node', frames), ...), returns)
@@ -231,7 +242,7 @@ class LazyAutomaton:
         tables). Raises AutomatonLimit past MAX_CONFIGS or MAX_STATES."""
         # a sorted tuple of int pairs, not a frozenset: tuples of ints leave the garbage
         # collector's tracking, so big automata do not slow every collection down
-        key = (tuple(sorted(set(configs))), accept)
+        key = (tuple(configs) if len(configs) == 1 else tuple(sorted(set(configs))), accept)
         sid = self._state_ids.get(key)
         if sid is None:
             check_deadline()  # before anything of the new state is stored
@@ -278,60 +289,77 @@ class LazyAutomaton:
 
     # ---- transitions ---------------------------------------------------------------
     def expand(self, s: int):
-        """Computes state s's transition row (idempotent)."""
+        """Computes state s's transition row (idempotent): one closure and intern per
+        distinct successor of its byte classes (a single configuration: its node's
+        template; several: the row template of their nodes, row_template)."""
         if self.expanded[s]:
             return
         with self.lock:
             if self.expanded[s]:
                 return
-            edges = self.nfa.edges
             configs = self.configs[s]
-            if len(configs) == 1:  # most states (one position in a rule): a per-node template
+            closure, intern = self.closure, self.intern
+            if len(configs) == 1:  # most states (one position in a rule): the node's template
                 n, st = configs[0]
-                tmpl = self.template(n)
                 memo = {}
                 spans = []
-                for a, b, targets in tmpl:
+                for a, b, targets in self.template(n):
                     sid = memo.get(targets)
                     if sid is None:
                         if len(targets) == 1:
-                            sid = self.intern(*self.closure(targets[0], st))
+                            sid = intern(*closure(targets[0], st))
                         else:
-                            sid = self.intern(*self.closure_of([(t, st) for t in targets]))
+                            sid = intern(*self.closure_of([(t, st) for t in targets]))
                         memo[targets] = sid
                     spans.append((a, b, sid))
                 row = self.trans[s]  # after the interning: it may have grown (reallocated) the table
                 row[:] = 0
                 for a, b, sid in spans:
                     row[a:b] = sid
-                self.expanded[s] = True
-                return
-            cuts = {0, 256}
-            for n, _ in configs:
-                for lo, hi, _t in edges[n]:
-                    cuts.add(lo)
-                    cuts.add(hi + 1)
-            cuts = sorted(cuts)
-            pos = {c: i for i, c in enumerate(cuts)}
-            buckets = [[] for _ in range(len(cuts) - 1)]
-            for n, st in configs:
-                for lo, hi, t in edges[n]:
-                    for j in range(pos[lo], pos[hi + 1]):
-                        buckets[j].append((t, st))
-            memo = {}
-            sids = []
-            for targets in buckets:
-                if targets:
-                    key = tuple(targets)
-                    sid = memo.get(key)
-                    if sid is None:
-                        sid = memo[key] = self.intern(*self.closure_of(targets))
-                    sids.append(sid)
-                else:
-                    sids.append(0)
-            lens = [b - a for a, b in zip(cuts, cuts[1:])]
-            self.trans[s] = np.repeat(np.array(sids, dtype=np.int32), np.array(lens, dtype=np.intp))
+            else:
+                per, lens, groups = self.row_template(tuple([n for n, _st in configs]))
+                sts = [st for _n, st in configs]
+                sids = [intern(*self.closure_of([(t, sts[i]) for i, t in g])) for g in groups]
+                # after the interning: it may have grown (reallocated) the table
+                self.trans[s] = np.repeat(np.array([0, *sids], dtype=np.int32)[per], lens)
             self.expanded[s] = True
+
+    def row_template(self, nodes):
+        """The stack-independent part of the row of a state of several configurations,
+        on these NFA nodes (in configuration order): (per, lens, groups). The bytes are
+        cut into runs of lens[j] bytes that meet the same edges of every node; per[j] is
+        0 (no edge there) or 1 + the index of run j's group, and a group is the
+        ((configuration index, target node), ...) that its bytes lead to (runs that
+        lead to the same targets share one group). Cached per node tuple: the states of one
+        position in several alternatives, at every call site and depth, share it."""
+        hit = self._rows.get(nodes)
+        if hit is not None:
+            return hit
+        cuts = {0, 256}
+        for n in nodes:
+            for a, b, _t in self.template(n):
+                cuts.add(a)
+                cuts.add(b)
+        cuts = sorted(cuts)
+        pos = {c: i for i, c in enumerate(cuts)}
+        buckets = [[] for _ in range(len(cuts) - 1)]
+        for i, n in enumerate(nodes):
+            for a, b, targets in self.template(n):
+                for j in range(pos[a], pos[b]):
+                    buckets[j].extend([(i, t) for t in targets])
+        index, groups, per = {}, [], []
+        for bucket in buckets:
+            if not bucket:
+                per.append(0)
+                continue
+            key = tuple(bucket)
+            g = index.get(key)
+            if g is None:
+                groups.append(key)
+                g = index[key] = len(groups)
+            per.append(g)
+        res = self._rows[nodes] = (np.array(per, dtype=np.intp), np.diff(np.array(cuts, dtype=np.intp)), tuple(groups))
+        return res
 
     def step(self, s: int, data: bytes) -> int:
         """State after consuming data from s (0 = dead), cached per (s, data) for data of

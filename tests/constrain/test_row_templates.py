@@ -1,0 +1,76 @@
+"""Transition rows built from templates (automaton.LazyAutomaton.expand): a state of one
+configuration from its node's byte classes, a state of several from the row template
+of its nodes (row_template, shared by every state on the same nodes whatever their
+stacks). Every row is checked byte by byte against the NFA's edges directly."""
+
+import random
+
+import pytest
+
+from furca.constrain import GrammarCompiler
+
+from .conftest import byte_info, walk_checking_masks
+
+EXTRA = ['"', '",', '"x', 'ab"', '"}', '"x,', "ab", "abc", "[{", "}]", "日", "\xe6", "abcdefghij", '{"a', '":']
+
+# alternatives that share prefixes (states of several configurations), the same
+# alternatives reached at several nesting depths (same nodes, other stacks), a counter
+GRAMMARS = {
+    "alternatives": r'''
+root ::= "{" item ("," item)* "}"
+item ::= "ab" [a-z]* | "a" [b-d] "x" | [a-c]+ "y" | "[" root "]" | "\"" [a-z日]{0,20} "\""
+''',
+    "nested": r'''
+root ::= "[" (v ("," v)*)? "]"
+v ::= "ab" | "abc" | "a" [a-z]+ | root | "{" ("\"" [a-z]* "\"" | "\"a" [0-9]* "\"") "}"
+''',
+}
+
+
+def reference_row(a, s):
+    """State s's row from the NFA's edges, one byte at a time (no template, no cache of
+    rows): the state of the closure of every target a configuration reaches on b."""
+    row = []
+    for b in range(256):
+        targets = [(x, st) for n, st in a.configs[s] for lo, hi, x in a.nfa.edges[n] if lo <= b <= hi]
+        row.append(a.intern(*a.closure_of(targets)) if targets else 0)
+    return row
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_rows_match_the_nfa_byte_by_byte(name):
+    info = byte_info(EXTRA)
+    g = GrammarCompiler(info).compile_grammar(GRAMMARS[name])
+    a = g.automaton
+    rng = random.Random(5)
+    for _ in range(12):
+        walk_checking_masks(g.matcher(), info, rng, 25)
+    expanded = [s for s in range(1, a.num_states) if a.expanded[s]]
+    multi = [s for s in expanded if len(a.configs[s]) > 1]
+    by_nodes = {}
+    for s in multi:
+        by_nodes.setdefault(tuple(n for n, _ in a.configs[s]), set()).add(tuple(st for _, st in a.configs[s]))
+    # the walks reached what the templates are for: rows of several configurations, and
+    # the same nodes under different stacks (one shared row template)
+    assert len(multi) >= 5
+    if name == "nested":
+        assert any(len(stacks) > 1 for stacks in by_nodes.values())
+    for s in expanded:
+        assert a.trans[s].tolist() == reference_row(a, s), (s, a.configs[s])
+
+
+def test_json_mode_rows_at_several_depths():
+    # JSON mode is recursive: the states of one object or array position at each
+    # nesting depth sit on the same nodes; each row must still lead to its own depth
+    info = byte_info(['{"', '":', '[[', ']]', '"a"', "true", "nul"])
+    g = GrammarCompiler(info).compile_json_schema({})
+    a = g.automaton
+    m = g.matcher()
+    text = '{"a":[[{"b":[1,{"c":[[true,null]]}]}]],"d":{"e":{"f":[{}]}}}'
+    assert m.accept_string(text) and m.can_terminate()
+    for s in [a.start, *range(1, a.num_states)]:
+        if not a.expanded[s]:
+            a.expand(s)
+        assert a.trans[s].tolist() == reference_row(a, s), s
+    depths = {a.stacks.depth[st] for s in range(1, a.num_states) for _n, st in a.configs[s]}
+    assert max(depths) >= 6
