@@ -18,7 +18,7 @@ worker threads with overlap on), the scheduler thread's wait for masks after the
 applying the masks to the logits, accepting the tokens.
 
     .venv/bin/python bench/constrained_step.py [--steps 24] [--rounds 3] [--threads N]
-        [--jump-forward] [--disable-overlap-masks] [--mask-wait-ms 2]
+        [--jump-forward] [--disable-overlap-masks] [--disable-early-masks] [--mask-wait-ms 2]
 
 Jump-forward is off by default, so that every step of both sides computes one token per
 request (forced tokens would make the constrained steps heavier forwards, not slower
@@ -94,6 +94,7 @@ def main() -> None:
     ap.add_argument("--data", default=str(ROOT / "tests" / "data" / "maskbench-sample"))
     ap.add_argument("--jump-forward", action="store_true")
     ap.add_argument("--disable-overlap-masks", action="store_true")
+    ap.add_argument("--disable-early-masks", action="store_true")
     ap.add_argument("--mask-wait-ms", type=float, default=None)
     add_threads_arg(ap)
     args = ap.parse_args()
@@ -102,6 +103,8 @@ def main() -> None:
     opts = {"enable_jump_forward": args.jump_forward, "decode_log_interval": 0}
     if args.disable_overlap_masks:
         opts["overlap_masks"] = False
+    if args.disable_early_masks:
+        opts["early_masks"] = False
     if args.mask_wait_ms is not None:
         opts["mask_wait_ms"] = args.mask_wait_ms
     with Engine(**opts) as engine:
@@ -148,9 +151,10 @@ def main() -> None:
         for f in ("fill_s", "wait_s", "apply_s", "accept_s"):
             parts[f[:-2] + "_ms"] = round(median_ms([getattr(m, f) for m in masks]), 3)
         parts["late_per_step"] = round(sum(m.num_late for m in masks) / len(masks), 3)
+        parts["early_per_step"] = round(sum(m.num_early for m in masks) / len(masks), 3)
         print("constrained step, median per step: " + ", ".join(f"{k} {v}" for k, v in parts.items()))
     record = dict(bench="constrained_step", steps=args.steps, rounds=args.rounds, jump_forward=args.jump_forward,
-                  overlap=not args.disable_overlap_masks, mask_wait_ms=args.mask_wait_ms,
+                  overlap=not args.disable_overlap_masks, early=not args.disable_early_masks, mask_wait_ms=args.mask_wait_ms,
                   plain_ms=round(wall["plain"], 2), constrained_ms=round(wall["json_schema"], 2),
                   ratio=round(ratio, 3), cpu_ratio=round(cpu_ratio, 3), plain_forward_ms=round(fwd["plain"], 2),
                   constrained_forward_ms=round(fwd["json_schema"], 2), plain_rest_ms=round(rest["plain"], 3),

@@ -39,6 +39,7 @@ _.to_dot  # Graph API: a program's graph as Graphviz text
 # runtime/mask_overlap: MaskTimes fields, StepStats.masks for step observers (bench/constrained_step.py, tests)
 num_masks  # MaskTimes.num_masks
 num_late  # MaskTimes.num_late: requests that waited a step for their mask
+num_early  # MaskTimes.num_early: masks started right after the previous step's accept
 accept_s  # MaskTimes.accept_s
 
 # runtime/grammar_backend

@@ -71,6 +71,9 @@ class EngineConfig:
                                            "of a constrained output is sampled)", flag="--disable-jump-forward")
     overlap_masks: bool = _opt(True, "fill grammar token masks on worker threads while the forward pass runs (off: "
                                      "after it, on the scheduler thread)", flag="--disable-overlap-masks")
+    early_masks: bool = _opt(True, "with overlap_masks, start a request's next grammar mask as soon as its "
+                                   "sampled and forced tokens are accepted (off: at the next forward pass)",
+                             flag="--disable-early-masks")
     mask_wait_ms: float = _opt(2.0, "with overlap_masks, how long a step waits after its forward pass for a "
                                     "grammar mask; a request whose mask is later samples one step later")
     # sampling / misc
@@ -128,8 +131,9 @@ class EngineConfig:
             raise ConfigError(f"new_token_ratio_decay must be >= 0, got {self.new_token_ratio_decay!r}")
         if not isinstance(self.enable_jump_forward, bool):
             raise ConfigError(f"enable_jump_forward must be true or false, got {self.enable_jump_forward!r}")
-        if not isinstance(self.overlap_masks, bool):
-            raise ConfigError(f"overlap_masks must be true or false, got {self.overlap_masks!r}")
+        for name in ("overlap_masks", "early_masks"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         w = self.mask_wait_ms
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
             raise ConfigError(f"mask_wait_ms must be a number of milliseconds >= 0, got {w!r}")

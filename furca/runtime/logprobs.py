@@ -1,5 +1,6 @@
 """Log-softmax at chosen tokens plus per-row top-k: the logprobs of sampled tokens
-(`sampler.sample`), of prompt tokens and of jump-forward tokens (`postprocess`)."""
+(`sampler.sample`, through `logprobs_of_rows`), of prompt tokens and of jump-forward
+tokens (`postprocess`)."""
 
 from __future__ import annotations
 
@@ -35,4 +36,29 @@ def compute_logprobs(
     for j, i in enumerate(rows):
         k = top_k_per_row[i]
         top[i] = list(zip(vals[j][:k], ids[j][:k]))
+    return chosen, top
+
+
+def logprobs_of_rows(
+    raw: torch.Tensor, token_ids: torch.Tensor, top_k_per_row: Sequence[int], rows: Sequence[int] | None
+) -> tuple[torch.Tensor, list[list[tuple[float, int]]] | None]:
+    """`compute_logprobs` over ``rows`` of ``raw`` only (every row when None). The other
+    rows get NaN, or ``-inf`` where ``raw`` at their token is ``-inf`` (a row where nothing
+    was allowed gets ``-inf`` either way); their top entries are ``[]``."""
+    n = raw.shape[0]
+    if rows is None or len(rows) == n:
+        return compute_logprobs(raw, token_ids, top_k_per_row)
+    picked = raw.gather(1, token_ids.view(-1, 1).long()).squeeze(1).float()
+    chosen = torch.where(torch.isneginf(picked), picked, torch.full_like(picked, float("nan")))
+    if not rows:
+        return chosen, None
+    index = torch.tensor(list(rows), dtype=torch.int64, device=raw.device)
+    part, part_top = compute_logprobs(raw.index_select(0, index), token_ids.index_select(0, index),
+                                      [top_k_per_row[i] for i in rows])
+    chosen.index_copy_(0, index, part)
+    if part_top is None:
+        return chosen, None
+    top: list[list[tuple[float, int]]] = [[] for _ in range(n)]
+    for j, i in enumerate(rows):
+        top[i] = part_top[j]
     return chosen, top

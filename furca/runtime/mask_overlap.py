@@ -18,6 +18,18 @@ step by more than ``wait_s``. When every sampling request of the step is late, n
 else is delayed: `collect` waits for the first of their masks, then ``wait_s`` more for
 the others.
 
+Early start (``early=True``): a request's next mask depends only on its matcher's state
+once its sampled token and any jump-forward (forced) tokens are accepted, so the
+postprocessor calls `MaskFiller.start_early` for it right then, and the fill runs while
+the rest of the step is postprocessed, the next step is scheduled and its forward runs;
+the next step's `start` keeps it. A request whose next forward computes forced tokens
+(jump-forward appended them; their pass samples after the last of them) has its mask
+ready before that heavier forward begins. Nothing moves the matcher between the early
+start and the step that collects it: the matcher moves only when its request samples,
+and a request samples only after its fill is done. A fill started early for a request
+that then leaves the running batch (retracted, finished by a stop string, aborted) is
+dropped by a later `start` once it is done.
+
 With ``overlap=False`` nothing runs beside the forward: `collect` fills the masks on the
 scheduler thread, in order, with no bound (the sequential path; greedy outputs are the
 same either way, since a mask depends only on the matcher's state).
@@ -55,6 +67,7 @@ class MaskTimes:
 
     num_masks: int  # constrained requests that sampled (or were late)
     num_late: int  # requests that waited a step for their mask
+    num_early: int  # masks of the step started early (right after the previous step's accept)
     fill_s: float
     wait_s: float
     apply_s: float  # masking the sampled logits rows
@@ -64,10 +77,11 @@ class MaskTimes:
 class _Job:
     """One request's mask fill: its own row (so a late fill writes nothing the step reads)."""
 
-    __slots__ = ("req", "row", "done", "error", "fill_s", "_cond")
+    __slots__ = ("req", "row", "done", "error", "fill_s", "early", "_cond")
 
-    def __init__(self, req: Req, words: int, cond: threading.Condition):
+    def __init__(self, req: Req, words: int, cond: threading.Condition, early: bool = False):
         self.req = req
+        self.early = early  # started by `start_early`
         self.row = torch.empty((1, words), dtype=torch.int32)
         self.done = False
         self.error: BaseException | None = None
@@ -95,11 +109,12 @@ class MaskFiller:
     only (its workers are its own); `close` stops the workers."""
 
     def __init__(self, width: int, *, overlap: bool = True, wait_s: float = DEFAULT_WAIT_S,
-                 workers: int = DEFAULT_WORKERS):
+                 workers: int = DEFAULT_WORKERS, early: bool = True):
         if wait_s < 0 or workers < 1:
             raise ValueError(f"wait_s must be >= 0 and workers >= 1, got {wait_s!r}, {workers!r}")
         self.words = (int(width) + 31) // 32
         self.overlap, self.wait_s, self.workers = overlap, float(wait_s), workers
+        self.early = early and overlap
         self.faults = None  # a FaultInjector (faults.py) in tests; set by the scheduler
         self._jobs: dict[Req, _Job] = {}  # fills started and not yet collected
         self._cond = threading.Condition()
@@ -115,21 +130,32 @@ class MaskFiller:
         for req in [r for r, job in self._jobs.items() if r not in live and job.done]:
             del self._jobs[req]
         for req in reqs:
-            if req.grammar is not None and req not in self._jobs:
-                job = self._jobs[req] = _Job(req, self.words, self._cond)
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="furca-masks")
-                self._pool.submit(job.run, self.faults)
+            self._submit(req, False)
+
+    def start_early(self, req: Req) -> None:
+        """Begin ``req``'s next mask now (with ``early``): its matcher has accepted this
+        step's tokens and will not move before the step that samples with it (see the
+        module docstring). No-op without a grammar, or when its fill is already started."""
+        if self.early:
+            self._submit(req, True)
+
+    def _submit(self, req: Req, early: bool) -> None:
+        if req.grammar is not None and req not in self._jobs:
+            job = self._jobs[req] = _Job(req, self.words, self._cond, early)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="furca-masks")
+            self._pool.submit(job.run, self.faults)
 
     def collect(self, reqs: list[Req]):
-        """After the forward pass: ``(bitmask, late, errors, fill_s, wait_s)``. ``bitmask``
+        """After the forward pass: ``(bitmask, late, errors, fill_s, wait_s, num_early)``. ``bitmask``
         is int32 ``[len(reqs), words]`` (all bits set in unconstrained rows), or None when
         no request of ``reqs`` has a grammar; ``late``: the requests whose mask was not
         ready within the bound (their rows are meaningless; they sample next step);
-        ``errors``: ``(req, exception)`` of the fills that raised (their rows likewise)."""
+        ``errors``: ``(req, exception)`` of the fills that raised (their rows likewise);
+        ``num_early``: how many of the masks collected were started by `start_early`."""
         constrained = [r for r in reqs if r.grammar is not None]
         if not constrained:
-            return None, [], [], 0.0, 0.0
+            return None, [], [], 0.0, 0.0, 0
         began = time.perf_counter()
         if self.overlap:
             jobs = [self._jobs.get(r) for r in constrained]
@@ -153,18 +179,19 @@ class MaskFiller:
         bitmask = torch.full((len(reqs), self.words), -1, dtype=torch.int32)
         rows = bitmask.numpy()  # shares memory: a row copied here costs a numpy copy, not a torch op
         index = {r: i for i, r in enumerate(reqs)}
-        late, errors, fill_s = [], [], 0.0
+        late, errors, fill_s, num_early = [], [], 0.0, 0
         for job in jobs:
             if not job.done:
                 late.append(job.req)
                 continue
             self._jobs.pop(job.req, None)
             fill_s += job.fill_s
+            num_early += job.early
             if job.error is not None:
                 errors.append((job.req, job.error))
             else:
                 rows[index[job.req]] = job.row.numpy()[0]
-        return bitmask, late, errors, fill_s, wait_s
+        return bitmask, late, errors, fill_s, wait_s, num_early
 
     def close(self) -> None:
         """Stop the worker threads: queued fills are dropped, one in flight ends on its own

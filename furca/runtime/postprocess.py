@@ -148,14 +148,14 @@ class Postprocessor(Delivery):
 
     def _sample(self, items: list[ScheduledReq], logits: torch.Tensor, failed: list[Failure]) -> list[Req]:
         reqs = [it.req for it in items]
-        bitmask, fill_s, wait_s = self._fill_masks(reqs, failed)
+        bitmask, fill_s, wait_s, num_early = self._fill_masks(reqs, failed)
         if bitmask is not None and len(reqs) < len(items):  # a matcher failed or is late: drop its row
             keep = {id(r) for r in reqs}
             bitmask = bitmask[[i for i, it in enumerate(items) if id(it.req) in keep]]
             items = [it for it in items if id(it.req) in keep]
         if bitmask is not None:
             self.times = MaskTimes(len(self.late) + sum(r.grammar is not None for r in reqs), len(self.late),
-                                   fill_s, wait_s, 0.0, 0.0)
+                                   num_early, fill_s, wait_s, 0.0, 0.0)
         if not items:
             return []
         rows = torch.tensor([it.logit_offset + len(it.logit_positions) - 1 for it in items], device=logits.device)
@@ -188,6 +188,8 @@ class Postprocessor(Delivery):
             try:
                 if self._append(req, token, logprob, top, dead):
                     finished.append(req)
+                elif not req.is_finished:  # its matcher is settled: its next mask may start
+                    self.masks.start_early(req)
             except Exception as e:  # noqa: BLE001
                 failed.append(self._failure(req, self._stage, e))
         if self.times is not None:
@@ -195,19 +197,19 @@ class Postprocessor(Delivery):
         return finished
 
     def _fill_masks(self, reqs: list[Req], failed: list[Failure]):
-        """``(bitmask, fill_s, wait_s)``: the constrained rows' token masks (None when no
+        """``(bitmask, fill_s, wait_s, num_early)``: the constrained rows' token masks (None when no
         row has a grammar) from the `MaskFiller`. A request whose matcher raises is failed,
         one whose mask is late goes to ``self.late``; both leave ``reqs`` (in place)."""
-        bitmask, late, errors, fill_s, wait_s = self.masks.collect(reqs)
+        bitmask, late, errors, fill_s, wait_s, num_early = self.masks.collect(reqs)
         if bitmask is None:
-            return None, 0.0, 0.0
+            return None, 0.0, 0.0, 0
         for req, e in errors:
             failed.append(self._failure(req, "grammar matcher", e))
         self.late = late
         drop = {id(r) for r in late} | {id(r) for r, _ in errors}
         if drop:
             reqs[:] = [r for r in reqs if id(r) not in drop]
-        return bitmask, fill_s, wait_s
+        return bitmask, fill_s, wait_s, num_early
 
     def _sample_rows(self, reqs: list[Req], x: torch.Tensor) -> list[tuple]:
         """Sample one token for each of ``reqs`` from its row of ``x``: ``(req, token,
@@ -224,6 +226,7 @@ class Postprocessor(Delivery):
             x.shape[-1],
             x.device,
             prompt_ids=[r.origin_input_ids for r in reqs] if needs_prompt else None,
+            requested_logprobs_only=True,
         )
         out = sample(x, batch)
         ids = out.next_token_ids.tolist()

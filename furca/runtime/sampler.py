@@ -27,7 +27,10 @@ All work is vectorised over rows and the vocabulary; the only Python loop runs o
 *seeded* rows (one ``torch.rand(1)`` each), and nothing syncs with the device unless top
 logprobs are asked for. Work no row needs is skipped: an all-greedy batch without
 penalties is one ``argmax`` plus the logprob gather; when every sampled row has a top-k,
-``topk(k_max)`` replaces the full sort.
+``topk(k_max)`` replaces the full sort; with ``requested_logprobs_only`` the log-softmax
+runs over the rows that ask for logprobs only. On a CPU the argmaxes of fp32 rows go
+through numpy (`argmax_rows`). A constrained batch's rows are mostly ``-inf``; these two
+are most of a greedy step's sampling cost there.
 """
 
 from __future__ import annotations
@@ -36,9 +39,10 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Sequence
 
+import numpy as np
 import torch
 
-from furca.runtime.logprobs import compute_logprobs
+from furca.runtime.logprobs import logprobs_of_rows
 from furca.runtime.sampling_params import SamplingParams
 
 _NEG_INF = float("-inf")
@@ -94,6 +98,7 @@ class SamplingBatch:
     blocked: tuple[torch.Tensor, torch.Tensor] | None  # rows, ids set to -inf
     top_logprobs_nums: list[int]
     bias: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # rows, ids, logit_bias values
+    logprob_rows: list[int] | None = None  # the rows whose logprobs are computed; None: every row
 
     @property
     def modifies_logits(self) -> bool:
@@ -110,6 +115,7 @@ class SamplingBatch:
         device: torch.device | str,
         *,
         prompt_ids: Sequence[Sequence[int]] | None = None,
+        requested_logprobs_only: bool = False,
     ) -> SamplingBatch:
         """Gather the ``B`` rows' parameters into tensors on ``device``.
 
@@ -120,6 +126,10 @@ class SamplingBatch:
         - ``prompt_ids[i]``: the prompt, needed only by rows with ``repetition_penalty != 1``
           (HF/vLLM semantics count prompt and output tokens); required when any row has one.
         - ``vocab_size``: the logits width ``V``; ids outside ``[0, V)`` are ignored.
+        - ``requested_logprobs_only``: compute logprobs only for the rows whose params ask
+          for them (``return_logprob`` or ``top_logprobs_num``); see `sample` for the
+          others' value. The log-softmax over a whole row is the sampler's largest cost
+          on a greedy batch (~3x its argmax over a masked row on a CPU).
         """
         n = len(params)
         if not (len(output_ids) == len(generators) == len(eos_ids) == n):
@@ -135,6 +145,8 @@ class SamplingBatch:
             repetition=None, freq_presence=None, blocked=None,
             top_logprobs_nums=[p.top_logprobs_num for p in params],
         )
+        if requested_logprobs_only:
+            batch.logprob_rows = [i for i, p in enumerate(params) if p.return_logprob or p.top_logprobs_num > 0]
         if rows_s:
             ps = [params[i] for i in rows_s]
             col = lambda values, dtype: torch.tensor(values, dtype=dtype, device=device).view(-1, 1)  # noqa: E731
@@ -195,7 +207,9 @@ def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:
 
     Logprobs are those of the raw ``logits`` as passed in (the model's distribution after
     the constraint mask; before penalties, logit_bias, min-new-tokens blocking and
-    temperature), as vLLM's default raw logprobs.
+    temperature), as vLLM's default raw logprobs. A row outside ``batch.logprob_rows``
+    gets NaN, or ``-inf`` where its chosen raw logit is ``-inf`` (nothing was allowed), so
+    the dead-end test below reads the same with or without its logprob.
 
     Dead end: a row with no finite logit left after penalties and blocking does not raise.
     Its ``is_dead_end`` is True and its token is the argmax of the logits *as passed in*:
@@ -212,7 +226,7 @@ def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:
     raw = logits.clone() if batch.modifies_logits else logits
     _apply_penalties(logits, batch)
 
-    argmax_ids = logits.argmax(dim=-1)
+    argmax_ids = argmax_rows(logits)
     next_ids = argmax_ids
     if not batch.is_all_greedy:
         rows = batch.sample_rows
@@ -222,10 +236,21 @@ def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:
 
     # A live row never picks a -inf token (argmax and the inverse CDF both avoid them).
     is_dead_end = torch.isneginf(logits.gather(1, next_ids[:, None]).squeeze(1))
-    fallback = raw.argmax(dim=-1) if batch.modifies_logits else argmax_ids
+    fallback = argmax_rows(raw) if batch.modifies_logits else argmax_ids
     next_ids = torch.where(is_dead_end, fallback, next_ids)
-    chosen, top = compute_logprobs(raw, next_ids, batch.top_logprobs_nums)
+    chosen, top = logprobs_of_rows(raw, next_ids, batch.top_logprobs_nums, batch.logprob_rows)
     return SampleOutput(next_ids, chosen, top, is_dead_end)
+
+
+def argmax_rows(x: torch.Tensor) -> torch.Tensor:
+    """``x.argmax(dim=-1)`` of a 2-D tensor (int64; the first maximum on ties, NaN counts
+    as the maximum, 0 for an all ``-inf`` row). An fp32 CPU tensor goes through numpy,
+    whose argmax is ~10x faster than torch's CPU kernel over a vocabulary-wide row (0.3 vs
+    3.3 ms for 32 rows of 49k on one core) with the same answer."""
+    if x.device.type == "cpu" and x.dtype == torch.float32 and x.dim() == 2 and x.shape[1] > 0 \
+            and not x.requires_grad:
+        return torch.from_numpy(x.numpy().argmax(axis=-1).astype(np.int64, copy=False))
+    return x.argmax(dim=-1)
 
 
 # -- internals ----------------------------------------------------------------------------
@@ -291,7 +316,7 @@ def _inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     idx = torch.searchsorted(cdf, target, right=True).clamp_(max=probs.shape[-1] - 1)
     # A parallel scan may step up across a zero-probability token; never return one.
     is_zero = probs.gather(1, idx) <= 0
-    return torch.where(is_zero, probs.argmax(dim=-1, keepdim=True), idx).squeeze(1)
+    return torch.where(is_zero, argmax_rows(probs).view(-1, 1), idx).squeeze(1)
 
 
 def _uniforms(generators: list[torch.Generator | None], device: torch.device) -> torch.Tensor:

@@ -56,7 +56,7 @@ class Scheduler(RequestFailures):
         self.config = config
         self.post = Postprocessor(tokenizer, eos_ids, runner.device)
         self.post.masks = MaskFiller(runner.vocab_size, overlap=config.overlap_masks,
-                                     wait_s=config.mask_wait_ms / 1e3)
+                                     wait_s=config.mask_wait_ms / 1e3, early=config.early_masks)
         if config.enable_jump_forward:
             self.post.jump_forward = JumpForward(tokenizer, runner.vocab_size)
         self.waiting: list[Req] = []

@@ -97,6 +97,28 @@ def test_overlap_on_and_off_give_the_same_tokens(tiny_engine_model, reference_ou
     assert max(m.num_masks for m in masks) == 4  # four constrained requests, one plain
 
 
+def test_early_masks_on_and_off_give_the_same_tokens(tiny_engine_model, reference_outputs):
+    """Each request's next mask starts right after its accepted (and jump-forward) tokens;
+    the JSON schema's forced spans (``{"name":"``, ``","n":``) are appended by jump-forward,
+    so those requests' next forward computes several tokens with their mask already filling."""
+    loaded, _ = tiny_engine_model
+    got = {}
+    for early in (True, False):
+        steps = []
+        with Engine(loaded, max_total_tokens=4096, check_memory=True, mask_wait_ms=LONG_WAIT_MS,
+                    early_masks=early) as engine:
+            engine.add_step_observer(steps.append)
+            outs = engine.generate(PROMPTS, sampling_params=constrained_params())
+            engine.check_memory(idle=True)
+            forced = sum(o.meta_info.get("jump_forward_tokens", 0) for o in outs)
+        masks = [s.masks for s in steps if s.masks is not None]
+        got[early] = ([o.output_ids for o in outs], sum(m.num_early for m in masks), forced)
+        assert all(m.num_late == 0 and m.num_early <= m.num_masks for m in masks)
+    assert got[True][0] == got[False][0] == reference_outputs
+    assert got[True][1] > 0 and got[False][1] == 0
+    assert got[True][2] > 0  # jump-forward forced tokens along the way
+
+
 class GatedMatcher:
     """A real matcher whose first mask is held until ``gate`` opens (a slow mask)."""
 
@@ -178,7 +200,7 @@ def test_a_fill_that_raises_is_returned_for_its_request_alone():
         filler = MaskFiller(70, overlap=overlap, wait_s=DEADLINE_S)
         try:
             filler.start(reqs)
-            bitmask, late, errors, _, _ = filler.collect(reqs)
+            bitmask, late, errors, _, _, _ = filler.collect(reqs)
         finally:
             filler.close()
         assert late == [] and [(r.rid, str(e)) for r, e in errors] == [("a", "boom")]
@@ -190,3 +212,5 @@ def test_config_validates_the_mask_knobs():
         EngineConfig(mask_wait_ms=-1)
     with pytest.raises(ConfigError, match="overlap_masks"):
         EngineConfig(overlap_masks="yes")
+    with pytest.raises(ConfigError, match="early_masks"):
+        EngineConfig(early_masks=1)

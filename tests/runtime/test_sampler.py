@@ -3,9 +3,9 @@ import math
 import pytest
 import torch
 
+from furca.runtime.logprobs import compute_logprobs
 from furca.runtime.sampler import (
     SamplingBatch,
-    compute_logprobs,
     make_generator,
     sample,
     terminating_token_ids,
@@ -301,3 +301,49 @@ def test_logit_bias_on_device_with_penalties_and_mask(device):
     # row 0: 2 loses 1 to the presence penalty, 0 gains 2.5 and wins; 3 is masked (-inf stays)
     assert out.next_token_ids.tolist() == [0, 3] and not out.is_dead_end.any()
     assert logits[0, 3].item() == NEG_INF
+
+
+def test_requested_logprobs_only_is_the_same_sampling_with_logprobs_of_the_asking_rows():
+    # a constrained greedy batch: most of each row masked, one row with nothing allowed,
+    # one blocked by min_new_tokens (a dead end with finite raw logits), some rows asking
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randn(6, 300, generator=gen)
+    allowed = torch.rand(6, 300, generator=gen) < 0.05
+    allowed[5, :] = False
+    allowed[4, :] = False
+    allowed[4, 7] = True
+    logits = logits.masked_fill(~allowed, NEG_INF)
+    params = [SP(temperature=0.0, return_logprob=i in (1, 4), top_logprobs_num=3 if i == 1 else 0,
+                 min_new_tokens=2 if i == 4 else 0) for i in range(5)] + [SP(temperature=0.0)]
+    args = dict(output_ids=[[] for _ in params], generators=[None] * 6, eos_ids=[[], [], [], [], [7], []],
+                vocab_size=300, device="cpu")
+    full = sample(logits.clone(), SamplingBatch.build(params, **args))
+    part_batch = SamplingBatch.build(params, **args, requested_logprobs_only=True)
+    assert part_batch.logprob_rows == [1, 4]
+    part = sample(logits.clone(), part_batch)
+    assert torch.equal(full.next_token_ids, part.next_token_ids)
+    assert torch.equal(full.is_dead_end, part.is_dead_end)
+    assert part.is_dead_end.tolist() == [False, False, False, False, True, True]
+    assert torch.equal(part.logprobs[[1, 4]], full.logprobs[[1, 4]])
+    assert part.top_logprobs[1] == full.top_logprobs[1] and part.top_logprobs[0] == []
+    assert math.isinf(part.logprobs[5]) and part.logprobs[5] < 0  # nothing allowed: -inf, as with logprobs
+    assert all(math.isnan(part.logprobs[i]) for i in (0, 2, 3))
+    none = SamplingBatch.build([SP(temperature=0.0)] * 2, [[], []], [None, None], [[], []], 300, "cpu",
+                               requested_logprobs_only=True)
+    out = sample(logits[:2].clone(), none)
+    assert out.top_logprobs is None and torch.equal(out.next_token_ids, full.next_token_ids[:2])
+
+
+def test_argmax_rows_is_torch_argmax():
+    from furca.runtime.sampler import argmax_rows
+
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randint(-3, 3, (8, 70), generator=gen).float()  # many ties: the first maximum wins
+    x[1] = NEG_INF  # nothing allowed
+    x[2, ::3] = NEG_INF
+    x[3, 40] = float("nan")  # NaN counts as the maximum, as in torch
+    x[4, :] = float("inf")
+    for t in (x, x[:, 5:], x.t().contiguous().t(), x[::2]):  # strided views too
+        got = argmax_rows(t)
+        assert got.dtype == torch.int64 and torch.equal(got, t.argmax(dim=-1)), t.stride()
+    assert torch.equal(argmax_rows(x.double()), x.double().argmax(dim=-1))  # other dtypes: torch's
