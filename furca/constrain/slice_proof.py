@@ -1,11 +1,15 @@
-"""The proof that a configuration alone survives every string of slice characters.
+"""The proof that a set of configurations survives every string of slice characters.
 
 SliceProof receives the automaton (automaton.LazyAutomaton) and is used by
-slices.SliceBounds: a proven configuration's slice depth is UNBOUNDED. It reads the
+slices.SliceBounds: a proven configuration set's slice depth is UNBOUNDED. It reads the
 NFA, the per-node byte classes and closures of the automaton, and interns no state: a
 key-exclusion trie of a hundred declared names (every slice character leads to a
-child or to key-rest) is proven in one pass over its NFA nodes, where the search over
-states runs out of its budget and the mask then walks the whole token trie.
+child or to key-other / key-rest) is proven in one pass over its NFA nodes, where the
+search over states runs out of its budget and the mask then walks the whole token trie.
+
+The unit of the proof is a set of configurations (a "unit": sorted, stacks in canonical
+form), not a single one: a key trie's state is its trie node (the ASCII characters) plus
+the shared rule key-other's start (the rest), and neither survives alone.
 """
 
 from __future__ import annotations
@@ -15,54 +19,96 @@ from .deadline import check as check_deadline
 from .stacks import AutomatonLimit
 
 UNBOUNDED = 1 << 30  # slice depth of a state no slice string can kill
-PROOF_BUDGET = 2048  # (configuration, position in a character) pairs one proof may explore
+PROOF_BUDGET = 2048  # (unit, position in a character) pairs one proof may explore
+PROBE_CHARS = 1024  # characters the refutation probe (SliceProof._killed) may follow
 
 
 class SliceProof:
-    """unbounded(c, sl) and node_covers(n, sl), cached per slice."""
+    """unbounded(configs, sl) and node_covers(n, sl), cached per slice."""
 
     def __init__(self, automaton: LazyAutomaton):
         self._a = automaton
         self._canon_stack = automaton.canonical_stack if automaton.nfa.counter else None
-        self._covers: dict[str, dict] = {}  # slice name -> {NFA node: whether its edges take every first byte}
-        self._proven: dict[str, dict] = {}  # slice name -> {configuration: whether unbounded(c) holds}
+        self._bytes: dict[int, int] = {}  # NFA node -> bit set of the bytes its edges take
+        self._units: dict[tuple, tuple] = {}  # (node, stack) -> the unit of its closure
+        self._proven: dict[str, dict] = {}  # slice name -> {unit: whether it survives every slice string}
+
+    def _node_bytes(self, n: int) -> int:
+        hit = self._bytes.get(n)
+        if hit is None:
+            hit = 0
+            for lo, hi, _t in self._a.nfa.edges[n]:
+                hit |= (1 << (hi + 1)) - (1 << lo)
+            self._bytes[n] = hit
+        return hit
 
     def node_covers(self, n: int, sl) -> bool:
         """Whether NFA node n has an edge on every first byte of a slice character. When it
         has not, a configuration at n alone dies on the first slice character (depth 0):
         SliceBounds knows that without interning, expanding and searching the single
         state (at an object key, 18-100 configurations sit in key tries on one byte each)."""
-        cache = self._covers.setdefault(sl.name, {})
-        hit = cache.get(n)
-        if hit is None:
-            covered = 0
-            for lo, hi, _t in self._a.nfa.edges[n]:
-                covered |= (1 << (hi + 1)) - (1 << lo)
-            hit = cache[n] = not sl.first_bytes & ~covered
-        return hit
+        return not sl.first_bytes & ~self._node_bytes(n)
 
-    def unbounded(self, c, sl) -> bool:
-        """Whether configuration c alone provably survives every string of slice characters
-        (then its abstract single state's depth is UNBOUNDED).
+    def unbounded(self, configs, sl) -> bool:
+        """Whether the configurations `configs` together provably survive every string of
+        slice characters: after each one, some configuration of the set is still alive
+        (then a state with these configurations has depth UNBOUNDED).
 
-        A greatest fixpoint over pairs (configuration, rest of the current character's byte
-        ranges; () at a character boundary): a pair holds if, for every byte it may meet
-        next (every slice character's first byte at a boundary), some successor
-        configuration's pair holds. Sound: from a holding pair every slice character
-        keeps a live configuration. Pairs past PROOF_BUDGET count as failing. Counter
-        stacks are taken in canonical form, as in slice_depth (a token is shorter than
-        the distance to the bound)."""
+        A greatest fixpoint over pairs (unit, rest of the current character's byte ranges;
+        () at a character boundary): a pair holds if, for every byte it may meet next
+        (every slice character's first byte at a boundary), the unit has an edge on it to
+        some target whose closure's pair holds. Sound: from a holding pair every slice
+        character keeps a live configuration. Pairs past PROOF_BUDGET count as failing.
+        Counter stacks are taken in canonical form, as in slice_depth (a token is shorter
+        than the distance to the bound)."""
+        canon = self._canon_stack
+        unit = tuple(sorted({(n, canon(st)) for n, st in configs} if canon is not None else set(configs)))
         cache = self._proven.setdefault(sl.name, {})
-        hit = cache.get(c)
+        hit = cache.get(unit)
         if hit is None:
-            hit = self._prove(c, sl, cache)
+            hit = cache[unit] = False if self._killed(unit, sl, cache) else self._prove(unit, sl, cache)
         return hit
 
-    def _prove(self, c, sl, cache) -> bool:
-        """unbounded's search and fixpoint; caches the configurations it settles."""
-        firsts = [(seq[0], tuple(seq[1:])) for seq in sl.utf8_seqs]
+    def _killed(self, unit, sl, cache) -> bool:
+        """Whether repeating the slice's first character kills the unit (then it is
+        refuted at the cost of one path). Exact: the units after each byte are the
+        union of the successors (subset construction). Bounded strings (a length
+        product, a counter near its bound) are why: the proof would explore every
+        position up to the bound, twice per position where alternatives overlap, before
+        its budget runs out; the probe walks one path to the death."""
+        char = bytes(r[0] for r in sl.utf8_seqs[0])
+        seen, u = set(), unit
+        for _ in range(PROBE_CHARS):
+            if u in seen or cache.get(u) is True:
+                return False
+            if cache.get(u) is False:
+                return True
+            seen.add(u)
+            for b in char:
+                nxt = set()
+                for n, st in u:
+                    for lo, stop, targets in self._a.template(n):
+                        if lo <= b < stop:
+                            for t in targets:
+                                nxt.update(self.closure_unit(t, st))
+                            break
+                if not nxt:
+                    return True
+                u = tuple(sorted(nxt))
+        return False
+
+    def _covers(self, unit, sl) -> bool:
+        covered = 0
+        for n, _st in unit:
+            covered |= self._node_bytes(n)
+        return not sl.first_bytes & ~covered
+
+    def _prove(self, unit, sl, cache) -> bool:
+        """unbounded's search and fixpoint; caches the units it settles."""
+        firsts = [(seq[0][0], seq[0][1], tuple(seq[1:])) for seq in sl.utf8_seqs]
+        spans = {}  # (configuration, at a boundary) -> _spans, for this proof
         needs = {}  # pair -> [[pairs, one of which must hold], ...]
-        todo, complete = [(c, ())], True
+        todo, complete = [(unit, ())], True
         while todo:
             pair = todo.pop()
             if pair in needs:
@@ -71,53 +117,97 @@ class SliceProof:
             if len(needs) >= PROOF_BUDGET:
                 complete = False
                 break
-            cfg, rest = pair
-            known = cache.get(cfg) if not rest else None
-            if known is None and not rest and not self.node_covers(cfg[0], sl):
-                known = cache[cfg] = False
+            u, rest = pair
+            known = cache.get(u) if not rest else None
+            if known is None and not rest and not self._covers(u, sl):
+                known = cache[u] = False
             if known is not None:
                 needs[pair] = [] if known else [[]]
                 continue
             needs[pair] = reqs = []
-            for (lo, hi), tail in (firsts if not rest else [(rest[0], rest[1:])]):
-                try:
-                    spans = self._successors(cfg, lo, hi)
-                except AutomatonLimit:  # nesting too deep: no proof (the state search decides)
-                    spans = None
-                if spans is None:
+            try:
+                ps = self._pieces(u, sl.first_bytes if not rest else -1, spans)
+            except AutomatonLimit:  # nesting too deep: no proof (the state search decides)
+                reqs.append([])
+                continue
+            made = set()  # (options, tail) already required: byte ranges with the same successors
+            for lo, hi, tail in (firsts if not rest else ((rest[0][0], rest[0][1], rest[1:]),)):
+                opts_list = _within(ps, lo, hi)
+                if opts_list is None:
                     reqs.append([])
                     break
-                for succ in spans:
-                    req = [(d, tail) for d in succ]
-                    reqs.append(req)
-                    todo.extend(req)
+                for opts in opts_list:
+                    if (opts, tail) not in made:
+                        made.add((opts, tail))
+                        req = [(v, tail) for v in opts]
+                        reqs.append(req)
+                        todo.extend(req)
         holds = _greatest_fixpoint(needs)
-        for (cfg, rest), ok in holds.items():
+        for (u, rest), ok in holds.items():
             if not rest and (ok or complete):
-                cache[cfg] = ok
-        cache[c] = holds[(c, ())]
-        return cache[c]
+                cache[u] = ok
+        return holds[(unit, ())]
 
-    def _successors(self, cfg, lo, hi):
-        """For configuration cfg and the bytes lo..hi: the successor configurations of each
-        byte class there (tuples), or None when some byte of lo..hi has no edge."""
-        n, st = cfg
-        canon = self._canon_stack
-        closure = self._a.closure
-        out, at = [], lo
-        for a, b, targets in self._a.template(n):
-            if b <= lo or a > hi:
-                continue
-            if a > at:
-                return None
-            at = b
-            succ = set()
-            for t in targets:
-                succ.update(closure(t, st)[0])
+    def closure_unit(self, t, st):
+        """The unit of (t, st)'s closure (sorted, canonical stacks; () when it has no
+        configuration with a byte edge), cached."""
+        key = (t, st)
+        hit = self._units.get(key)
+        if hit is None:
+            configs = self._a.closure(t, st)[0]
+            canon = self._canon_stack
             if canon is not None:
-                succ = {(m, canon(x)) for m, x in succ}
-            out.append(tuple(succ))
-        return out if at > hi else None
+                configs = {(m, canon(x)) for m, x in configs}
+            hit = self._units[key] = tuple(sorted(set(configs)))
+        return hit
+
+    def _spans(self, cfg, bits, memo):
+        """cfg's byte classes that meet the bytes in the bit set `bits` (-1: all), with their
+        target units: ((start, stop, units), ...). Only those: the closures after a
+        quote or a backslash (the end of a key, with its whole enclosing grammar) are
+        never needed when no slice character starts there."""
+        key = (cfg, bits)
+        hit = memo.get(key)
+        if hit is None:
+            n, st = cfg
+            unit_of = self.closure_unit
+            hit = memo[key] = tuple((a, b, {unit_of(t, st) for t in targets} - {()})
+                                    for a, b, targets in self._a.template(n) if bits & ((1 << b) - (1 << a)))
+        return hit
+
+    def _pieces(self, unit, bits, memo):
+        """The unit's byte classes within `bits`: ((start, stop, target units), ...), sorted
+        and disjoint, where the target units (a sorted tuple, () when no target has a
+        configuration) are the same for every byte of start..stop-1; bytes without an
+        edge are left out. A configuration's classes are computed once per proof
+        (key-other's start is in every unit of a key trie)."""
+        if len(unit) == 1:
+            return tuple((a, b, tuple(sorted(o))) for a, b, o in self._spans(unit[0], bits, memo))
+        spans = [x for cfg in unit for x in self._spans(cfg, bits, memo)]
+        cuts = sorted({a for a, _b, _o in spans} | {b for _a, b, _o in spans})
+        pos = {c: i for i, c in enumerate(cuts)}
+        opts = [None] * (len(cuts) - 1)
+        for a, b, units in spans:
+            for k in range(pos[a], pos[b]):
+                if opts[k] is None:
+                    opts[k] = set(units)
+                else:
+                    opts[k] |= units
+        return tuple((cuts[k], cuts[k + 1], tuple(sorted(o))) for k, o in enumerate(opts) if o is not None)
+
+
+def _within(pieces, lo, hi):
+    """The target units of each piece overlapping the bytes lo..hi, or None when some byte
+    of lo..hi is in no piece."""
+    out, at = [], lo
+    for a, b, opts in pieces:
+        if b <= lo or a > hi:
+            continue
+        if a > at:
+            return None
+        at = b
+        out.append(opts)
+    return out if at > hi else None
 
 
 def _greatest_fixpoint(needs):

@@ -34,6 +34,7 @@ class SliceBounds:
         self._budget = 0
         self._abs_stack: dict[int, int | None] = {}  # stack -> innermost call frame cut (see _config_bound)
         self._abs_single: dict[tuple, int] = {}  # configuration -> its abstract single-configuration state
+        self._abs_all: dict[str, dict] = {}  # slice name -> {state: whether its abstract configurations are proven}
 
     def _step(self, s: int, sl):
         """(dies, successors): whether some character of the slice leads from s to the
@@ -111,17 +112,19 @@ class SliceBounds:
         top = sl.max_level
         a, proof = self._a, self.proof
         configs = a.configs
+        alone = False  # whether some configuration has an edge on every first byte
         for c in configs[x]:
             ab = singles.get(c)
             if ab is None and not proof.node_covers(c[0], sl):
                 ab = singles[c] = 0
+            alone = alone or ab != 0
             if ab is None:
                 st = self._abstract_stack(c[1])
                 ab = singles[c] = 0 if st is None or st == c[1] else a.intern([(c[0], st)], False)
             if not ab:
                 continue
             d = memo.get(ab)
-            if d is None and proof.unbounded(configs[ab][0], sl):
+            if d is None and proof.unbounded(configs[ab], sl):
                 d = memo[ab] = UNBOUNDED
             if d is None:
                 if level > 1 or self._budget <= 0:  # inside another single's search, or out of budget
@@ -131,7 +134,38 @@ class SliceBounds:
                 best = d
                 if best >= top:
                     break
+        if best < top and not alone and len(configs[x]) > 1 and self._all_unbounded(x, sl):
+            best = UNBOUNDED
         return best
+
+    def _all_unbounded(self, x, sl) -> bool:
+        """Whether the configurations of x, each cut at its innermost call as in
+        _config_bound, together survive every slice string (slice_proof). Tried when no
+        configuration alone has an edge on every first slice byte: a key trie's state is
+        its trie node (ASCII characters) plus the shared key-other rule (the rest), and
+        neither alone survives. First each configuration's own closure (a trie node's
+        is the trie node and key-other's start: the unit its trie's proof settled, shared
+        by every state that is at that trie node, whatever else it holds), then all of
+        them. Configurations without a call frame, or already abstract, are taken as
+        they are (the proof counts a rule's end as dying)."""
+        memo = self._abs_all.setdefault(sl.name, {})
+        hit = memo.get(x)
+        if hit is None:
+            proof = self.proof
+            cut = []
+            for n, st in self._a.configs[x]:
+                ab = self._abstract_stack(st)
+                cut.append((n, st if ab is None else ab))
+            hit = False
+            for n, st in cut:
+                u = proof.closure_unit(n, st)
+                if len(u) > 1 and proof.unbounded(u, sl):
+                    hit = True
+                    break
+            if not hit:
+                hit = proof.unbounded(cut, sl)
+            memo[x] = hit
+        return hit
 
     def slice_depth(self, s: int, sl, nested: int = 0) -> int:
         """A lower bound of d, the largest n such that every string of at most n slice

@@ -5,13 +5,24 @@ only `"`, `\\` and control characters escaped, \\uXXXX in lower case), so each d
 key has exactly one spelling and excluding the declared names is exact. The grammar
 is a trie of the names: at each node, either stop (when the prefix is not a name),
 follow a child, or leave the trie with any other character and then anything.
+
+Leaving the trie is split by character width, because names are almost all ASCII: an
+ASCII character other than the node's children is one byte class of the node, and "a
+non-ASCII character or an escape, then key-rest" is one shared rule (`key-other`) that
+every node whose children are plain ASCII calls. Its UTF-8 continuation nodes then
+exist once per grammar instead of once per trie node (~8 NFA nodes each), which is what
+the slice proof (slice_proof.py) and the automaton's closures pay for per node. A node
+with a non-ASCII or escaped child spells its own exact classes instead.
 """
 from __future__ import annotations
 
-from .grammar import NOTHING, alt, chars, cls, complement, lit, normalize, rep, seq, subtract
+from .grammar import MAX_CP, NOTHING, alt, chars, cls, complement, intersect, lit, normalize, rep, seq, subtract
 
 _SPECIAL = normalize([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
 _NAMED = {0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t", 0x22: '"', 0x5C: "\\"}
+_ASCII = ((0, 0x7F),)
+_WIDE = ((0x80, MAX_CP),)
+_ALL_SPECIAL = frozenset(range(0x20)) | {0x22, 0x5C}
 
 
 def _escapes(members):
@@ -39,7 +50,7 @@ def canonical_unit(ranges):
 
 def key_not_in(c, names):
     """A quoted JSON key (canonical spelling) whose value is not in `names`.
-    `c` is the compiler (for the shared rules `key-esc` and `key-rest`)."""
+    `c` is the compiler (for the shared rules `key-esc`, `key-rest` and `key-other`)."""
     def build():
         trie = {}
         for n in names:
@@ -47,27 +58,39 @@ def key_not_in(c, names):
             for ch in n:
                 node = node.setdefault(ch, {})
             node[None] = True
-        esc = c.named("key-esc", _escapes(set(range(0x20)) | {0x22, 0x5C}))
+        esc = c.named("key-esc", _escapes(_ALL_SPECIAL))
         rest = c.named("key-rest", seq(rep(alt(cls(complement(_SPECIAL)), esc), 0, None), lit('"')))
-        return seq(lit('"'), _rest(trie, esc, rest))
+        # every escape is spelled inline (not a call of key-esc): a trie state is then the
+        # trie node plus key-other's start, two configurations
+        other = c.named("key-other", seq(alt(cls(subtract(_WIDE, _SPECIAL)), _escapes(_ALL_SPECIAL)), rest))
+        return seq(lit('"'), _rest(trie, rest, other))
     return c.cached(("key_not_in",) + tuple(names), build)
 
 
-def _rest(node, esc, rest):
+def _rest(node, rest, other):
+    """The grammar after the trie node `node` (a dict: child character -> node, None ->
+    the prefix is a name)."""
     parts = []
     if None not in node:
         parts.append(lit('"'))
     kids = [k for k in node if k is not None]
     for ch in kids:
-        parts.append(seq(canonical_unit(chars(ch)), _rest(node[ch], esc, rest)))
-    others = subtract(complement(normalize((ord(k), ord(k)) for k in kids)), _SPECIAL)
-    leave = [cls(others)] if others else []
-    if not any(ord(k) < 0x20 or k in '"\\' for k in kids):
-        leave.append(esc)
+        parts.append(seq(canonical_unit(chars(ch)), _rest(node[ch], rest, other)))
+    taken = normalize((ord(k), ord(k)) for k in kids)
+    others = subtract(complement(taken), _SPECIAL)
+    narrow = intersect(others, _ASCII)
+    if narrow:
+        parts.append(seq(cls(narrow), rest))
+    if all(k < "\x80" and ord(k) not in _ALL_SPECIAL for k in kids):
+        parts.append(other)  # every wide character and every escape leaves the trie
     else:
-        spec = {cp for lo, hi in _SPECIAL for cp in range(lo, hi + 1)} - {ord(k) for k in kids}
+        leave = []
+        wide = intersect(others, _WIDE)
+        if wide:
+            leave.append(cls(wide))
+        spec = _ALL_SPECIAL - {ord(k) for k in kids}
         if spec:
             leave.append(_escapes(spec))
-    if leave:
-        parts.append(seq(alt(*leave), rest))
+        if leave:
+            parts.append(seq(alt(*leave), rest))
     return alt(*parts)

@@ -1,0 +1,122 @@
+"""Key-exclusion tries (json_schema/keys.py) and the slice proof over configuration sets
+(slice_proof.py): undeclared keys are exactly the canonical spellings of the names not
+declared, non-ASCII and escaped names included; a trie node shares its wide-character
+and escape tail (key-other) with every other node; a trie state (trie node plus
+key-other's start) is proven to survive every slice string without a state search, and
+a bounded string is refuted by the probe, in agreement with the search over states."""
+
+import itertools
+import json
+import random
+
+from furca.constrain import GrammarCompiler
+from furca.constrain.slice_proof import UNBOUNDED
+
+from .conftest import BYTE_EOS, allowed_set, byte_info, walk_checking_masks
+
+NAMES = ["é", "éa", "日本", "a", "ab", 'q"', "b\\", "\n", "\u00e9\u00e9", "x\u0001"]
+SCHEMA = {"type": "object", "properties": {n: {"type": "string"} for n in NAMES},
+          "additionalProperties": {"type": "integer"}}
+ALPHABET = ["a", "b", "é", "日", "本", '"', "\\", "\n", "\u0001", "q", "x", "\u00e8"]
+
+
+def _accepts(g, text):
+    m = g.matcher()
+    for b in text.encode():
+        if not m.accept_token(b):
+            return False
+    return m.can_terminate()
+
+
+def test_undeclared_keys_are_exactly_the_other_canonical_names():
+    g = GrammarCompiler(byte_info()).compile_json_schema(SCHEMA)
+    keys = {"".join(p) for k in range(3) for p in itertools.product(ALPHABET, repeat=k)}
+    for key in keys:
+        spelled = json.dumps(key, ensure_ascii=False)
+        extra = _accepts(g, "{%s:1}" % spelled)
+        declared = _accepts(g, '{%s:"v"}' % spelled)
+        assert extra == (key not in NAMES), key
+        assert declared == (key in NAMES), key
+
+
+def test_only_the_canonical_spelling_of_a_key_is_accepted():
+    g = GrammarCompiler(byte_info()).compile_json_schema(SCHEMA)
+    assert _accepts(g, '{"\\u0002":1}')  # the canonical escape of an undeclared control character
+    for text in ['{"\\u0065":1}',  # "e" escaped
+                 '{"\\/":1}',  # "/" escaped
+                 '{"\\u000A":1}', '{"\\u000a":1}',  # "\n" has a short escape
+                 '{"\\u001F":1}',  # upper-case hex
+                 '{"\\u00e9a":1}']:  # a declared name with its "é" escaped
+        assert not _accepts(g, text), text
+
+
+def test_masks_at_non_ascii_and_escaped_keys_equal_brute_force():
+    info = byte_info(['"', '":', "é", "éa", "日本", '本"', '\\"', "\\\\", "\xe6", '"}', "ab", "\\u00"])
+    g = GrammarCompiler(info).compile_json_schema(SCHEMA)
+    for seed in range(3):
+        walk_checking_masks(g.matcher(), info, random.Random(seed), 60)
+
+
+def _nfa_nodes(names):
+    schema = {"type": "string", "not": {"enum": names}}  # a string that is none of names: the trie alone
+    return len(GrammarCompiler(byte_info()).compile_json_schema(schema).automaton.nfa.edges)
+
+
+def test_trie_nodes_share_the_wide_character_tail():
+    # 40 names grown by 6 letters each: 240 more trie nodes. Each costs its kid edge, its
+    # ASCII class and two calls, ~8 NFA nodes; a UTF-8 class of its own for the wide
+    # characters would add ~16 more (24.8 per trie node that way).
+    rng = random.Random(0)
+    base = ["k%02d" % i for i in range(40)]
+    longer = [n + "".join(rng.choice("abcdefgh") for _ in range(6)) for n in base]
+    per_trie_node = (_nfa_nodes(base + longer) - _nfa_nodes(base)) / (40 * 6)
+    assert per_trie_node < 10, per_trie_node
+
+
+def _key_state(g, prefix):
+    m = g.matcher()
+    for b in prefix.encode():
+        assert m.accept_token(b), m.error
+    return m
+
+
+def test_trie_states_are_proven_as_configuration_sets():
+    # a trie node alone has no edge on a wide character, and key-other's start none on an
+    # ASCII one: only the set is proven
+    info = byte_info()
+    names = ["n%03d" % i for i in range(150)]
+    g = GrammarCompiler(info).compile_json_schema({"type": "object",
+                                                   "properties": {n: {"type": "integer"} for n in names}})
+    _key_state(g, '{"n0')
+    a, bounds = g.automaton, g.masks.slices
+    sl = info.slices()[0]
+    depths = []
+    for x in range(1, a.num_states):
+        configs = a.configs[x]
+        if len(configs) > 1 and any(len(a.nfa.edges[n]) >= 8 for n, _st in configs):
+            depths.append(bounds.slice_depth(x, sl))
+    assert depths and max(depths) == UNBOUNDED
+    # proven trie units: no configuration of theirs alone has an edge on every first byte
+    proven = [u for u, ok in bounds.proof._proven[sl.name].items()
+              if ok and not any(bounds.proof.node_covers(n, sl) for n, _st in u)]
+    assert len(proven) >= 150
+
+
+def test_bounded_string_is_refuted_by_the_probe():
+    # maxLength 12: twelve copies of the character (a counter would be taken in canonical
+    # form, as a token is shorter than the distance to its bound)
+    info = byte_info()
+    g = GrammarCompiler(info).compile_json_schema({"type": "string", "maxLength": 12})
+    m = _key_state(g, '"' + "a" * 11)
+    a, proof = g.automaton, g.masks.slices.proof
+    sl = info.slices()[0]
+    inside = [a.configs[x] for x in range(1, a.num_states) if a.configs[x] and not a.accepting[x]]
+    assert len(inside) >= 12
+    for configs in inside:
+        assert proof._killed(tuple(sorted(configs)), sl, {})
+        assert not proof.unbounded(configs, sl)
+    bits = allowed_set(m, info)  # one more character, then only the quote
+    assert bits[ord("a")] and bits[ord('"')] and not bits[BYTE_EOS]
+    assert m.accept_token(ord("a"))
+    bits = allowed_set(m, info)
+    assert not bits[ord("a")] and bits[ord('"')]
