@@ -134,6 +134,13 @@ def char_class(ranges):
     [A0-BF]) [80-BF]``, so the NFA has one node per "continuation bytes still due" and
     the automaton one state per such node, not one per sequence and byte (a string
     position inside a multi-byte character: ~8 states instead of ~19 for [^"\\])."""
+    if type(ranges) is tuple:  # a normalized tuple (the JSON-schema translator's classes): no sort
+        try:
+            hit = _CLASS_CACHE.get(ranges)  # only normalized keys are stored
+        except TypeError:  # unhashable members (lists)
+            hit = None
+        if hit is not None:
+            return hit
     key = tuple(normalize_ranges(ranges))
     hit = _CLASS_CACHE.get(key)
     if hit is not None:

@@ -270,37 +270,49 @@ def build_nfa(g: ir.Grammar) -> NFA:
     node where e ends. Loops always go to a fresh node, so edges later added to a
     fragment's end never become reachable from inside the fragment."""
     nfa = NFA()
-    edges, eps, new = nfa.edges, nfa.eps, nfa.new
+    edges, eps, new, call = nfa.edges, nfa.eps, nfa.new, nfa.call
     nullable = getattr(g, "nullable", None)
     if nullable is None:
         nullable, _ = _nullable_and_productive(g.rules)
 
     def frag(e, s):
         k = e[0]
-        if k == "byte":
-            t = new()
-            edges[s] += tuple((lo, hi, t) for lo, hi in e[1])
-            return t
         if k == "seq":
             check_deadline()
             for x in e[1]:
-                if x[0] == "byte" and len(x[1]) == 1:  # literal fast path
+                kx = x[0]
+                if kx == "byte":  # inline: most items are bytes and calls
                     t = len(edges)
                     edges.append(())
                     eps.append(())
-                    edges[s] += ((x[1][0][0], x[1][0][1], t),)
+                    r = x[1]
+                    edges[s] += ((r[0][0], r[0][1], t),) if len(r) == 1 else tuple((lo, hi, t) for lo, hi in r)
                     s = t
+                elif kx == "ref":
+                    c = len(edges)
+                    edges.extend(((), ()))
+                    eps.extend(((), ()))
+                    eps[s] += (c,)
+                    call[c] = (x[1], c + 1)
+                    s = c + 1
                 else:
                     s = frag(x, s)
             if len(edges) >= MAX_NODES:
                 raise CompileError(f"grammar too large: more than {MAX_NODES} automaton nodes "
                                    "(large bounded repetitions?)")
             return s
+        if k == "byte":
+            t = new()
+            edges[s] += tuple((lo, hi, t) for lo, hi in e[1])
+            return t
         if k == "alt":
             check_deadline()
             t = new()
             for x in e[1]:
-                eps[frag(x, s)] += (t,)
+                if x[0] == "byte":  # a one-byte branch goes straight to the join
+                    edges[s] += tuple((lo, hi, t) for lo, hi in x[1])
+                else:
+                    eps[frag(x, s)] += (t,)
             return t
         if k == "rep":
             x, lo, hi = e[1], e[2], e[3]
@@ -336,7 +348,7 @@ def build_nfa(g: ir.Grammar) -> NFA:
         if k == "ref":
             c, r = new(), new()
             eps[s] += (c,)
-            nfa.call[c] = (e[1], r)
+            call[c] = (e[1], r)
             return r
         raise AssertionError(e)
 
@@ -351,7 +363,12 @@ def build_nfa(g: ir.Grammar) -> NFA:
                                    "(large bounded repetitions?)")
     finally:
         frag = None  # noqa: F841 - (_no_cycles)
-    nfa.call = {c: (nfa.rule_start[name], _merge_return(nfa, r)) for c, (name, r) in nfa.call.items()}
+    rule_start, merged = nfa.rule_start, {}
+    for c, (name, r) in call.items():
+        if not edges[r] and len(eps[r]) == 1:  # else r is its own merge (most calls): no call
+            r = _merge_return(nfa, r)
+        merged[c] = (rule_start[name], r)
+    nfa.call = merged
     nfa.start = nfa.rule_start[g.root]
     nfa.is_tail = _tails(nfa)
     return nfa

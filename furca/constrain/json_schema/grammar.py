@@ -77,12 +77,15 @@ NOTHING = Alt(())
 def normalize(ranges) -> tuple:
     """Sorted, merged (lo, hi) ranges."""
     out = []
+    last = -2
     for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            if hi > out[-1][1]:
+        if lo <= last + 1:
+            if hi > last:
                 out[-1] = (out[-1][0], hi)
+                last = hi
         else:
             out.append((lo, hi))
+            last = hi
     return tuple(out)
 
 
@@ -98,7 +101,23 @@ def complement(ranges) -> tuple:
 
 
 def intersect(a, b) -> tuple:
-    return complement(complement(a) + complement(b))
+    """The code points in both; one merge of the two sorted range lists (the pieces of
+    two normalized sets never touch, so the result is normalized)."""
+    a, b = normalize(a), normalize(b)
+    out, i, j, na, nb = [], 0, 0, len(a), len(b)
+    while i < na and j < nb:
+        alo, ahi = a[i]
+        blo, bhi = b[j]
+        lo = alo if alo > blo else blo
+        if ahi < bhi:
+            if lo <= ahi:
+                out.append((lo, ahi))
+            i += 1
+        else:
+            if lo <= bhi:
+                out.append((lo, bhi))
+            j += 1
+    return tuple(out)
 
 
 def subtract(a, b) -> tuple:
@@ -122,14 +141,18 @@ def cls(ranges):
 def seq(*items):
     out = []
     for it in items:
-        if it == NOTHING:
+        t = type(it)
+        if t is Seq:
+            parts = it.items
+        elif t is Alt and not it.items:  # NOTHING
             return NOTHING
-        parts = it.items if isinstance(it, Seq) else (it,)
+        else:
+            parts = (it,)
         for p in parts:
-            if isinstance(p, Lit):
+            if type(p) is Lit:
                 if not p.text:
                     continue
-                if out and isinstance(out[-1], Lit):
+                if out and type(out[-1]) is Lit:
                     out[-1] = Lit(out[-1].text + p.text)
                     continue
             out.append(p)
@@ -140,28 +163,37 @@ def seq(*items):
 
 def alt(*items):
     check_deadline()
-    out, seen = [], set()
+    out, seen, singles = [], set(), 0
     for it in items:
-        parts = it.items if isinstance(it, Alt) else (it,)
+        parts = it.items if type(it) is Alt else (it,)
         for p in parts:
             if p not in seen:
                 seen.add(p)
                 out.append(p)
+                if _as_ranges(p) is not None:
+                    singles += 1
     # merge single-code-point alternatives into one class
-    singles = [p for p in out if _as_ranges(p) is not None]
-    if len(singles) > 1:
-        merged = cls(r for p in singles for r in _as_ranges(p))
-        out = [merged] + [p for p in out if _as_ranges(p) is None]
+    if singles > 1:
+        ranges, rest = [], []
+        for p in out:
+            r = _as_ranges(p)
+            if r is None:
+                rest.append(p)
+            else:
+                ranges.extend(r)
+        out = [cls(ranges)] + rest
     if len(out) == 1:
         return out[0]
     return Alt(tuple(out))
 
 
 def _as_ranges(node):
-    if isinstance(node, Cls):
+    t = type(node)
+    if t is Cls:
         return node.ranges
-    if isinstance(node, Lit) and len(node.text) == 1:
-        return ((ord(node.text), ord(node.text)),)
+    if t is Lit and len(node.text) == 1:
+        c = ord(node.text)
+        return ((c, c),)
     return None
 
 

@@ -7,8 +7,9 @@ are), a class is `ir.char_class` of its code-point ranges, ``Rep(x, m, n)`` is
 ``("rep", x, m, n)``, sequences and alternations go through `ir.seq` / `ir.alt` (which
 flatten as the parser's do), and the rules come ``root`` first.
 (tests/constrain/test_json_schema_ir.py checks the two are equal, schema by schema.)
-A node shared by several rules is lowered once and its IR shared (IR values are never
-mutated in place).
+A compound node shared by several rules is lowered once and its IR shared (IR values are
+never mutated in place); literals are lowered where they occur, classes come from
+`ir.char_class`'s cache.
 """
 from __future__ import annotations
 
@@ -20,19 +21,20 @@ from .grammar import Alt, Cls, Grammar, Lit, Ref, Rep, Seq
 def lower(g: Grammar) -> ir.Grammar:
     """`ir.Grammar` (root rule ``root``) of the translator's grammar `g`."""
     memo: dict = {}
+    literal, char_class = ir.literal, ir.char_class
 
     def conv(node):
+        t = type(node)
+        if t is Lit:  # leaves: cheap, and classes are cached by ir.char_class
+            return literal(node.text.encode("utf-8", "surrogatepass"))
+        if t is Cls:
+            return char_class(node.ranges)
+        if t is Ref:
+            return ("ref", node.name, 0)
         hit = memo.get(id(node))
         if hit is not None:
             return hit[1]
-        t = type(node)
-        if t is Lit:
-            out = ir.literal(node.text.encode("utf-8", "surrogatepass"))
-        elif t is Cls:
-            out = ir.char_class(node.ranges)
-        elif t is Ref:
-            out = ("ref", node.name, 0)
-        elif t is Seq:
+        if t is Seq:
             check_deadline()
             out = ir.seq([conv(x) for x in node.items])
         elif t is Alt:
