@@ -31,6 +31,7 @@ class SliceProof:
         self._canon_stack = automaton.canonical_stack if automaton.nfa.counter else None
         self._bytes: dict[int, int] = {}  # NFA node -> bit set of the bytes its edges take
         self._units: dict[tuple, tuple] = {}  # (node, stack) -> the unit of its closure
+        self._tail_fns: dict[str, object] = {}  # slice name -> _tails(sl)
         self._proven: dict[str, dict] = {}  # slice name -> {unit: whether it survives every slice string}
 
     def _node_bytes(self, n: int) -> int:
@@ -105,7 +106,7 @@ class SliceProof:
 
     def _prove(self, unit, sl, cache) -> bool:
         """unbounded's search and fixpoint; caches the units it settles."""
-        firsts = [(seq[0][0], seq[0][1], tuple(seq[1:])) for seq in sl.utf8_seqs]
+        tails = self._tails(sl)
         spans = {}  # (configuration, at a boundary) -> _spans, for this proof
         needs = {}  # pair -> [[pairs, one of which must hold], ...]
         todo, complete = [(unit, ())], True
@@ -130,23 +131,43 @@ class SliceProof:
             except AutomatonLimit:  # nesting too deep: no proof (the state search decides)
                 reqs.append([])
                 continue
-            made = set()  # (options, tail) already required: byte ranges with the same successors
-            for lo, hi, tail in (firsts if not rest else ((rest[0][0], rest[0][1], rest[1:]),)):
-                opts_list = _within(ps, lo, hi)
+            if rest:  # inside a character: one byte range, one tail
+                opts_list = _within(ps, rest[0][0], rest[0][1])
                 if opts_list is None:
                     reqs.append([])
-                    break
-                for opts in opts_list:
-                    if (opts, tail) not in made:
-                        made.add((opts, tail))
-                        req = [(v, tail) for v in opts]
-                        reqs.append(req)
-                        todo.extend(req)
+                    continue
+                made = {(opts, rest[1:]) for opts in opts_list}
+            else:  # at a boundary (_covers saw an edge on every first byte): each piece's tails
+                made = {(opts, tail) for a, b, opts in ps for tail in tails(a, b)}
+            for opts, tail in made:  # byte ranges with the same successors are required once
+                req = [(v, tail) for v in opts]
+                reqs.append(req)
+                todo.extend(req)
         holds = _greatest_fixpoint(needs)
         for (u, rest), ok in holds.items():
             if not rest and (ok or complete):
                 cache[u] = ok
         return holds[(unit, ())]
+
+    def _tails(self, sl):
+        """tails(a, b): the rests of the slice characters whose first byte is in a..b-1
+        (a set of tuples of byte ranges), cached per slice and range."""
+        hit = self._tail_fns.get(sl.name)
+        if hit is None:
+            by_byte = [set() for _ in range(256)]
+            for seq in sl.utf8_seqs:
+                for b in range(seq[0][0], seq[0][1] + 1):
+                    by_byte[b].add(tuple(seq[1:]))
+            memo = {}
+
+            def hit(a, b):
+                key = a * 257 + b
+                out = memo.get(key)
+                if out is None:
+                    out = memo[key] = frozenset().union(*by_byte[a:b])
+                return out
+            self._tail_fns[sl.name] = hit
+        return hit
 
     def closure_unit(self, t, st):
         """The unit of (t, st)'s closure (sorted, canonical stacks; () when it has no
@@ -183,7 +204,9 @@ class SliceProof:
         (key-other's start is in every unit of a key trie)."""
         if len(unit) == 1:
             return tuple((a, b, tuple(sorted(o))) for a, b, o in self._spans(unit[0], bits, memo))
-        spans = [x for cfg in unit for x in self._spans(cfg, bits, memo)]
+        spans = sorted(x for cfg in unit for x in self._spans(cfg, bits, memo))
+        if all(spans[k][1] <= spans[k + 1][0] for k in range(len(spans) - 1)):  # no byte in two classes
+            return tuple((a, b, tuple(sorted(o))) for a, b, o in spans)
         cuts = sorted({a for a, _b, _o in spans} | {b for _a, b, _o in spans})
         pos = {c: i for i, c in enumerate(cuts)}
         opts = [None] * (len(cuts) - 1)
