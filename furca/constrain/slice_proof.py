@@ -109,7 +109,7 @@ class SliceProof:
         tails = self._tails(sl)
         spans = {}  # (configuration, at a boundary) -> _spans, for this proof
         needs = {}  # pair -> [[pairs, one of which must hold], ...]
-        todo, complete = [(unit, ())], True
+        todo, complete, failed = [(unit, ())], True, False  # failed: some requirement lost an option
         while todo:
             pair = todo.pop()
             if pair in needs:
@@ -124,26 +124,32 @@ class SliceProof:
                 known = cache[u] = False
             if known is not None:
                 needs[pair] = [] if known else [[]]
+                failed = failed or not known
                 continue
             needs[pair] = reqs = []
             try:
                 ps = self._pieces(u, sl.first_bytes if not rest else -1, spans)
             except AutomatonLimit:  # nesting too deep: no proof (the state search decides)
                 reqs.append([])
+                failed = True
                 continue
             if rest:  # inside a character: one byte range, one tail
                 opts_list = _within(ps, rest[0][0], rest[0][1])
                 if opts_list is None:
                     reqs.append([])
+                    failed = True
                     continue
                 made = {(opts, rest[1:]) for opts in opts_list}
             else:  # at a boundary (_covers saw an edge on every first byte): each piece's tails
                 made = {(opts, tail) for a, b, opts in ps for tail in tails(a, b)}
             for opts, tail in made:  # byte ranges with the same successors are required once
                 req = [(v, tail) for v in opts]
+                failed = failed or not req
                 reqs.append(req)
                 todo.extend(req)
-        holds = _greatest_fixpoint(needs)
+        # explored to the end with every requirement keeping an option: all hold (the
+        # fixpoint would drop nothing)
+        holds = dict.fromkeys(needs, True) if complete and not failed else _greatest_fixpoint(needs)
         for (u, rest), ok in holds.items():
             if not rest and (ok or complete):
                 cache[u] = ok
