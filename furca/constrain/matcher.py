@@ -40,6 +40,33 @@ class CompiledGrammar:
         self._room: dict[int, int] = {}  # state -> frames left below MAX_STACK_DEPTH (states >= NEAR_DEPTH deep)
         self._push_per_byte: int | None = None  # the most frames one byte can push (computed when first needed)
         self._token_len: np.ndarray | None = None  # token id -> byte length (0: special / none)
+        self._at_limit: dict[int, np.ndarray] = {}  # state -> mask_by_steps(state)
+
+    def mask_by_steps(self, state: int) -> np.ndarray:
+        """The packed mask (int32 words) of ``state`` computed by stepping every token from
+        it: a token is allowed when its step neither dies nor raises AutomatonLimit (EOS
+        where ``state`` accepts). For states at the nesting limit, whose mask walk raises
+        (it builds every byte's successor, and an opening byte's is past the limit) while
+        most tokens (a closing bracket, a scalar) are still fine. Slow (a Python step per
+        token, ~0.5 s for a 128k vocabulary the first time), cached per state; only
+        outputs nested ~512 deep get there."""
+        hit = self._at_limit.get(state)
+        if hit is not None:
+            return hit
+        a, info = self.automaton, self.info
+        words = np.zeros(info.num_words, dtype=np.uint32)
+        for t, data in enumerate(info.token_bytes):
+            if data:
+                try:
+                    if a.step(state, data):
+                        words[t >> 5] |= np.uint32(1 << (t & 31))
+                except AutomatonLimit:
+                    pass
+        packed = words.view("<i4")
+        if a.accepting[state]:
+            packed |= info.eos_mask
+        self._at_limit[state] = packed
+        return packed
 
     def limit_check(self, state: int) -> tuple[int, int] | None:
         """``(room, frames per byte)`` when a token from ``state`` could reach the nesting
@@ -214,13 +241,18 @@ class Matcher:
             dest[:] = 0
             return
         if self.error is None:
+            g, state = self._g, self._h.state
             try:
-                self._g.masks.write_mask(self._h.state, dest)
-                near = self._g.limit_check(self._h.state)
+                g.masks.write_mask(state, dest)
+                near = g.limit_check(state)
                 if near is not None:
                     self._drop_tokens_past_limit(dest, *near)
                 return
             except AutomatonLimit as e:
+                if g.limit_check(state) is not None:  # the walk met the nesting limit: step every token
+                    dest[:n] = g.mask_by_steps(state)
+                    dest[n:] = 0
+                    return
                 self._fail(f"grammar limit reached: {e}")
         dest[:n] = a.info.eos_mask
         dest[n:] = 0
@@ -403,14 +435,18 @@ class Matcher:
         text : str
             The forced text; "" when nothing is forced, when it does not start at a
             character boundary, in the error state, once terminated, or when a grammar
-            limit is reached (which enters the error state).
+            limit is reached (which enters the error state, except the nesting limit
+            within reach of the current state: then nothing is forced).
         """
         if self.error is not None or self._h.terminated:
             return ""
         try:
             data = self._a.forced_bytes(self._h.state)
         except AutomatonLimit as e:
-            self._fail(f"grammar limit reached: {e}")
+            if self._g.limit_check(self._h.state) is None:
+                self._fail(f"grammar limit reached: {e}")
+            # else: at the nesting limit, building the next states meets it; forcing
+            # nothing is right (the mask, `mask_by_steps`, still allows what fits)
             return ""
         # cut at a character boundary
         for cut in range(len(data), max(len(data) - 4, -1), -1):
