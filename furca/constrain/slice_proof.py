@@ -72,11 +72,19 @@ class SliceProof:
 
     def _killed(self, unit, sl, cache) -> bool:
         """Whether repeating the slice's first character kills the unit (then it is
-        refuted at the cost of one path). Exact: the units after each byte are the
-        union of the successors (subset construction). Bounded strings (a length
-        product, a counter near its bound) are why: the proof would explore every
-        position up to the bound, twice per position where alternatives overlap, before
-        its budget runs out; the probe walks one path to the death."""
+        refuted at the cost of one path; a unit met on the way that is already refuted
+        counts as killed). The unit after each byte is the union of the successors
+        (subset construction). Bounded strings (a length product, a counter near its
+        bound) are why: the proof would explore every position up to the bound, twice
+        per position where alternatives overlap, before its budget runs out; the probe
+        walks one path to the death. Nesting past the limit: not killed (the proof
+        decides)."""
+        try:
+            return self._probe(unit, sl, cache)
+        except AutomatonLimit:
+            return False
+
+    def _probe(self, unit, sl, cache) -> bool:
         char = bytes(r[0] for r in sl.utf8_seqs[0])
         seen, u = set(), unit
         for _ in range(PROBE_CHARS):
