@@ -80,7 +80,7 @@ class LazyAutomaton:
         self._steps: dict[tuple, int] = {}  # (s, data) -> step(s, data)
         self._byte_steps: dict[int, int] = {}  # s * 256 + b -> trans[s, b] of a state without a row (_step_byte)
         self._tmpl: dict[int, tuple] = {}  # NFA node -> ((lo, hi + 1, target nodes), ...)
-        self._rows: dict[tuple, tuple] = {}  # NFA nodes -> row_template
+        self._succ: dict[tuple, int] = {}  # targets ((node, stack), ...) -> state of their closure (_expand_multi)
         self.intern((), False)  # dead state 0
         self.expanded[0] = True
         self.cut = self.stacks.push(CUT_RET, 0)  # the context frame of abstract states (masks.py)
@@ -290,8 +290,7 @@ class LazyAutomaton:
     # ---- transitions ---------------------------------------------------------------
     def expand(self, s: int):
         """Computes state s's transition row (idempotent): one closure and intern per
-        distinct successor of its byte classes (a single configuration: its node's
-        template; several: the row template of their nodes, row_template)."""
+        distinct successor of its byte classes."""
         if self.expanded[s]:
             return
         with self.lock:
@@ -317,49 +316,40 @@ class LazyAutomaton:
                 for a, b, sid in spans:
                     row[a:b] = sid
             else:
-                per, lens, groups = self.row_template(tuple([n for n, _st in configs]))
-                sts = [st for _n, st in configs]
-                sids = [intern(*self.closure_of([(t, sts[i]) for i, t in g])) for g in groups]
-                # after the interning: it may have grown (reallocated) the table
-                self.trans[s] = np.repeat(np.array([0, *sids], dtype=np.int32)[per], lens)
+                self._expand_multi(s, configs)
             self.expanded[s] = True
 
-    def row_template(self, nodes):
-        """The stack-independent part of the row of a state of several configurations,
-        on these NFA nodes (in configuration order): (per, lens, groups). The bytes are
-        cut into runs of lens[j] bytes that meet the same edges of every node; per[j] is
-        0 (no edge there) or 1 + the index of run j's group, and a group is the
-        ((configuration index, target node), ...) that its bytes lead to (runs that
-        lead to the same targets share one group). Cached per node tuple: the states of one
-        position in several alternatives, at every call site and depth, share it."""
-        hit = self._rows.get(nodes)
-        if hit is not None:
-            return hit
+    def _expand_multi(self, s, configs):
+        """The row of a state of several configurations: the bytes cut into runs that meet
+        the same edges of every configuration, one successor per distinct run of targets.
+        A successor is looked up by its targets first (_succ): states that converge on the
+        same configurations skip the closure and intern."""
+        edges = self.nfa.edges
         cuts = {0, 256}
-        for n in nodes:
-            for a, b, _t in self.template(n):
-                cuts.add(a)
-                cuts.add(b)
+        for n, _ in configs:
+            for lo, hi, _t in edges[n]:
+                cuts.add(lo)
+                cuts.add(hi + 1)
         cuts = sorted(cuts)
         pos = {c: i for i, c in enumerate(cuts)}
         buckets = [[] for _ in range(len(cuts) - 1)]
-        for i, n in enumerate(nodes):
-            for a, b, targets in self.template(n):
-                for j in range(pos[a], pos[b]):
-                    buckets[j].extend([(i, t) for t in targets])
-        index, groups, per = {}, [], []
-        for bucket in buckets:
-            if not bucket:
-                per.append(0)
-                continue
-            key = tuple(bucket)
-            g = index.get(key)
-            if g is None:
-                groups.append(key)
-                g = index[key] = len(groups)
-            per.append(g)
-        res = self._rows[nodes] = (np.array(per, dtype=np.intp), np.diff(np.array(cuts, dtype=np.intp)), tuple(groups))
-        return res
+        for n, st in configs:
+            for lo, hi, t in edges[n]:
+                for j in range(pos[lo], pos[hi + 1]):
+                    buckets[j].append((t, st))
+        succ = self._succ
+        sids = []
+        for targets in buckets:
+            if targets:
+                key = tuple(targets)
+                sid = succ.get(key)
+                if sid is None:
+                    sid = succ[key] = self.intern(*self.closure_of(targets))
+                sids.append(sid)
+            else:
+                sids.append(0)
+        lens = [b - a for a, b in zip(cuts, cuts[1:])]
+        self.trans[s] = np.repeat(np.array(sids, dtype=np.int32), np.array(lens, dtype=np.intp))
 
     def step(self, s: int, data: bytes) -> int:
         """State after consuming data from s (0 = dead), cached per (s, data) for data of

@@ -1,7 +1,8 @@
-"""Transition rows built from templates (automaton.LazyAutomaton.expand): a state of one
-configuration from its node's byte classes, a state of several from the row template
-of its nodes (row_template, shared by every state on the same nodes whatever their
-stacks). Every row is checked byte by byte against the NFA's edges directly."""
+"""Transition rows (automaton.LazyAutomaton.expand): a state of one configuration from its
+node's byte classes, a state of several from the runs of bytes that meet the same edges
+of every configuration, with successors looked up by their targets (states that
+converge on the same configurations share one). Every row is checked byte by byte
+against the NFA's edges directly."""
 
 import random
 
@@ -50,8 +51,8 @@ def test_rows_match_the_nfa_byte_by_byte(name):
     by_nodes = {}
     for s in multi:
         by_nodes.setdefault(tuple(n for n, _ in a.configs[s]), set()).add(tuple(st for _, st in a.configs[s]))
-    # the walks reached what the templates are for: rows of several configurations, and
-    # the same nodes under different stacks (one shared row template)
+    # the walks reached rows of several configurations, and the same nodes under
+    # different stacks (whose successors must keep their own stacks)
     assert len(multi) >= 5
     if name == "nested":
         assert any(len(stacks) > 1 for stacks in by_nodes.values())
