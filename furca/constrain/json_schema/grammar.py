@@ -30,11 +30,12 @@ class _CachedHash:
     """Compound nodes are hashed often (dedup in alt, memo keys): hash once."""
 
     def __hash__(self):
-        h = self.__dict__.get("_hash")
-        if h is None:
+        try:
+            return self._hash
+        except AttributeError:
             h = hash((type(self).__name__,) + tuple(self.__dict__[f] for f in self.__dataclass_fields__))
             object.__setattr__(self, "_hash", h)
-        return h
+            return h
 
 
 @dataclass(frozen=True)
@@ -167,8 +168,9 @@ def alt(*items):
     for it in items:
         parts = it.items if type(it) is Alt else (it,)
         for p in parts:
-            if p not in seen:
-                seen.add(p)
+            n = len(seen)
+            seen.add(p)  # one hash per item
+            if len(seen) != n:
                 out.append(p)
                 if _as_ranges(p) is not None:
                     singles += 1
@@ -241,3 +243,6 @@ class Grammar:
 
 for _node in (Seq, Alt, Rep):  # dataclass(frozen=True) installs its own __hash__; use the cached one
     _node.__hash__ = _CachedHash.__hash__
+# leaves: their one field's hash (no tuple built per call; equal nodes have equal fields)
+Lit.__hash__ = lambda self: hash(self.text)
+Cls.__hash__ = lambda self: hash(self.ranges)
