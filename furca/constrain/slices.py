@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .automaton import LazyAutomaton
 from .slice_proof import UNBOUNDED, SliceProof
-from .stacks import CUT_RET
+from .stacks import CUT_RET, AutomatonLimit
 
 SLICE_BUDGET = 24  # new slice steps one search may spend
 SLICE_BUDGET_TOTAL = 400  # ... one mask, nested searches included
@@ -158,7 +158,10 @@ class SliceBounds:
                 cut.append((n, st if ab is None else ab))
             hit = False
             for n, st in cut:
-                u = proof.closure_unit(n, st)
+                try:
+                    u = proof.closure_unit(n, st)
+                except AutomatonLimit:  # the closure nests too deep: no unit of its own
+                    continue
                 if len(u) > 1 and proof.unbounded(u, sl):
                     hit = True
                     break
