@@ -10,6 +10,7 @@ from .slices import SliceBounds
 from .stacks import MAX_STACK_DEPTH
 
 NEAR_DEPTH = 64  # a state this deep (frames) or deeper gets its mask checked against the nesting limit
+SHALLOW_ROOM = MAX_STACK_DEPTH - NEAR_DEPTH  # frames left in a state shallower than that: more than this
 
 
 class CompiledGrammar:
@@ -88,7 +89,7 @@ class CompiledGrammar:
             a = self.automaton
             depth = max((a.stacks.depth[st] for _n, st in a.configs[state]), default=0)
             room = self._room[state] = MAX_STACK_DEPTH - depth
-        if room > MAX_STACK_DEPTH - NEAR_DEPTH:
+        if room > SHALLOW_ROOM:
             return None
         per_byte = self._push_per_byte
         if per_byte is None:
@@ -244,9 +245,11 @@ class Matcher:
             g, state = self._g, self._h.state
             try:
                 g.masks.write_mask(state, dest)
-                near = g.limit_check(state)
-                if near is not None:
-                    self._drop_tokens_past_limit(dest, *near)
+                room = g._room.get(state)  # inlined shallow case of limit_check: the hot path
+                if room is None or room <= SHALLOW_ROOM:
+                    near = g.limit_check(state)
+                    if near is not None:
+                        self._drop_tokens_past_limit(dest, *near)
                 return
             except AutomatonLimit as e:
                 if g.limit_check(state) is not None:  # the walk met the nesting limit: step every token
