@@ -224,16 +224,21 @@ class Grammar:
     def __init__(self):
         self.rules: dict[str, object] = {}
         self._used: set[str] = {"root"}
+        self._next: dict[str, int] = {}  # base -> the n to try next (every smaller one is taken)
 
     def new_name(self, hint: str) -> str:
+        """The first of `base`, `base-2`, `base-3`, ... not yet used (base: the hint made
+        GBNF-safe). Names are never freed, so the search resumes where it last stopped."""
         base = _NAME_BAD.sub("-", hint).strip("-").lower()[:40] or "r"
         if base == "root":
             base = "root-x"
-        name, n = base, 1
+        n = self._next.get(base, 1)
+        name = base if n == 1 else "%s-%d" % (base, n)
         while name in self._used:
             n += 1
             name = "%s-%d" % (base, n)
         self._used.add(name)
+        self._next[base] = n + 1
         return name
 
     def define(self, name: str, body) -> Ref:
