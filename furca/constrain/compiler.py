@@ -11,10 +11,8 @@ fill_bitmask is a copy.
 
 from __future__ import annotations
 
-import gc
 import json
 import threading
-import time
 from collections import OrderedDict
 
 from furca.errors import CompileError
@@ -24,6 +22,7 @@ from .automaton import AutomatonLimit, LazyAutomaton
 from ._release import release, release_frames
 from .deadline import CompileTimeout
 from .gbnf import parse_gbnf
+from .gcpause import GC_PAUSE as _GC_PAUSE
 from .json_schema import ANY_OBJECT, schema_to_ir
 from .lark_grammar import parse_lark
 from .matcher import CompiledGrammar
@@ -236,38 +235,6 @@ class GrammarCompiler:
         return compiled
 
 
-class _GcPause:
-    """The cyclic GC is off while any compile runs. gc.disable() is process-wide: a
-    compile that re-enabled it while another still ran let the next collection traverse
-    that other compile's ~10^5-10^6 live young objects (a 0.1-0.3 s pause of every
-    thread, GIL held). So: off when the first compile starts, on when the last one ends
-    (if it was on before), or at a compile's end once it has been off MAX_PAUSE_S (back-to-
-    back compiles never starve the GC; it is then left on until the compiles drain)."""
-
-    MAX_PAUSE_S = 60.0
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._running = 0
-        self._restore = False  # turn the GC back on when the last compile ends
-        self._since = 0.0
-
-    def enter(self) -> None:
-        with self._lock:
-            if self._running == 0 and gc.isenabled():
-                gc.disable()
-                self._restore, self._since = True, time.monotonic()
-            self._running += 1
-
-    def exit(self) -> None:
-        with self._lock:
-            self._running -= 1
-            if self._restore and (self._running == 0 or time.monotonic() - self._since > self.MAX_PAUSE_S):
-                gc.enable()
-                self._restore = False
-
-
-_GC_PAUSE = _GcPause()
 _WARM = []
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _walk
 from .automaton import LazyAutomaton
+from .gcpause import GC_PAUSE
 from .slices import SliceBounds
 from .stacks import CUT_RET
 
@@ -54,7 +55,8 @@ class TokenMasks:
             with self._a.lock:
                 m = self._store.get(s)
                 if m is None:
-                    packed = self._compute_mask_ctx(s)
+                    with GC_PAUSE.paused():  # a new mask grows the automaton: see gcpause.py
+                        packed = self._compute_mask_ctx(s)
                     nz = np.flatnonzero(packed)
                     m = (nz.astype(np.int32), packed[nz].copy()) if len(nz) <= SPARSE_WORDS else packed
                     size = m[0].nbytes * 2 if isinstance(m, tuple) else m.nbytes

@@ -1,0 +1,90 @@
+"""The cyclic GC is paused while a compile or a new state's mask grows a grammar
+(furca/constrain/gcpause.py): counted across threads, restored only if it was on."""
+
+import gc
+import sys
+import threading
+
+from furca.constrain import GrammarCompiler
+from furca.constrain.gcpause import GcPause
+
+from .conftest import byte_info
+
+
+def _restoring(fn):
+    was = gc.isenabled()
+    try:
+        fn()
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
+def test_overlapping_pauses_keep_the_gc_off_until_the_last_ends():
+    def run():
+        gc.enable()
+        p = GcPause()
+        inside, release = threading.Event(), threading.Event()
+
+        def other():
+            with p.paused():
+                inside.set()
+                release.wait(30)
+
+        t = threading.Thread(target=other)
+        t.start()
+        assert inside.wait(30)
+        assert not gc.isenabled()
+        with p.paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the other thread's pause still runs
+        release.set()
+        t.join(30)
+        assert gc.isenabled()
+
+    _restoring(run)
+
+
+def test_a_pause_leaves_a_disabled_gc_disabled():
+    def run():
+        gc.disable()
+        p = GcPause()
+        with p.paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+
+    _restoring(run)
+
+
+def test_a_new_mask_runs_without_collections():
+    # with a threshold of one allocation, any unpaused growth of the automaton collects
+    collections = []
+
+    def count(phase, info):
+        f = sys._getframe()
+        while f is not None and f.f_code.co_name != "_compute_mask_ctx":
+            f = f.f_back
+        if phase == "start" and f is not None:  # a collection inside a mask's computation
+            collections.append(info["generation"])
+
+    def run():
+        gc.enable()
+        c = GrammarCompiler(byte_info())
+        g = c.compile_json_schema({"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}}})
+        m = g.matcher()
+        old = gc.get_threshold()
+        gc.callbacks.append(count)
+        gc.set_threshold(1)
+        computed = 0
+        try:
+            for b in b'{"name":"x","n":1':
+                before = len(g.masks._store)
+                m.get_allowed_tokens()
+                computed += len(g.masks._store) > before
+                assert m.accept_token(b), m.error
+        finally:
+            gc.callbacks.remove(count)
+            gc.set_threshold(*old)
+        assert computed > 10  # new masks were computed, with allocations enough to collect
+        assert collections == [], "the GC collected while a new mask was computed"
+
+    _restoring(run)
