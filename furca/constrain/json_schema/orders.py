@@ -63,7 +63,13 @@ def two_orders_body(c, first, second, extra, tail):
             both[(i, j)] = c.g.define(c.g.new_name("obj-both"), step(i, j, True))
         return both[(i, j)]
 
-    return step(0, 0, False)
+    try:
+        return step(0, 0, False)
+    finally:
+        # step and state call each other through closure cells: a cycle holding `chains`,
+        # hence the compiler and all its nodes, until the cyclic GC's next pass (0.1 s on a
+        # big schema, inside the request's first mask); break it so refcounting frees them
+        step = state = None  # noqa: F841
 
 
 # A rest of up to this many items stays inline where it is used (fewer automaton
