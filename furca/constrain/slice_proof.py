@@ -20,6 +20,7 @@ from .stacks import AutomatonLimit
 
 UNBOUNDED = 1 << 30  # slice depth of a state no slice string can kill
 PROOF_BUDGET = 2048  # (unit, position in a character) pairs one proof may explore
+FREE_BUDGET = 1 << 14  # ... one stack-free proof (free_unbounded: its units are shared grammar-wide)
 PROBE_CHARS = 1024  # characters the refutation probe (SliceProof._killed) may follow
 
 
@@ -33,6 +34,7 @@ class SliceProof:
         self._units: dict[tuple, tuple] = {}  # (node, stack) -> the unit of its closure
         self._tail_fns: dict[str, object] = {}  # slice name -> _tails(sl)
         self._proven: dict[str, dict] = {}  # slice name -> {unit: whether it survives every slice string}
+        self._free_spans: dict[tuple, tuple] = {}  # _spans of stack-free configurations, grammar-wide
 
     def _node_bytes(self, n: int) -> int:
         hit = self._bytes.get(n)
@@ -69,6 +71,36 @@ class SliceProof:
         if hit is None:
             hit = cache[unit] = False if self._killed(unit, sl, cache) else self._prove(unit, sl, cache)
         return hit
+
+    def free_unbounded(self, configs, sl) -> bool:
+        """Whether the NFA nodes of `configs` survive every string of slice characters
+        whatever their stacks: the proof of `unbounded` over stack-free units (a target's
+        unit is the stack-independent part of its closure, automaton._closure_rel: the
+        calls it makes are entered, a return below it counts as dying). Sound for any
+        stacks: every path it follows exists from every stack (the nesting limit aside,
+        which the matcher checks on the final mask). Its units are NFA node sets, so each
+        is proven once per grammar, whichever state, call site or stack it is met in: a
+        key-exclusion trie node's unit is the node plus key-other's start (the call its
+        closure makes), its children's units are the children's, and a slice character
+        either follows a child, enters key-rest (one unit for every node) or runs through
+        key-other's UTF-8 continuation nodes (proven once). First each node's own unit
+        (shared by every state holding the node), then all nodes together."""
+        cache = self._proven.setdefault(sl.name, {})
+        nodes = sorted({n for n, _st in configs})
+        units = [self.closure_unit(n, None) for n in nodes]
+        if len(units) > 1:
+            units.append(tuple(sorted({c for u in units for c in u})))
+        for unit in units:
+            hit = cache.get(unit)
+            if hit is None:
+                if not unit or not self._covers(unit, sl):
+                    hit = cache[unit] = False
+                else:
+                    hit = cache[unit] = False if self._killed(unit, sl, cache) else \
+                        self._prove(unit, sl, cache, FREE_BUDGET, self._free_spans)
+            if hit:
+                return True
+        return False
 
     def _killed(self, unit, sl, cache) -> bool:
         """Whether repeating the slice's first character kills the unit (then it is
@@ -112,10 +144,12 @@ class SliceProof:
             covered |= self._node_bytes(n)
         return not sl.first_bytes & ~covered
 
-    def _prove(self, unit, sl, cache) -> bool:
-        """unbounded's search and fixpoint; caches the units it settles."""
+    def _prove(self, unit, sl, cache, budget=PROOF_BUDGET, spans=None) -> bool:
+        """unbounded's search and fixpoint; caches the units it settles. spans: the memo
+        of _spans ((configuration, bytes) -> pieces), for this proof unless given."""
         tails = self._tails(sl)
-        spans = {}  # (configuration, at a boundary) -> _spans, for this proof
+        if spans is None:
+            spans = {}
         needs = {}  # pair -> [[pairs, one of which must hold], ...]
         todo, complete, failed = [(unit, ())], True, False  # failed: some requirement lost an option
         while todo:
@@ -123,7 +157,7 @@ class SliceProof:
             if pair in needs:
                 continue
             check_deadline()
-            if len(needs) >= PROOF_BUDGET:
+            if len(needs) >= budget:
                 complete = False
                 break
             u, rest = pair
@@ -151,7 +185,10 @@ class SliceProof:
             else:  # at a boundary (_covers saw an edge on every first byte): each piece's tails
                 made = {(opts, tail) for a, b, opts in ps for tail in tails(a, b)}
             for opts, tail in made:  # byte ranges with the same successors are required once
-                req = [(v, tail) for v in opts]
+                if tail and len(opts) > 1:  # inside a character: the union of the targets goes on
+                    req = [(tuple(sorted(set().union(*opts))), tail)]  # (a name's é beside the other é-like characters)
+                else:
+                    req = [(v, tail) for v in opts]
                 failed = failed or not req
                 reqs.append(req)
                 todo.extend(req)
@@ -185,9 +222,12 @@ class SliceProof:
 
     def closure_unit(self, t, st):
         """The unit of (t, st)'s closure (sorted, canonical stacks; () when it has no
-        configuration with a byte edge), cached."""
+        configuration with a byte edge), cached. st None: the stack-free unit (the nodes
+        of the part of t's closure that stays above any stack, each with stack None)."""
         key = (t, st)
         hit = self._units.get(key)
+        if hit is None and st is None:
+            hit = self._units[key] = tuple(sorted({(m, None) for m, _rel in self._a._closure_rel(t)[0]}))
         if hit is None:
             configs = self._a.closure(t, st)[0]
             canon = self._canon_stack

@@ -107,11 +107,13 @@ class SliceBounds:
         same key-rest / string rule called from a hundred places is measured once.
         Each single is first tried by the proof (slice_proof, cached per configuration),
         then by the state search."""
+        a, proof = self._a, self.proof
+        configs = a.configs
+        if proof.free_unbounded(configs[x], sl):  # whatever the stacks (a key trie, a string body)
+            return UNBOUNDED
         best = 0
         singles = self._abs_single
         top = sl.max_level
-        a, proof = self._a, self.proof
-        configs = a.configs
         alone = False  # whether some configuration has an edge on every first byte
         for c in configs[x]:
             ab = singles.get(c)

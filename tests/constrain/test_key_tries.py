@@ -120,3 +120,75 @@ def test_bounded_string_is_refuted_by_the_probe():
     assert m.accept_token(ord("a"))
     bits = allowed_set(m, info)
     assert not bits[ord("a")] and bits[ord('"')]
+
+
+GBNF_STRINGS = r'''root ::= "[" item ("," item)* "]"
+item ::= "\"" [^"\\]* "\"" | "\"" short "\"" | "<" one* ">"
+short ::= [a-z] [a-z]? [a-z]?
+one ::= [^"\\>]
+'''
+
+
+def _free_proven_states(g, sl):
+    a, proof = g.automaton, g.masks.slices.proof
+    return [x for x in range(1, a.num_states) if a.configs[x] and proof.free_unbounded(a.configs[x], sl)]
+
+
+def test_stack_free_proof_holds_only_where_no_slice_string_kills():
+    # every state the stack-free proof accepts (the calls its closure makes entered, a
+    # return counted as dying) survives every slice string, by a search over states;
+    # key tries with non-ASCII and escaped names, bounded strings, returns from a callee
+    from .test_slices import reaches_death
+    info = byte_info(['"', '":', "é", "éa", "日本", '本"', '\\"', "\\\\", '"}', "ab"])
+    sl = info.slices()[0]
+    schemas = [SCHEMA, {"type": "object", "properties": {"ab": {"type": "string", "maxLength": 3},
+                                                          "日": {"type": "string", "pattern": "^[a-z]+$"}},
+                        "additionalProperties": {"type": "string", "maxLength": 2}}]
+    grammars = [GrammarCompiler(info).compile_json_schema(s) for s in schemas]
+    grammars.append(GrammarCompiler(info).compile_grammar(GBNF_STRINGS))
+    texts = [['{"éa":"x","\\n":"y","日x":1,"a\\u0001":2}'], ['{"ab":"xy","日":"ab","q":"z"}'],
+             ['["abc",<a b>,"x"]']]
+    free = 0
+    for g, (text,) in zip(grammars, texts):
+        m = g.matcher()
+        for b in text.encode():
+            allowed_set(m, info)
+            assert m.accept_token(b), (text, m.error)
+        bounds = g.masks.slices
+        proven = _free_proven_states(g, sl)
+        free += len(proven)
+        for x in proven:
+            assert not reaches_death(bounds, x, sl), (text, g.automaton.configs[x])
+    assert free >= 10
+
+
+def test_states_of_a_large_trie_are_proven_stack_free_and_masks_equal_brute_force():
+    # 300 names, many non-ASCII or escaped: the state after every character-boundary
+    # prefix of a name is proven by the stack-free proof, a state inside a character or
+    # an escape is not (a slice character kills it there), and the masks at trie states
+    # allow exactly the tokens whose step the grammar accepts
+    rng = random.Random(1)
+    names = ["".join(rng.choice("abcdé日\"\\\n") for _ in range(rng.randint(1, 6))) for _ in range(300)]
+    info = byte_info(['"', '":', "é", "éa", "日本", '本"', '\\"', "\\\\", '"}', "ab", "abc", "\\u00"])
+    g = GrammarCompiler(info).compile_json_schema(
+        {"type": "object", "properties": {n: {"type": "integer"} for n in names},
+         "additionalProperties": {"type": "string"}})
+    sl = info.slices()[0]
+    a, proof = g.automaton, g.masks.slices.proof
+    boundary = inside = 0
+    for name in names[:60]:
+        m = _key_state(g, '{"')
+        for ch in name:
+            spelled = json.dumps(ch, ensure_ascii=False)[1:-1].encode()
+            for k, b in enumerate(spelled):
+                assert m.accept_token(b), m.error
+                configs = a.configs[m._h.state]
+                if k + 1 < len(spelled):
+                    inside += 1
+                    assert not proof.free_unbounded(configs, sl), (name, ch, k)
+            boundary += 1
+            assert proof.free_unbounded(configs, sl), (name, ch)
+    assert boundary > 150 and inside > 50
+    walk_checking_masks(_key_state(g, '{"'), info, random.Random(0), 12)
+    for seed in range(3):
+        walk_checking_masks(g.matcher(), info, random.Random(seed), 40)
