@@ -10,6 +10,11 @@ search over states runs out of its budget and the mask then walks the whole toke
 The unit of the proof is a set of configurations (a "unit": sorted, stacks in canonical
 form), not a single one: a key trie's state is its trie node (the ASCII characters) plus
 the shared rule key-other's start (the rest), and neither survives alone.
+
+free_unbounded is the same proof over stack-free units (NFA node sets: the part of a
+closure that stays above any stack; a return counts as dying), tried first for every
+state: its units do not depend on the call site or the stack, so a key trie is proven
+once per grammar and key-other's continuation nodes once for every trie.
 """
 
 from __future__ import annotations
