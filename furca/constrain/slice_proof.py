@@ -25,7 +25,8 @@ from .stacks import AutomatonLimit
 
 UNBOUNDED = 1 << 30  # slice depth of a state no slice string can kill
 PROOF_BUDGET = 2048  # (unit, position in a character) pairs one proof may explore
-FREE_BUDGET = 1 << 14  # ... one stack-free proof (free_unbounded: its units are shared grammar-wide)
+FREE_CALL_DEPTH = 64  # callees _free_unit assembles from their own units, nested
+FREE_BUDGET = 1 << 14  # pairs one stack-free proof may explore (free_unbounded: its units are shared grammar-wide)
 PROBE_CHARS = 1024  # characters the refutation probe (SliceProof._killed) may follow
 
 
@@ -39,6 +40,7 @@ class SliceProof:
         self._units: dict[tuple, tuple] = {}  # (node, stack) -> the unit of its closure
         self._tail_fns: dict[str, object] = {}  # slice name -> _tails(sl)
         self._proven: dict[str, dict] = {}  # slice name -> {unit: whether it survives every slice string}
+        self._parts: dict[str, dict] = {}  # slice name -> {(configuration,): whether its part holds} (_split)
         self._free_spans: dict[tuple, tuple] = {}  # _spans of stack-free configurations, grammar-wide
 
     def _node_bytes(self, n: int) -> int:
@@ -155,6 +157,7 @@ class SliceProof:
         tails = self._tails(sl)
         if spans is None:
             spans = {}
+        parts = self._parts.setdefault(sl.name, {})  # (configuration,) -> whether its part holds
         needs = {}  # pair -> [[pairs, one of which must hold], ...]
         todo, complete, failed = [(unit, ())], True, False  # failed: some requirement lost an option
         while todo:
@@ -166,15 +169,23 @@ class SliceProof:
                 complete = False
                 break
             u, rest = pair
-            known = cache.get(u) if not rest else None
-            if known is None and not rest and not self._covers(u, sl):
-                known = cache[u] = False
+            if rest is None:  # a part: the slice characters that start on u's one configuration
+                known = parts.get(u)
+            else:
+                known = cache.get(u) if not rest else None
+                if known is None and not rest and not self._covers(u, sl):
+                    known = cache[u] = False
             if known is not None:
                 needs[pair] = [] if known else [[]]
                 failed = failed or not known
                 continue
             needs[pair] = reqs = []
             try:
+                split = self._split(u, sl.first_bytes, spans) if rest == () and len(u) > 1 else None
+                if split is not None:  # each configuration's part is required (and proven) on its own
+                    reqs.extend([(c, None)] for c in split)
+                    todo.extend((c, None) for c in split)
+                    continue
                 ps = self._pieces(u, sl.first_bytes if not rest else -1, spans)
             except AutomatonLimit:  # nesting too deep: no proof (the state search decides)
                 reqs.append([])
@@ -201,9 +212,25 @@ class SliceProof:
         # fixpoint would drop nothing)
         holds = dict.fromkeys(needs, True) if complete and not failed else _greatest_fixpoint(needs)
         for (u, rest), ok in holds.items():
-            if not rest and (ok or complete):
-                cache[u] = ok
+            if ok or complete:
+                if rest is None:
+                    parts[u] = ok
+                elif not rest:
+                    cache[u] = ok
         return holds[(unit, ())]
+
+    def _split(self, unit, bits, memo):
+        """The unit's configurations as parts ((configuration,), ...) when no byte of
+        `bits` is in the classes of two of them, else None. Then the unit's requirements
+        are the union of its configurations' own, so each configuration's part is
+        proven once and shared by every unit that holds it (key-other's start is in
+        every unit of a key trie: its wide characters are required once per grammar,
+        not once per trie node)."""
+        cuts = sorted((a, b) for cfg in unit for a, b, _o in self._spans(cfg, bits, memo))
+        for k in range(len(cuts) - 1):
+            if cuts[k][1] > cuts[k + 1][0]:
+                return None
+        return [(cfg,) for cfg in unit if self._spans(cfg, bits, memo)]
 
     def _tails(self, sl):
         """tails(a, b): the rests of the slice characters whose first byte is in a..b-1
@@ -225,14 +252,14 @@ class SliceProof:
             self._tail_fns[sl.name] = hit
         return hit
 
-    def closure_unit(self, t, st):
+    def closure_unit(self, t, st, depth=0):
         """The unit of (t, st)'s closure (sorted, canonical stacks; () when it has no
         configuration with a byte edge), cached. st None: the stack-free unit (the nodes
         of the part of t's closure that stays above any stack, each with stack None)."""
         key = (t, st)
         hit = self._units.get(key)
         if hit is None and st is None:
-            hit = self._units[key] = tuple(sorted({(m, None) for m, _rel in self._a._closure_rel(t)[0]}))
+            hit = self._units[key] = self._free_unit(t, depth)
         if hit is None:
             configs = self._a.closure(t, st)[0]
             canon = self._canon_stack
@@ -240,6 +267,36 @@ class SliceProof:
                 configs = {(m, canon(x)) for m, x in configs}
             hit = self._units[key] = tuple(sorted(set(configs)))
         return hit
+
+    def _free_unit(self, t, depth):
+        """closure_unit(t, None): the nodes of automaton._closure_rel(t), assembled from
+        the units of the rules t's closure calls (each computed once) when no callee can
+        end without consuming and no counter is entered (a key trie node: itself plus
+        key-other's unit), else read from _closure_rel (also past FREE_CALL_DEPTH callees
+        nested at once: the Python stack)."""
+        nfa, a = self._a.nfa, self._a
+        edges, eps, call, counter = nfa.edges, nfa.eps, nfa.call, nfa.counter
+        out, seen, todo = set(), {t}, [t]
+        while todo:
+            x = todo.pop()
+            if x in counter:
+                out = None
+                break
+            if edges[x]:
+                out.add((x, None))
+            c = call.get(x)
+            if c is not None:
+                if depth >= FREE_CALL_DEPTH or a._closure_rel(c[0])[1]:  # the callee may return at once
+                    out = None
+                    break
+                out.update(self.closure_unit(c[0], None, depth + 1))
+            for y in eps[x]:
+                if y not in seen:
+                    seen.add(y)
+                    todo.append(y)
+        if out is None:
+            out = {(m, None) for m, _rel in a._closure_rel(t)[0]}
+        return tuple(sorted(out))
 
     def _spans(self, cfg, bits, memo):
         """cfg's byte classes that meet the bytes in the bit set `bits` (-1: all), with their

@@ -85,3 +85,21 @@ def test_masks_at_object_keys_equal_brute_force(seed):
     g = GrammarCompiler(info).compile_json_schema(SCHEMA)
     rng = random.Random(seed)
     walk_checking_masks(g.matcher(), info, rng, 80)
+
+
+def test_stack_free_units_are_the_stack_independent_closures():
+    # closure_unit(n, None) assembles a node's unit from the units of the rules it calls;
+    # it must be exactly the nodes of the automaton's stack-independent closure, for every
+    # node (calls of nullable rules, counters, tail calls, key tries)
+    gbnf = r'''root ::= "[" (item ("," item)*)? "]" | big
+item ::= opt "x" | "\"" [^"\\]* "\"" | inner
+opt ::= "a"?
+inner ::= "<" [a-z]{0,40} ">" item?
+big ::= "{" [0-9]{2,30} "}"
+'''
+    info = byte_info(EXTRA)
+    for g in (GrammarCompiler(info).compile_json_schema(SCHEMA), GrammarCompiler(info).compile_grammar(gbnf)):
+        a, proof = g.automaton, g.masks.slices.proof
+        for n in range(len(a.nfa.edges)):
+            ref = tuple(sorted({(m, None) for m, _rel in a._closure_rel(n)[0]}))
+            assert proof.closure_unit(n, None) == ref, n
