@@ -35,7 +35,7 @@ class SliceProof:
 
     def __init__(self, automaton: LazyAutomaton):
         self._a = automaton
-        self._canon_stack = automaton.canonical_stack if automaton.nfa.counter else None
+        self._canon_stack = automaton.canonical_stack if automaton.nfa.counter or automaton.nfa.length else None
         self._bytes: dict[int, int] = {}  # NFA node -> bit set of the bytes its edges take
         self._units: dict[tuple, tuple] = {}  # (node, stack) -> the unit of its closure
         self._tail_fns: dict[str, object] = {}  # slice name -> _tails(sl)
@@ -135,7 +135,8 @@ class SliceProof:
             for b in char:
                 nxt = set()
                 for n, st in u:
-                    for lo, stop, targets in self._a.template(n):
+                    st = self._a.byte_stack(n, st)  # a length region's character count
+                    for lo, stop, targets in self._a.template(n) if st != -1 else ():
                         if lo <= b < stop:
                             for t in targets:
                                 nxt.update(self.closure_unit(t, st))
@@ -181,7 +182,7 @@ class SliceProof:
                 continue
             needs[pair] = reqs = []
             try:
-                split = self._split(u, sl.first_bytes, spans) if rest == () and len(u) > 1 else None
+                split = self._split(u, sl.first_bytes) if rest == () and len(u) > 1 else None
                 if split is not None:  # each configuration's part is required (and proven) on its own
                     reqs.extend([(c, None)] for c in split)
                     todo.extend((c, None) for c in split)
@@ -219,18 +220,22 @@ class SliceProof:
                     cache[u] = ok
         return holds[(unit, ())]
 
-    def _split(self, unit, bits, memo):
+    def _split(self, unit, bits):
         """The unit's configurations as parts ((configuration,), ...) when no byte of
         `bits` is in the classes of two of them, else None. Then the unit's requirements
         are the union of its configurations' own, so each configuration's part is
         proven once and shared by every unit that holds it (key-other's start is in
         every unit of a key trie: its wide characters are required once per grammar,
         not once per trie node)."""
-        cuts = sorted((a, b) for cfg in unit for a, b, _o in self._spans(cfg, bits, memo))
-        for k in range(len(cuts) - 1):
-            if cuts[k][1] > cuts[k + 1][0]:
-                return None
-        return [(cfg,) for cfg in unit if self._spans(cfg, bits, memo)]
+        seen, out = 0, []
+        for cfg in unit:
+            b = self._node_bytes(cfg[0]) & bits
+            if b:
+                if seen & b:
+                    return None
+                seen |= b
+                out.append((cfg,))
+        return out
 
     def _tails(self, sl):
         """tails(a, b): the rests of the slice characters whose first byte is in a..b-1
@@ -279,7 +284,7 @@ class SliceProof:
         out, seen, todo = set(), {t}, [t]
         while todo:
             x = todo.pop()
-            if x in counter:
+            if x in counter or x in nfa.length:
                 out = None
                 break
             if edges[x]:
@@ -308,8 +313,10 @@ class SliceProof:
         if hit is None:
             n, st = cfg
             unit_of = self.closure_unit
+            st = self._a.byte_stack(n, st)  # a length region's character count (-1: dies)
             hit = memo[key] = tuple((a, b, {unit_of(t, st) for t in targets} - {()})
-                                    for a, b, targets in self._a.template(n) if bits & ((1 << b) - (1 << a)))
+                                    for a, b, targets in (self._a.template(n) if st != -1 else ())
+                                    if bits & ((1 << b) - (1 << a)))
         return hit
 
     def _pieces(self, unit, bits, memo):
