@@ -99,7 +99,8 @@ class LazyAutomaton:
             return hit
         nfa = self.nfa
         edges, eps, is_end, call, counter = nfa.edges, nfa.eps, nfa.is_end, nfa.call, nfa.counter
-        if not eps[node] and node not in is_end and node not in call and node not in counter:
+        length = nfa.length
+        if not eps[node] and node not in is_end and node not in call and node not in counter and node not in length:
             res = ((key,) if edges[node] else (), False)  # a plain node (e.g. inside a UTF-8 sequence)
             self._closure_cache[key] = res
             return res
@@ -132,7 +133,10 @@ class LazyAutomaton:
                     accept = True
                     continue
                 ret, parent, k = stacks[st0]
-                if k:  # a counter frame: k bodies done
+                if k and ret in length:  # a length frame: k - 1 characters
+                    if k > length[ret][2]:
+                        work.append((length[ret][1], parent))
+                elif k:  # a counter frame: k bodies done
                     body, done, lo, hi = counter[ret]
                     if k < hi:
                         work.append((body, push(ret, parent, k + 1)))
@@ -171,7 +175,8 @@ class LazyAutomaton:
         check_deadline()
         nfa = self.nfa
         edges, eps, call, is_end, is_tail, counter = nfa.edges, nfa.eps, nfa.call, nfa.is_end, nfa.is_tail, nfa.counter
-        if not eps[node] and node not in call and node not in counter and node not in is_end:
+        length = nfa.length
+        if not eps[node] and node not in call and node not in counter and node not in is_end and node not in length:
             res = self._rel_cache[node] = (((node, ()),) if edges[node] else (), False)  # a plain node
             return res
         out, returns = [], False
@@ -199,13 +204,18 @@ class LazyAutomaton:
                 nxt.append((body, rel + ((n, 1),)))
                 if lo == 0:
                     nxt.append((done, rel))
+            if n in length:
+                nxt.append((length[n][0], rel + ((n, 1),)))
             if n in is_end:
                 if not rel:
                     returns = True
                 else:
                     ret, k = rel[-1]
                     parent = rel[:-1]
-                    if k:
+                    if k and ret in length:
+                        if k > length[ret][2]:
+                            nxt.append((length[ret][1], parent))
+                    elif k:
                         body, done, lo, hi = counter[ret]
                         if k < hi:
                             nxt.append((body, parent + ((ret, k + 1),)))
@@ -300,9 +310,10 @@ class LazyAutomaton:
             closure, intern = self.closure, self.intern
             if len(configs) == 1:  # most states (one position in a rule): the node's template
                 n, st = configs[0]
+                st = self.byte_stack(n, st)
                 memo = {}
                 spans = []
-                for a, b, targets in self.template(n):
+                for a, b, targets in (self.template(n) if st >= 0 else ()):
                     sid = memo.get(targets)
                     if sid is None:
                         if len(targets) == 1:
@@ -334,6 +345,9 @@ class LazyAutomaton:
         pos = {c: i for i, c in enumerate(cuts)}
         buckets = [[] for _ in range(len(cuts) - 1)]
         for n, st in configs:
+            st = self.byte_stack(n, st)
+            if st < 0:
+                continue
             for lo, hi, t in edges[n]:
                 for j in range(pos[lo], pos[hi + 1]):
                     buckets[j].append((t, st))
@@ -384,17 +398,36 @@ class LazyAutomaton:
                 if self.expanded[s]:
                     return int(self.trans[s, b])
                 edges = self.nfa.edges
-                targets = [(x, st) for n, st in self.configs[s] for lo, hi, x in edges[n] if lo <= b <= hi]
+                byte_stack = self.byte_stack
+                targets = [(x, st) for n, st0 in self.configs[s] for lo, hi, x in edges[n] if lo <= b <= hi
+                           for st in (byte_stack(n, st0),) if st >= 0]
                 t = self.intern(*self.closure_of(targets)) if targets else 0
                 self._byte_steps[key] = t
         return t
+
+    def byte_stack(self, n, st):
+        """The stack after a byte consumed from NFA node n with stack st: st, or for a
+        node that starts a character of a length region (nfa.tick) st with its top
+        length frame counting one more character; -1 when that passes the region's
+        maximum (or st is None: a stack-free walk cannot tell)."""
+        if n not in self.nfa.tick:
+            return st
+        if st is None:
+            return -1
+        ret, parent, k = self.stacks.frames[st]
+        _body, _exit, lo, hi = self.nfa.length[ret]
+        if hi is None:  # no maximum: counts past the minimum are all alike
+            return st if k > lo else self.stacks.push(ret, parent, k + 1)
+        return -1 if k > hi else self.stacks.push(ret, parent, k + 1)
 
     # ---- canonical forms (states that share a mask) ------------------------------
     def canonical(self, s: int) -> int:
         """The state whose mask s shares. A counter frame (x{m,n}, see nfa.py) with count k,
         m <= k and n - k > longest token (in bytes) behaves the same for one token whatever
         k is (each body consumes at least a byte), so such counts are replaced by max(m, 1):
-        a long maxLength string needs one mask for its middle, not one per position."""
+        a long maxLength string needs one mask for its middle, not one per position. A
+        length frame (nfa.py) with c characters, m <= c and n - c > longest token, is
+        alike for one token (a byte starts at most one character): c becomes m."""
         c = self._canon.get(s)
         if c is None:
             configs = self.configs[s]
@@ -412,7 +445,11 @@ class LazyAutomaton:
             frames = self.stacks.frames
             ret, parent, k = frames[st]
             p = self.canonical_stack(parent)
-            if k:
+            if k and ret in self.nfa.length:  # k - 1 characters
+                _body, _exit, lo, hi = self.nfa.length[ret]
+                if hi is not None and k > lo and hi - k >= self._max_token_len:
+                    k = lo + 1
+            elif k:
                 _body, _done, lo, hi = self.nfa.counter[ret]
                 if k >= lo and hi - k > self._max_token_len:
                     k = max(lo, 1)

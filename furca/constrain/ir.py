@@ -8,6 +8,10 @@ A grammar is ``Grammar(rules={name: expr}, root=name)``; an expr is a tuple:
     ("alt", [expr, ...])      alternation; ("alt", []) matches nothing
     ("rep", expr, min, max)   repetition, max None = unbounded
     ("ref", name, pos)        a rule call; pos = character offset in the source (for errors)
+    ("len", expr, min, max)   the strings of expr with min..max characters (max None =
+                              unbounded), counted by the ticks inside expr (a length frame,
+                              nfa.py); expr holds no call, no length region
+    ("tick",)                 inside a "len": the next byte starts a character
 
 Everything is over bytes: a Unicode character class becomes an alternation of UTF-8
 byte-range sequences (``char_class``), so tokens that split a character work.
@@ -201,6 +205,6 @@ def refs(expr, acc):
     elif k in ("seq", "alt"):
         for e in expr[1]:
             refs(e, acc)
-    elif k == "rep":
+    elif k in ("rep", "len"):
         refs(expr[1], acc)
     return acc

@@ -36,7 +36,7 @@ class TokenMasks:
         self._a = automaton
         self._info = automaton.info
         self.slices = slices
-        self._canon = automaton.canonical if automaton.nfa.counter else None  # states that share a mask
+        self._canon = automaton.canonical if automaton.nfa.counter or automaton.nfa.length else None  # states that share a mask
         self._store: dict[int, object] = {}  # canonical state -> packed row or (word indices, words)
         self.mask_bytes = 0
         self._ctx: dict[int, tuple | None] = {}  # state -> (abstract state, continuation state) or None

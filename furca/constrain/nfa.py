@@ -15,6 +15,13 @@ calling rule (tail call: no frame is pushed, so right recursion does not grow th
 n times: entering pushes a counter frame (entry node, k=1) and runs the body ``x`` (its
 end is a rule end); returning with k < n may run the body again with k+1, with k >= m
 leaves through the exit node. Only the counts a walk reaches become states.
+``length``: length regions ``("len", x, m, n)`` (strings of x with m..n characters):
+entering pushes a length frame (entry node, count 1 + characters so far); ``tick``
+holds the nodes whose byte edges start a character (each consumed byte from one
+adds 1 to the top frame's count; dead past n); x's end is a rule end that returns
+through the frame to the exit node only with at least m characters. Inside a region
+repetitions are copies (no counter frame), so its length frame is the top frame
+wherever a tick is taken.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ class NFA:
         self.eps: list[tuple] = []
         self.call: dict[int, tuple] = {}  # call node -> (callee rule name, return node)
         self.counter: dict[int, tuple] = {}  # counter entry -> (body start, exit node, min, max)
+        self.length: dict[int, tuple] = {}  # length region entry -> (body start, exit node, min, max or None)
+        self.tick: set[int] = set()  # nodes whose byte edges start a character of a length region
         self.is_end: set[int] = set()
         self.rule_start: dict[str, int] = {}
         self.start = 0
@@ -68,6 +77,10 @@ def _derives(e, known, empty):
         return any(_derives(x, known, empty) for x in e[1])
     if k == "rep":
         return e[2] == 0 or _derives(e[1], known, empty)
+    if k == "len":
+        return (e[2] == 0 or not empty) and _derives(e[1], known, empty)
+    if k == "tick":
+        return True
     return e[1] in known
 
 
@@ -111,6 +124,10 @@ def _scan(e, acc):
         return True, acc
     if k == "rep":
         return _scan(e[1], acc)[0] and e[3] != 0, acc
+    if k == "len":
+        return _scan(e[1], acc)[0], acc
+    if k == "tick":
+        return True, acc
     items = e[1]
     clean = bool(items) or k == "seq"
     for x in items:
@@ -149,6 +166,9 @@ def _simplify(e, productive):
         if e[3] == 0:
             return ir.EMPTY
         return ("rep", x, e[2], e[3])
+    if k == "len":
+        x = _simplify(e[1], productive)
+        return ir.NOTHING if x == ir.NOTHING else ("len", x, e[2], e[3])
     return e
 
 
@@ -188,6 +208,8 @@ def _first_refs(e, nullable, acc):
         return r
     if k == "rep":
         return _first_refs(e[1], nullable, acc) or e[2] == 0
+    if k == "len":
+        return _first_refs(e[1], nullable, acc) and e[2] == 0
     return True
 
 
@@ -274,6 +296,7 @@ def build_nfa(g: ir.Grammar) -> NFA:
     nullable = getattr(g, "nullable", None)
     if nullable is None:
         nullable, _ = _nullable_and_productive(g.rules)
+    in_len = [0]  # > 0 inside a length region: repetitions are copies
 
     def frag(e, s):
         k = e[0]
@@ -316,7 +339,7 @@ def build_nfa(g: ir.Grammar) -> NFA:
             return t
         if k == "rep":
             x, lo, hi = e[1], e[2], e[3]
-            if max(lo, hi or 0) > COUNTER_THRESHOLD and not _first_refs(x, nullable, set()):
+            if max(lo, hi or 0) > COUNTER_THRESHOLD and not in_len[0] and not _first_refs(x, nullable, set()):
                 top = lo if hi is None else hi
                 body_start = new()
                 nfa.is_end.add(frag(x, body_start))  # the body returns to its counter frame
@@ -350,6 +373,20 @@ def build_nfa(g: ir.Grammar) -> NFA:
             eps[s] += (c,)
             call[c] = (e[1], r)
             return r
+        if k == "tick":
+            t = new()
+            eps[s] += (t,)
+            nfa.tick.add(t)
+            return t
+        if k == "len":
+            body_start = new()
+            in_len[0] += 1
+            nfa.is_end.add(frag(e[1], body_start))  # the body returns to its length frame
+            in_len[0] -= 1
+            entry, done = new(), new()
+            eps[s] += (entry,)
+            nfa.length[entry] = (body_start, done, e[2], e[3])
+            return done
         raise AssertionError(e)
 
     try:
@@ -382,7 +419,7 @@ def _merge_return(nfa, r):
     automaton states inside the callee are shared instead of one set per call site."""
     edges, eps, call, counter, is_end = nfa.edges, nfa.eps, nfa.call, nfa.counter, nfa.is_end
     for _ in range(10_000):
-        if edges[r] or len(eps[r]) != 1 or r in call or r in counter or r in is_end:
+        if edges[r] or len(eps[r]) != 1 or r in call or r in counter or r in is_end or r in nfa.length:
             break
         r = eps[r][0]
     return r

@@ -28,7 +28,7 @@ class SliceBounds:
     def __init__(self, automaton: LazyAutomaton):
         self._a = automaton
         self.proof = SliceProof(automaton)
-        self._canon = automaton.canonical if automaton.nfa.counter else None  # states searched by canonical form
+        self._canon = automaton.canonical if automaton.nfa.counter or automaton.nfa.length else None  # states searched by canonical form
         self._steps: dict[str, dict] = {}  # slice name -> {state: _step(state)}
         self._depth: dict[str, dict] = {}  # slice name -> {state: slice_depth(state)}
         self._budget = 0

@@ -1,7 +1,7 @@
 """Characters as they are written inside a JSON string."""
 from __future__ import annotations
 
-from .grammar import NOTHING, Cls, Lit, Alt, Rep, Seq, alt, chars, cls, normalize, rep, seq, subtract
+from .grammar import NOTHING, TICK, Cls, Lit, Alt, Rep, Seq, alt, chars, cls, normalize, rep, seq, subtract
 
 _NAMED = {0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
 HEX = cls([(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)])
@@ -34,21 +34,25 @@ def encode_chars(ranges):
     return alt(*parts) if parts else NOTHING
 
 
-def encode(node, memo=None):
-    """Map decoded-character IR to JSON-string-content IR."""
+def encode(node, memo=None, tick=False):
+    """Map decoded-character IR to JSON-string-content IR; tick: each character's
+    encoding is preceded by TICK (the body of a grammar.Len: one escape sequence such as
+    \\u00e9 or \\n counts as one character)."""
     memo = {} if memo is None else memo
     if isinstance(node, Cls):
         if node not in memo:
-            memo[node] = encode_chars(node.ranges)
+            memo[node] = seq(TICK, encode_chars(node.ranges)) if tick else encode_chars(node.ranges)
         return memo[node]
     if isinstance(node, Lit):
+        if tick:
+            return seq(*(seq(TICK, encode_chars(chars(c))) for c in node.text))
         return seq(*(encode_chars(chars(c)) for c in node.text))
     if isinstance(node, Seq):
-        return seq(*(encode(i, memo) for i in node.items))
+        return seq(*(encode(i, memo, tick) for i in node.items))
     if isinstance(node, Alt):
-        return alt(*(encode(i, memo) for i in node.items))
+        return alt(*(encode(i, memo, tick) for i in node.items))
     if isinstance(node, Rep):
-        return rep(encode(node.item, memo), node.min, node.max)
+        return rep(encode(node.item, memo, tick), node.min, node.max)
     raise TypeError(node)
 
 

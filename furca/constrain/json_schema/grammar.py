@@ -8,6 +8,10 @@ Nodes are immutable and hashable:
     Alt(items)                alternation; Alt(()) is NOTHING, the empty language
     Rep(item, min, max)       item{min,max}; max None = unbounded
     Ref(name)                 a named rule of the enclosing Grammar (recursion allowed)
+    Len(item, min, max)       the strings of item with min..max characters, where item
+                              (JSON-encoded, no Ref, no Len) marks each character's start
+                              with TICK (lengths.py; a length frame in the automaton)
+    TICK                      inside a Len: the next written character is one character
 
 Build nodes with `lit`, `seq`, `alt`, `rep`, `cls`: they flatten, merge adjacent
 literals and propagate NOTHING, so a grammar that can match nothing is detected early.
@@ -68,6 +72,21 @@ class Rep(_CachedHash):
 @dataclass(frozen=True)
 class Ref:
     name: str
+
+
+@dataclass(frozen=True)
+class Len(_CachedHash):
+    item: object
+    min: int
+    max: int | None
+
+
+@dataclass(frozen=True)
+class Tick:
+    pass
+
+
+TICK = Tick()
 
 
 EMPTY = Lit("")
@@ -246,7 +265,7 @@ class Grammar:
         return Ref(name)
 
 
-for _node in (Seq, Alt, Rep):  # dataclass(frozen=True) installs its own __hash__; use the cached one
+for _node in (Seq, Alt, Rep, Len):  # dataclass(frozen=True) installs its own __hash__; use the cached one
     _node.__hash__ = _CachedHash.__hash__
 # leaves: their one field's hash (no tuple built per call; equal nodes have equal fields)
 Lit.__hash__ = lambda self: hash(self.text)

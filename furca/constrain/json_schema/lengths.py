@@ -1,18 +1,21 @@
 """A regular language (decoded-character IR) restricted to lengths min..max, exactly.
 
 Used when a pattern (or format) meets minLength/maxLength and the simple rewrite in
-_bound_length (one variable repetition) does not apply. The IR becomes a Glushkov automaton (one state
-per character position, counted repetitions unrolled); its product with a length
-counter (0..max, or saturating at min when there is no max) becomes right-linear
-rules: state(q, k) ::= char state(q', k+1) | ... | "" (when q accepts and k >= min).
-Only states that can still reach acceptance are kept. Too large -> CompileError.
+_bound_length (one variable repetition) does not apply. Small cases: the IR becomes a
+Glushkov automaton (one state per character position, counted repetitions unrolled);
+its product with a length counter (0..max, or saturating at min when there is no max)
+becomes right-linear rules: state(q, k) ::= char state(q', k+1) | ... | "" (when q
+accepts and k >= min). Only states that can still reach acceptance are kept. Past
+MAX_POSITIONS positions or MAX_STATES product states, the product is left to the
+automaton: a `Len` node over the encoded IR with a TICK before each character
+(a length frame, nfa.py), where only the counts a walk reaches become states.
 """
 from __future__ import annotations
 
 from furca.errors import CompileError
 
 from .encoding import encode, encode_chars
-from .grammar import EMPTY, NOTHING, Alt, Cls, Lit, Ref, Rep, Seq, alt, rep, seq
+from .grammar import EMPTY, NOTHING, Alt, Cls, Len, Lit, Ref, Rep, Seq, alt, rep, seq
 
 
 def length_range(node):
@@ -93,9 +96,19 @@ def bounded_chars(node, min_len, max_len, grammar, where, what):
                 if ranges not in memo:
                     memo[ranges] = encode_chars(ranges)
                 return memo[ranges]
-            return bounded(node, min_len, max_len, enc, grammar, where)
+            try:
+                return bounded(node, min_len, max_len, enc, grammar, where)
+            except TooBig:
+                return length_frame(node, min_len, max_len, grammar)
         node = simple
     return encode(node)
+
+
+def length_frame(node, min_len: int, max_len: int | None, grammar):
+    """A rule of `grammar` for the strings of `node` (decoded-character IR without Ref)
+    with min_len..max_len characters: Len over node's JSON encoding, each character
+    preceded by TICK. Its size is node's, whatever the bounds."""
+    return grammar.define(grammar.new_name("len"), Len(encode(node, tick=True), min_len, max_len))
 
 
 MAX_POSITIONS = 400
@@ -105,7 +118,7 @@ MAX_STATES = 3000
 class Glushkov:
     """Position automaton of a decoded-character IR: build(node) -> (nullable, first,
     last); classes[p] are position p's code points, follow[p] the positions after it.
-    More than MAX_POSITIONS positions, or a Ref, raises TooBig."""
+    More than MAX_POSITIONS positions raises TooBig."""
 
     def __init__(self):
         self.classes = []  # position -> ranges
@@ -152,7 +165,7 @@ class Glushkov:
         if isinstance(node, _Opt):
             n, f, la = self.build(node.item)
             return True, f, la
-        raise TooBig()  # a Ref or anything else: not a regular IR here
+        raise TypeError(node)  # decoded-character IR holds no Ref
 
     def seq(self, items):
         nullable, first, last = True, set(), set()
@@ -178,18 +191,16 @@ class _Opt:
 
 
 class TooBig(Exception):
-    """The IR is not regular here, or has more than MAX_POSITIONS positions."""
+    """More than MAX_POSITIONS positions or MAX_STATES product states."""
 
 
 def bounded(node, min_len: int, max_len: int | None, encode, grammar, where: str):
     """IR of the strings of `node` with min_len..max_len characters.
 
-    encode(ranges) -> IR of one character as written; the rules go into `grammar`."""
+    encode(ranges) -> IR of one character as written; the rules go into `grammar`.
+    Raises TooBig past MAX_POSITIONS positions or MAX_STATES product states."""
     g = Glushkov()
-    try:
-        nullable, first, last = g.build(node)
-    except TooBig:
-        raise CompileError("%s: too large to combine with minLength/maxLength" % where) from None
+    nullable, first, last = g.build(node)
     succ = {-1: sorted(first)}
     for p in range(len(g.classes)):
         succ[p] = sorted(g.follow[p])
@@ -212,8 +223,7 @@ def bounded(node, min_len: int, max_len: int | None, encode, grammar, where: str
                 seen.add(t)
                 stack.append(t)
                 if len(seen) > MAX_STATES:
-                    raise CompileError("%s: pattern with minLength/maxLength needs more than %d states"
-                                       % (where, MAX_STATES))
+                    raise TooBig()
     # backward: states that can reach acceptance
     live = {s for s in seen if s[0] in accepting and s[1] >= min_len}
     changed = True

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .. import ir
 from ..deadline import check as check_deadline
-from .grammar import Alt, Cls, Grammar, Lit, Ref, Rep, Seq
+from .grammar import Alt, Cls, Grammar, Len, Lit, Ref, Rep, Seq, Tick
 
 
 def lower(g: Grammar) -> ir.Grammar:
@@ -31,6 +31,8 @@ def lower(g: Grammar) -> ir.Grammar:
             return char_class(node.ranges)
         if t is Ref:
             return ("ref", node.name, 0)
+        if t is Tick:
+            return ("tick",)
         hit = memo.get(id(node))
         if hit is not None:
             return hit[1]
@@ -42,6 +44,8 @@ def lower(g: Grammar) -> ir.Grammar:
             out = ir.alt([conv(x) for x in node.items]) if len(node.items) != 1 else conv(node.items[0])
         elif t is Rep:
             out = ("rep", conv(node.item), node.min, node.max)
+        elif t is Len:
+            out = ("len", conv(node.item), node.min, node.max)
         else:
             raise TypeError("not a grammar node: %r" % (node,))
         memo[id(node)] = (node, out)  # the node is kept so that its id is not reused
