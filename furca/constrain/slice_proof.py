@@ -52,6 +52,14 @@ class SliceProof:
             self._bytes[n] = hit
         return hit
 
+    def _cfg_bytes(self, cfg) -> int:
+        """The bytes configuration cfg takes: its node's, or none at a node that starts a
+        character of a length region whose count is used up or unknown (stack None)."""
+        n, st = cfg
+        if n in self._a.nfa.tick and self._a.byte_stack(n, st) == -1:
+            return 0
+        return self._node_bytes(n)
+
     def node_covers(self, n: int, sl) -> bool:
         """Whether NFA node n has an edge on every first byte of a slice character. When it
         has not, a configuration at n alone dies on the first slice character (depth 0):
@@ -148,8 +156,8 @@ class SliceProof:
 
     def _covers(self, unit, sl) -> bool:
         covered = 0
-        for n, _st in unit:
-            covered |= self._node_bytes(n)
+        for cfg in unit:
+            covered |= self._cfg_bytes(cfg)
         return not sl.first_bytes & ~covered
 
     def _prove(self, unit, sl, cache, budget=PROOF_BUDGET, spans=None) -> bool:
@@ -204,8 +212,10 @@ class SliceProof:
             for opts, tail in made:  # byte ranges with the same successors are required once
                 if tail and len(opts) > 1:  # inside a character: the union of the targets goes on
                     req = [(tuple(sorted(set().union(*opts))), tail)]  # (a name's é beside the other é-like characters)
-                else:
+                elif tail:
                     req = [(v, tail) for v in opts]
+                else:
+                    req = [self._as_part(v, sl.first_bytes, cache, parts) for v in opts]
                 failed = failed or not req
                 reqs.append(req)
                 todo.extend(req)
@@ -220,6 +230,29 @@ class SliceProof:
                     cache[u] = ok
         return holds[(unit, ())]
 
+    def _as_part(self, unit, bits, cache, parts):
+        """The pair to require for the boundary unit `unit`: (part, None) when the unit
+        covers `bits`, splits (_split) and every part but that one is proven (then the
+        unit holds exactly when that part does: a key trie's child is its node's part,
+        key-other's part proven), else (unit, ())."""
+        if len(unit) < 2 or unit in cache:
+            return (unit, ())
+        seen, left = 0, None
+        for cfg in unit:
+            b = self._cfg_bytes(cfg) & bits
+            if not b:
+                continue
+            if seen & b:
+                return (unit, ())
+            seen |= b
+            if parts.get((cfg,)) is not True:
+                if left is not None:
+                    return (unit, ())
+                left = (cfg,)
+        if left is None or bits & ~seen:
+            return (unit, ())
+        return (left, None)
+
     def _split(self, unit, bits):
         """The unit's configurations as parts ((configuration,), ...) when no byte of
         `bits` is in the classes of two of them, else None. Then the unit's requirements
@@ -229,7 +262,7 @@ class SliceProof:
         not once per trie node)."""
         seen, out = 0, []
         for cfg in unit:
-            b = self._node_bytes(cfg[0]) & bits
+            b = self._cfg_bytes(cfg) & bits
             if b:
                 if seen & b:
                     return None
@@ -276,7 +309,7 @@ class SliceProof:
     def _free_unit(self, t, depth):
         """closure_unit(t, None): the nodes of automaton._closure_rel(t), assembled from
         the units of the rules t's closure calls (each computed once) when no callee can
-        end without consuming and no counter is entered (a key trie node: itself plus
+        end without consuming and no counter or length region is entered (a key trie node: itself plus
         key-other's unit), else read from _closure_rel (also past FREE_CALL_DEPTH callees
         nested at once: the Python stack)."""
         nfa, a = self._a.nfa, self._a
@@ -315,9 +348,20 @@ class SliceProof:
             unit_of = self.closure_unit
             st = self._a.byte_stack(n, st)  # a length region's character count (-1: dies)
             hit = memo[key] = tuple((a, b, {unit_of(t, st) for t in targets} - {()})
-                                    for a, b, targets in (self._a.template(n) if st != -1 else ())
+                                    for a, b, targets in (self._classes(n) if st != -1 else ())
                                     if bits & ((1 << b) - (1 << a)))
         return hit
+
+    def _classes(self, n):
+        """automaton.template(n), read off the edges when no two overlap (a key trie
+        node: one edge per child and per range of its other characters), else the
+        automaton's (cached) template."""
+        edges = self._a.nfa.edges[n]
+        if len(edges) > 1:
+            srt = sorted(edges)
+            if all(srt[k][1] < srt[k + 1][0] for k in range(len(srt) - 1)):
+                return tuple((lo, hi + 1, (t,)) for lo, hi, t in srt)
+        return self._a.template(n)
 
     def _pieces(self, unit, bits, memo):
         """The unit's byte classes within `bits`: ((start, stop, target units), ...), sorted

@@ -137,16 +137,19 @@ def _free_proven_states(g, sl):
 def test_stack_free_proof_holds_only_where_no_slice_string_kills():
     # every state the stack-free proof accepts (the calls its closure makes entered, a
     # return counted as dying) survives every slice string, by a search over states;
-    # key tries with non-ASCII and escaped names, bounded strings, returns from a callee
+    # key tries with non-ASCII and escaped names, bounded strings, a length region (an
+    # email of at most 60 characters), returns from a callee
     from .test_slices import reaches_death
     info = byte_info(['"', '":', "é", "éa", "日本", '本"', '\\"', "\\\\", '"}', "ab"])
     sl = info.slices()[0]
     schemas = [SCHEMA, {"type": "object", "properties": {"ab": {"type": "string", "maxLength": 3},
-                                                          "日": {"type": "string", "pattern": "^[a-z]+$"}},
+                                                          "日": {"type": "string", "pattern": "^[a-z]+$"},
+                                                          "mail": {"type": "string", "format": "email",
+                                                                   "maxLength": 60}},
                         "additionalProperties": {"type": "string", "maxLength": 2}}]
     grammars = [GrammarCompiler(info).compile_json_schema(s) for s in schemas]
     grammars.append(GrammarCompiler(info).compile_grammar(GBNF_STRINGS))
-    texts = [['{"éa":"x","\\n":"y","日x":1,"a\\u0001":2}'], ['{"ab":"xy","日":"ab","q":"z"}'],
+    texts = [['{"éa":"x","\\n":"y","日x":1,"a\\u0001":2}'], ['{"ab":"xy","日":"ab","mail":"a.b@c.de","q":"z"}'],
              ['["abc",<a b>,"x"]']]
     free = 0
     for g, (text,) in zip(grammars, texts):

@@ -90,7 +90,8 @@ def test_masks_at_object_keys_equal_brute_force(seed):
 def test_stack_free_units_are_the_stack_independent_closures():
     # closure_unit(n, None) assembles a node's unit from the units of the rules it calls;
     # it must be exactly the nodes of the automaton's stack-independent closure, for every
-    # node (calls of nullable rules, counters, tail calls, key tries)
+    # node (calls of nullable rules, counters, tail calls, key tries); the byte classes
+    # read off non-overlapping edges are the automaton's template
     gbnf = r'''root ::= "[" (item ("," item)*)? "]" | big
 item ::= opt "x" | "\"" [^"\\]* "\"" | inner
 opt ::= "a"?
@@ -103,3 +104,4 @@ big ::= "{" [0-9]{2,30} "}"
         for n in range(len(a.nfa.edges)):
             ref = tuple(sorted({(m, None) for m, _rel in a._closure_rel(n)[0]}))
             assert proof.closure_unit(n, None) == ref, n
+            assert proof._classes(n) == a.template(n), n
