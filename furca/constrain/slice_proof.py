@@ -211,7 +211,7 @@ class SliceProof:
                 made = {(opts, tail) for a, b, opts in ps for tail in tails(a, b)}
             for opts, tail in made:  # byte ranges with the same successors are required once
                 if tail and len(opts) > 1:  # inside a character: the union of the targets goes on
-                    req = [(tuple(sorted(set().union(*opts))), tail)]  # (a name's é beside the other é-like characters)
+                    req = [(tuple(sorted(set().union(*opts))), tail)]  # (an é beside a class of é-like ones)
                 elif tail:
                     req = [(v, tail) for v in opts]
                 else:
