@@ -37,6 +37,7 @@ class SliceProof:
         self._a = automaton
         self._canon_stack = automaton.canonical_stack if automaton.nfa.counter or automaton.nfa.length else None
         self._bytes: dict[int, int] = {}  # NFA node -> bit set of the bytes its edges take
+        self._tick = automaton.nfa.tick  # nodes whose bytes count a length region's characters
         self._units: dict[tuple, tuple] = {}  # (node, stack) -> the unit of its closure
         self._tail_fns: dict[str, object] = {}  # slice name -> _tails(sl)
         self._proven: dict[str, dict] = {}  # slice name -> {unit: whether it survives every slice string}
@@ -55,10 +56,11 @@ class SliceProof:
     def _cfg_bytes(self, cfg) -> int:
         """The bytes configuration cfg takes: its node's, or none at a node that starts a
         character of a length region whose count is used up or unknown (stack None)."""
-        n, st = cfg
-        if n in self._a.nfa.tick and self._a.byte_stack(n, st) == -1:
+        n = cfg[0]
+        if n in self._tick and self._a.byte_stack(n, cfg[1]) == -1:
             return 0
-        return self._node_bytes(n)
+        hit = self._bytes.get(n)
+        return self._node_bytes(n) if hit is None else hit
 
     def node_covers(self, n: int, sl) -> bool:
         """Whether NFA node n has an edge on every first byte of a slice character. When it
@@ -208,7 +210,7 @@ class SliceProof:
                     continue
                 made = {(opts, rest[1:]) for opts in opts_list}
             else:  # at a boundary (_covers saw an edge on every first byte): each piece's tails
-                made = {(opts, tail) for a, b, opts in ps for tail in tails(a, b)}
+                made = {(opts, tail) for a, b, opts in ps for tail in (_ONE if b <= 0x80 else tails(a, b))}
             for opts, tail in made:  # byte ranges with the same successors are required once
                 if tail and len(opts) > 1:  # inside a character: the union of the targets goes on
                     req = [(tuple(sorted(set().union(*opts))), tail)]  # (an é beside a class of é-like ones)
@@ -384,6 +386,9 @@ class SliceProof:
                 else:
                     opts[k] |= units
         return tuple((cuts[k], cuts[k + 1], tuple(sorted(o))) for k, o in enumerate(opts) if o is not None)
+
+
+_ONE = ((),)  # the tails of a one-byte character
 
 
 def _within(pieces, lo, hi):
