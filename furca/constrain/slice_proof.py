@@ -340,7 +340,7 @@ class SliceProof:
 
     def _spans(self, cfg, bits, memo):
         """cfg's byte classes that meet the bytes in the bit set `bits` (-1: all), with their
-        target units: ((start, stop, units), ...). Only those: the closures after a
+        target units: ((start, stop, units (a sorted tuple)), ...). Only those: the closures after a
         quote or a backslash (the end of a key, with its whole enclosing grammar) are
         never needed when no slice character starts there."""
         key = (cfg, bits)
@@ -349,9 +349,15 @@ class SliceProof:
             n, st = cfg
             unit_of = self.closure_unit
             st = self._a.byte_stack(n, st)  # a length region's character count (-1: dies)
-            hit = memo[key] = tuple((a, b, {unit_of(t, st) for t in targets} - {()})
-                                    for a, b, targets in (self._classes(n) if st != -1 else ())
-                                    if bits & ((1 << b) - (1 << a)))
+            out = []
+            for a, b, targets in self._classes(n) if st != -1 else ():
+                if bits & ((1 << b) - (1 << a)):
+                    if len(targets) == 1:
+                        u = unit_of(targets[0], st)
+                        out.append((a, b, (u,) if u else ()))
+                    else:
+                        out.append((a, b, tuple(sorted({unit_of(t, st) for t in targets} - {()}))))
+            hit = memo[key] = tuple(out)
         return hit
 
     def _classes(self, n):
@@ -372,10 +378,10 @@ class SliceProof:
         edge are left out. A configuration's classes are computed once per proof
         (key-other's start is in every unit of a key trie)."""
         if len(unit) == 1:
-            return tuple((a, b, tuple(sorted(o))) for a, b, o in self._spans(unit[0], bits, memo))
+            return self._spans(unit[0], bits, memo)
         spans = sorted(x for cfg in unit for x in self._spans(cfg, bits, memo))
         if all(spans[k][1] <= spans[k + 1][0] for k in range(len(spans) - 1)):  # no byte in two classes
-            return tuple((a, b, tuple(sorted(o))) for a, b, o in spans)
+            return tuple(spans)
         cuts = sorted({a for a, _b, _o in spans} | {b for _a, b, _o in spans})
         pos = {c: i for i, c in enumerate(cuts)}
         opts = [None] * (len(cuts) - 1)
@@ -384,7 +390,7 @@ class SliceProof:
                 if opts[k] is None:
                     opts[k] = set(units)
                 else:
-                    opts[k] |= units
+                    opts[k].update(units)
         return tuple((cuts[k], cuts[k + 1], tuple(sorted(o))) for k, o in enumerate(opts) if o is not None)
 
 
