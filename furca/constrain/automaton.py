@@ -101,7 +101,8 @@ class LazyAutomaton:
         edges, eps, is_end, call, counter = nfa.edges, nfa.eps, nfa.is_end, nfa.call, nfa.counter
         length = nfa.length
         if not eps[node] and node not in is_end and node not in call and node not in counter and node not in length:
-            res = ((key,) if edges[node] else (), False)  # a plain node (e.g. inside a UTF-8 sequence)
+            live = edges[node] and (node not in nfa.need or self._live((key,)))
+            res = ((key,) if live else (), False)  # a plain node (e.g. inside a UTF-8 sequence)
             self._closure_cache[key] = res
             return res
         check_deadline()  # a compile past its deadline stops here (nothing cached yet)
@@ -110,7 +111,8 @@ class LazyAutomaton:
         push, stacks, cache = self.stacks.push, self.stacks.frames, self._closure_cache
         rel_out, returns = self._closure_rel(node)
         if not returns:  # the closure stays above `stack` (distinct (node', frames): distinct pairs)
-            res = cache[key] = (tuple(self._on_stack(rel_out, stack)), False)
+            out = self._on_stack(rel_out, stack)
+            res = cache[key] = (tuple(self._live(out) if self.nfa.need else out), False)
             return res
         out, accept = [], False
         seen = set()
@@ -146,9 +148,28 @@ class LazyAutomaton:
                     accept = True
                 else:
                     work.append((ret, parent))
-        res = (tuple(dict.fromkeys(out)), accept)
+        out = dict.fromkeys(out)
+        if self.nfa.need:
+            out = self._live(out)
+        res = (tuple(out), accept)
         cache[key] = res
         return res
+
+    def _live(self, configs):
+        """configs without those in a length region whose count plus nfa.need passes the
+        region's maximum (they can never leave it: a state of only such configurations
+        would be a dead end that masks allow)."""
+        need, length, frames = self.nfa.need, self.nfa.length, self.stacks.frames
+        out = []
+        for n, st in configs:
+            d = need.get(n)
+            if d is not None:
+                ret, _parent, k = frames[st]
+                hi = length[ret][3]
+                if hi is not None and k - 1 + d > hi:
+                    continue
+            out.append((n, st))
+        return out
 
     def _on_stack(self, rel_out, stack):
         """_closure_rel's ((node', frames), ...) as configurations: each frames pushed on stack."""
@@ -426,8 +447,13 @@ class LazyAutomaton:
         m <= k and n - k > longest token (in bytes) behaves the same for one token whatever
         k is (each body consumes at least a byte), so such counts are replaced by max(m, 1):
         a long maxLength string needs one mask for its middle, not one per position. A
-        length frame (nfa.py) with c characters, m <= c and n - c > longest token, is
-        alike for one token (a byte starts at most one character): c becomes m."""
+        length frame (nfa.py) with c characters, m <= c and n - c >= longest token +
+        the most characters any node of the region still needs (nfa.length_need) is
+        alike for one token (a byte starts at most one character, so no count the token
+        reaches is past n or dropped by automaton._live): it becomes the frame of the
+        region's twin without a maximum (nfa.length_free) at count m, whose walks
+        meet no count at all (they saturate at m), so the masks inside such a region
+        are one per position in the pattern, not one per count."""
         c = self._canon.get(s)
         if c is None:
             configs = self.configs[s]
@@ -443,17 +469,20 @@ class LazyAutomaton:
         c = self._canon_stack.get(st)
         if c is None:
             frames = self.stacks.frames
-            ret, parent, k = frames[st]
+            ret0, parent, k = frames[st]
+            ret = ret0
             p = self.canonical_stack(parent)
             if k and ret in self.nfa.length:  # k - 1 characters
-                _body, _exit, lo, hi = self.nfa.length[ret]
-                if hi is not None and k > lo and hi - k >= self._max_token_len:
-                    k = lo + 1
+                free = self.nfa.length_free.get(ret)
+                if free is not None:
+                    _body, _exit, lo, hi = self.nfa.length[ret]
+                    if k > lo and hi - (k - 1) >= self._max_token_len + self.nfa.length_need[ret]:
+                        ret, k = free, lo + 1
             elif k:
                 _body, _done, lo, hi = self.nfa.counter[ret]
                 if k >= lo and hi - k > self._max_token_len:
                     k = max(lo, 1)
-            c = st if (p, k) == (parent, frames[st][2]) else self.stacks.push(ret, p, k)
+            c = st if (ret, p, k) == frames[st] else self.stacks.push(ret, p, k)
             self._canon_stack[st] = c
         return c
 

@@ -19,12 +19,16 @@ leaves through the exit node. Only the counts a walk reaches become states.
 entering pushes a length frame (entry node, count 1 + characters so far); ``tick``
 holds the nodes whose byte edges start a character (each consumed byte from one
 adds 1 to the top frame's count; dead past n); x's end is a rule end that returns
-through the frame to the exit node only with at least m characters. Inside a region
+through the frame to the exit node only with at least m characters. ``length_free``:
+each bounded region's twin entry without the maximum (never entered: the canonical
+form of states far from the maximum, see automaton.canonical). Inside a region
 repetitions are copies (no counter frame), so its length frame is the top frame
 wherever a tick is taken.
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 from furca.errors import CompileError
 
@@ -43,6 +47,9 @@ class NFA:
         self.counter: dict[int, tuple] = {}  # counter entry -> (body start, exit node, min, max)
         self.length: dict[int, tuple] = {}  # length region entry -> (body start, exit node, min, max or None)
         self.tick: set[int] = set()  # nodes whose byte edges start a character of a length region
+        self.length_free: dict[int, int] = {}  # entry of a region with a maximum -> its twin without (masks)
+        self.need: dict[int, int] = {}  # node of a region with a maximum -> fewest characters to its end
+        self.length_need: dict[int, int] = {}  # entry of a region with a maximum -> the most need of its nodes
         self.is_end: set[int] = set()
         self.rule_start: dict[str, int] = {}
         self.start = 0
@@ -381,11 +388,18 @@ def build_nfa(g: ir.Grammar) -> NFA:
         if k == "len":
             body_start = new()
             in_len[0] += 1
-            nfa.is_end.add(frag(e[1], body_start))  # the body returns to its length frame
+            body_end = frag(e[1], body_start)
+            nfa.is_end.add(body_end)  # the body returns to its length frame
             in_len[0] -= 1
+            most = _region_need(nfa, range(body_start, len(edges)), body_end) if e[3] is not None else 0
             entry, done = new(), new()
             eps[s] += (entry,)
             nfa.length[entry] = (body_start, done, e[2], e[3])
+            if e[3] is not None:  # the same region without its maximum: shared masks (automaton.canonical)
+                free = new()
+                nfa.length[free] = (body_start, done, e[2], None)
+                nfa.length_free[entry] = free
+                nfa.length_need[entry] = most
             return done
         raise AssertionError(e)
 
@@ -409,6 +423,35 @@ def build_nfa(g: ir.Grammar) -> NFA:
     nfa.start = nfa.rule_start[g.root]
     nfa.is_tail = _tails(nfa)
     return nfa
+
+
+def _region_need(nfa, nodes, end):
+    """nfa.need for the nodes of a length region (a range: built in one piece, no call
+    or other region inside): the fewest characters (ticks) on a path to the region's
+    end `end`. A configuration whose count plus its need passes the maximum
+    can never leave the region (automaton.closure drops it). A 0-1 breadth-first
+    search over the reversed edges. Returns the largest need."""
+    rev = {}
+    for n in nodes:
+        cost = 1 if n in nfa.tick else 0
+        for t in nfa.eps[n]:
+            rev.setdefault(t, []).append((n, 0))
+        for _lo, _hi, t in nfa.edges[n]:
+            rev.setdefault(t, []).append((n, cost))
+    need = {end: 0}
+    todo = deque([end])
+    while todo:
+        x = todo.popleft()
+        d = need[x]
+        for n, c in rev.get(x, ()):
+            if need.get(n, d + c + 1) > d + c:
+                need[n] = d + c
+                if c:
+                    todo.append(n)
+                else:
+                    todo.appendleft(n)
+    nfa.need.update(need)
+    return max(need.values())
 
 
 def _merge_return(nfa, r):

@@ -82,18 +82,24 @@ def test_frame_masks_equal_brute_force(byte_compiler):
 
 
 def test_deep_counts_share_masks(byte_compiler):
-    """A long bound: counts deep in the range share a canonical state (one mask), and
-    the bound itself still holds exactly at its end."""
+    """A long bound: counts far from it share one canonical state (one mask, on the
+    region's twin without a maximum); within a token's reach of it the count is kept,
+    and the bound still holds exactly at its end."""
     g = frame_grammar(byte_compiler, "^[ab]*$", 3, 600)
     a = g.automaton
+    L = byte_compiler.info.max_token_len
     deep = [a.step(a.start, b'"' + b"ab" * n) for n in (100, 150, 200)]
     assert all(deep) and len(set(deep)) == 3  # distinct counts ...
     assert len({a.canonical(s) for s in deep}) == 1  # ... one mask
-    near = [a.step(a.start, b'"' + b"a" * n) for n in (600 - byte_compiler.info.max_token_len, 600)]
-    assert len({a.canonical(s) for s in near}) == 2  # near the bound: counts matter
+    near = [a.step(a.start, b'"' + b"a" * n) for n in (600 - L - 1, 600 - L + 1, 600 - L + 2)]
+    assert a.canonical(near[0]) == a.canonical(deep[0])
+    assert len({a.canonical(near[1]), a.canonical(near[2]), a.canonical(deep[0])}) == 3
     assert accepts(g, '"' + "a" * 600 + '"')
     assert not accepts(g, '"' + "a" * 601 + '"')
     assert not accepts(g, '"ab"')
+    m = g.matcher()
+    assert m.accept_string('"' + "ab" * 296)
+    walk_checking_masks(m, byte_compiler.info, random.Random(2), 12)
     walk_checking_masks(g.matcher(), byte_compiler.info, random.Random(1), 40)
 
 
@@ -129,3 +135,16 @@ def test_maskbench_schemas(byte_compiler, name):
     assert g.automaton.nfa.length
     for t in case["tests"]:
         assert accepts(g, instance_text(t["data"], case["schema"])) == t["valid"], t.get("description")
+
+
+def test_no_dead_end_inside_the_bound(byte_compiler):
+    """A prefix is allowed only when some completion fits the maximum: with
+    `^(?:\\S+\\s+){0,29}\\S+$` and 6 characters at most, "ab cd " (6) cannot take its
+    last word, so its last space is refused, while "ab cd" may end or take one more."""
+    g = frame_grammar(byte_compiler, "^(?:\\S+\\s+){0,29}\\S+$", 0, 6)
+    m = g.matcher()
+    assert m.accept_string('"ab cd')
+    assert not m.fork().accept_string(" ")
+    assert m.fork().accept_string('"') and m.fork().accept_string('e"')
+    assert not g.matcher().accept_string('"abcde ')
+    walk_checking_masks(g.matcher(), byte_compiler.info, random.Random(3), 10)
