@@ -148,3 +148,11 @@ def test_no_dead_end_inside_the_bound(byte_compiler):
     assert m.fork().accept_string('"') and m.fork().accept_string('e"')
     assert not g.matcher().accept_string('"abcde ')
     walk_checking_masks(g.matcher(), byte_compiler.info, random.Random(3), 10)
+
+
+def test_gbnf_text_refuses_a_length_region():
+    from furca.constrain.json_schema import schema_to_gbnf
+    from furca.errors import CompileError
+    with pytest.raises(CompileError, match="maxLength 65536"):
+        schema_to_gbnf({"type": "string", "format": "uri", "maxLength": 65536})
+    assert "root ::=" in schema_to_gbnf({"type": "string", "pattern": "^a(b|c)*$", "maxLength": 5})

@@ -66,6 +66,9 @@ Contract
   names of more than 6 labels or with "--" at positions 3-4 (IDNA), values that satisfy several oneOf branches' shared types without a
   proof (dropped), several patternProperties with different schemas (a key takes
   all their schemas); bounds beyond 1e300 are treated as absent.
+- A pattern or format with minLength/maxLength is exact at any size: small ones are a
+  product automaton in the rules, larger ones a length region counted by the engine
+  (lengths.py), which GBNF cannot write: schema_to_gbnf raises CompileError for those.
 - Invalid schemas (metaschema errors, unknown type, minimum > maximum, bad
   regex, unresolvable or remote $ref, a schema that accepts nothing) raise
   CompileError naming what and where.
