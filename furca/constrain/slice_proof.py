@@ -214,10 +214,13 @@ class SliceProof:
             for opts, tail in made:  # byte ranges with the same successors are required once
                 if tail and len(opts) > 1:  # inside a character: the union of the targets goes on
                     req = [(tuple(sorted(set().union(*opts))), tail)]  # (an é beside a class of é-like ones)
-                elif tail:
+                elif tail or len(opts) != 1:
                     req = [(v, tail) for v in opts]
-                else:
-                    req = [self._as_part(v, sl.first_bytes, cache, parts) for v in opts]
+                else:  # one unit at a boundary: required as its parts (each proven once)
+                    for req in self._as_parts(opts[0], sl.first_bytes, cache, parts):
+                        reqs.append(req)
+                        todo.extend(req)
+                    continue
                 failed = failed or not req
                 reqs.append(req)
                 todo.extend(req)
@@ -232,28 +235,25 @@ class SliceProof:
                     cache[u] = ok
         return holds[(unit, ())]
 
-    def _as_part(self, unit, bits, cache, parts):
-        """The pair to require for the boundary unit `unit`: (part, None) when the unit
-        covers `bits`, splits (_split) and every part but that one is proven (then the
-        unit holds exactly when that part does: a key trie's child is its node's part,
-        key-other's part proven), else (unit, ())."""
+    def _as_parts(self, unit, bits, cache, parts):
+        """Requirements that together say what [(unit, ())] says, for a boundary unit:
+        when the unit covers `bits` and splits (_split), one per part not yet proven
+        (the requirements of a pair all hold together: a key trie child's unit is its
+        node's part, key-other's part is required once), else [[(unit, ())]]."""
+        whole = [[(unit, ())]]
         if len(unit) < 2 or unit in cache:
-            return (unit, ())
-        seen, left = 0, None
+            return whole
+        seen, out = 0, []
         for cfg in unit:
             b = self._cfg_bytes(cfg) & bits
             if not b:
                 continue
             if seen & b:
-                return (unit, ())
+                return whole
             seen |= b
             if parts.get((cfg,)) is not True:
-                if left is not None:
-                    return (unit, ())
-                left = (cfg,)
-        if left is None or bits & ~seen:
-            return (unit, ())
-        return (left, None)
+                out.append([((cfg,), None)])
+        return whole if bits & ~seen else out
 
     def _split(self, unit, bits):
         """The unit's configurations as parts ((configuration,), ...) when no byte of
