@@ -112,6 +112,8 @@ class SliceProof:
             if hit is None:
                 if not unit or not self._covers(unit, sl):
                     hit = cache[unit] = False
+                elif not self._as_parts(unit, sl.first_bytes, cache, self._parts.setdefault(sl.name, {})):
+                    hit = cache[unit] = True  # every part proven (a state at a known trie node)
                 else:
                     hit = cache[unit] = False if self._killed(unit, sl, cache) else \
                         self._prove(unit, sl, cache, FREE_BUDGET, self._free_spans)
