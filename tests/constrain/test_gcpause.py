@@ -88,3 +88,17 @@ def test_a_new_mask_runs_without_collections():
         assert collections == [], "the GC collected while a new mask was computed"
 
     _restoring(run)
+
+
+def test_the_young_objects_of_a_pause_are_collected_as_it_ends():
+    def run():
+        gc.enable()
+        gc.collect()
+        p = GcPause()
+        with p.paused():
+            keep = [[i] for i in range(5000)]  # tracked objects the pause leaves young
+            assert gc.get_count()[0] >= 5000
+        assert gc.get_count()[0] < 100  # collected at the pause's end, not in a later step
+        del keep
+
+    _restoring(run)
