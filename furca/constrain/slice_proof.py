@@ -24,7 +24,7 @@ from .deadline import check as check_deadline
 from .stacks import AutomatonLimit
 
 UNBOUNDED = 1 << 30  # slice depth of a state no slice string can kill
-PROOF_BUDGET = 2048  # (unit, position in a character) pairs one proof may explore
+PROOF_BUDGET = 256  # (unit, position in a character) pairs one proof over stacks may explore (~15 ms)
 FREE_CALL_DEPTH = 64  # callees _free_unit assembles from their own units, nested
 FREE_BUDGET = 1 << 14  # pairs one stack-free proof may explore (free_unbounded: its units are shared grammar-wide)
 PROBE_CHARS = 1024  # characters the refutation probe (SliceProof._killed) may follow
@@ -41,6 +41,8 @@ class SliceProof:
         self._units: dict[tuple, tuple] = {}  # (node, stack) -> the unit of its closure
         self._tail_fns: dict[str, object] = {}  # slice name -> _tails(sl)
         self._proven: dict[str, dict] = {}  # slice name -> {unit: whether it survives every slice string}
+        self._spent: dict[str, set] = {}  # slice name -> node tuples of units whose proof ran out of budget
+        self._complete = True  # whether the last _prove explored everything within its budget
         self._parts: dict[str, dict] = {}  # slice name -> {(configuration,): whether its part holds} (_split)
         self._free_spans: dict[tuple, tuple] = {}  # _spans of stack-free configurations, grammar-wide
 
@@ -80,13 +82,23 @@ class SliceProof:
         some target whose closure's pair holds. Sound: from a holding pair every slice
         character keeps a live configuration. Pairs past PROOF_BUDGET count as failing.
         Counter stacks are taken in canonical form, as in slice_depth (a token is shorter
-        than the distance to the bound)."""
+        than the distance to the bound). A unit whose NFA nodes are those of a unit whose
+        proof ran out of its budget is not tried (not proven: the state search decides):
+        the same nodes under the next count of a counter (the words of a string limited
+        to 100 words: a state per word) would each spend the whole budget again."""
         canon = self._canon_stack
         unit = tuple(sorted({(n, canon(st)) for n, st in configs} if canon is not None else set(configs)))
         cache = self._proven.setdefault(sl.name, {})
         hit = cache.get(unit)
         if hit is None:
-            hit = cache[unit] = False if self._killed(unit, sl, cache) else self._prove(unit, sl, cache)
+            nodes = tuple(n for n, _st in unit)
+            spent = self._spent.setdefault(sl.name, set())
+            if nodes in spent or self._killed(unit, sl, cache):
+                hit = cache[unit] = False
+            else:
+                hit = cache[unit] = self._prove(unit, sl, cache)
+                if not hit and not self._complete:
+                    spent.add(nodes)
         return hit
 
     def free_unbounded(self, configs, sl) -> bool:
@@ -122,21 +134,24 @@ class SliceProof:
         return False
 
     def _killed(self, unit, sl, cache) -> bool:
-        """Whether repeating the slice's first character kills the unit (then it is
-        refuted at the cost of one path; a unit met on the way that is already refuted
-        counts as killed). The unit after each byte is the union of the successors
-        (subset construction). Bounded strings (a length product, a counter near its
-        bound) are why: the proof would explore every position up to the bound, twice
-        per position where alternatives overlap, before its budget runs out; the probe
-        walks one path to the death. Nesting past the limit: not killed (the proof
-        decides)."""
+        """Whether repeating the slice's first character, or "a " (a word and a space),
+        kills the unit (then it is refuted at the cost of one path; a unit met on the way
+        that is already refuted counts as killed). The unit after each byte is the union
+        of the successors (subset construction). Bounded strings (a length product, a
+        counter near its bound, a limit on the words: ``(\\S+\\s+){0,99}\\S+``) are why:
+        the proof would explore every position up to the bound, twice per position where
+        alternatives overlap, before its budget runs out; the probe walks one path to
+        the death. Nesting past the limit: not killed (the proof decides)."""
+        periods = [bytes(r[0] for r in sl.utf8_seqs[0])]
+        if sl.first_bytes >> 0x20 & sl.first_bytes >> 0x61 & 1:
+            periods.append(b"a ")
         try:
-            return self._probe(unit, sl, cache)
+            return any(self._probe(unit, cache, p) for p in periods)
         except AutomatonLimit:
             return False
 
-    def _probe(self, unit, sl, cache) -> bool:
-        char = bytes(r[0] for r in sl.utf8_seqs[0])
+    def _probe(self, unit, cache, char) -> bool:
+        """Whether repeating the bytes `char` kills the unit (_killed)."""
         seen, u = set(), unit
         for _ in range(PROBE_CHARS):
             if u in seen or cache.get(u) is True:
@@ -226,6 +241,7 @@ class SliceProof:
                 failed = failed or not req
                 reqs.append(req)
                 todo.extend(req)
+        self._complete = complete
         # explored to the end with every requirement keeping an option: all hold (the
         # fixpoint would drop nothing)
         holds = dict.fromkeys(needs, True) if complete and not failed else _greatest_fixpoint(needs)

@@ -196,3 +196,24 @@ def test_states_of_a_large_trie_are_proven_stack_free_and_masks_equal_brute_forc
     walk_checking_masks(_key_state(g, '{"'), info, random.Random(0), 12)
     for seed in range(3):
         walk_checking_masks(g.matcher(), info, random.Random(seed), 40)
+
+
+def test_word_limited_string_is_refuted_by_the_word_probe():
+    # at most 30 words: no string of spaces kills it (spaces repeat inside a word gap),
+    # "a a a ..." does; states inside the string are refuted without a proof's search,
+    # and the masks there equal brute force. A 64-byte token keeps the word counts
+    # distinct (counts further than the longest token from the bound share a state)
+    info = byte_info(["a ", "ab", " a", '"', "a " * 32])
+    g = GrammarCompiler(info).compile_json_schema({"type": "string", "pattern": "^(?:\\S+\\s+){0,29}\\S+$"})
+    m = _key_state(g, '"' + "a " * 27 + "a")
+    a, proof = g.automaton, g.masks.slices.proof
+    sl = info.slices()[0]
+    inside = [a.configs[x] for x in range(1, a.num_states) if a.configs[x] and not a.accepting[x]]
+    assert len(inside) >= 20
+    spaces_survive = 0
+    for configs in inside:
+        unit = tuple(sorted(configs))
+        assert proof._killed(unit, sl, {})
+        spaces_survive += not proof._probe(unit, {}, b" ")  # after a word, spaces alone never end it
+    assert spaces_survive >= 20
+    walk_checking_masks(m, info, random.Random(0), 12)
