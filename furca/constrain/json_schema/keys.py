@@ -16,13 +16,33 @@ with a non-ASCII or escaped child spells its own exact classes instead.
 """
 from __future__ import annotations
 
-from .grammar import MAX_CP, NOTHING, alt, chars, cls, complement, intersect, lit, normalize, rep, seq, subtract
+from .grammar import MAX_CP, NOTHING, Cls, alt, chars, cls, complement, intersect, lit, normalize, rep, seq, subtract
 
 _SPECIAL = normalize([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
 _NAMED = {0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t", 0x22: '"', 0x5C: "\\"}
 _ASCII = ((0, 0x7F),)
 _WIDE = ((0x80, MAX_CP),)
 _ALL_SPECIAL = frozenset(range(0x20)) | {0x22, 0x5C}
+
+
+_UNITS: dict = {}  # character -> canonical_unit of it (the trie's children, shared by every trie)
+_PLAIN_ASCII = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F))  # ASCII written as itself in a key
+
+
+def _plain_ascii_except(codes):
+    """_PLAIN_ASCII without the sorted code points `codes` (all inside it): sorted,
+    disjoint, non-adjacent ranges (what `normalize` returns)."""
+    out = []
+    i, n = 0, len(codes)
+    for lo, hi in _PLAIN_ASCII:
+        while i < n and codes[i] <= hi:
+            if codes[i] > lo:
+                out.append((lo, codes[i] - 1))
+            lo = codes[i] + 1
+            i += 1
+        if lo <= hi:
+            out.append((lo, hi))
+    return tuple(out)
 
 
 def _escapes(members):
@@ -75,22 +95,28 @@ def _rest(node, rest, other):
         parts.append(lit('"'))
     kids = [k for k in node if k is not None]
     for ch in kids:
-        parts.append(seq(canonical_unit(chars(ch)), _rest(node[ch], rest, other)))
+        unit = _UNITS.get(ch)
+        if unit is None:
+            unit = _UNITS[ch] = canonical_unit(chars(ch))
+        parts.append(seq(unit, _rest(node[ch], rest, other)))
+    if all(" " <= k < "\x80" and k not in '"\\' for k in kids):
+        narrow = _plain_ascii_except(sorted(ord(k) for k in kids))
+        if narrow:
+            parts.append(seq(Cls(narrow), rest))
+        parts.append(other)  # every wide character and every escape leaves the trie
+        return alt(*parts)
     taken = normalize((ord(k), ord(k)) for k in kids)
     others = subtract(complement(taken), _SPECIAL)
     narrow = intersect(others, _ASCII)
     if narrow:
         parts.append(seq(cls(narrow), rest))
-    if all(k < "\x80" and ord(k) not in _ALL_SPECIAL for k in kids):
-        parts.append(other)  # every wide character and every escape leaves the trie
-    else:
-        leave = []
-        wide = intersect(others, _WIDE)
-        if wide:
-            leave.append(cls(wide))
-        spec = _ALL_SPECIAL - {ord(k) for k in kids}
-        if spec:
-            leave.append(_escapes(spec))
-        if leave:
-            parts.append(seq(alt(*leave), rest))
+    leave = []  # a child is wide or escaped: this node spells its own exact classes
+    wide = intersect(others, _WIDE)
+    if wide:
+        leave.append(cls(wide))
+    spec = _ALL_SPECIAL - {ord(k) for k in kids}
+    if spec:
+        leave.append(_escapes(spec))
+    if leave:
+        parts.append(seq(alt(*leave), rest))
     return alt(*parts)
