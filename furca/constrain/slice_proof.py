@@ -151,14 +151,17 @@ class SliceProof:
             return False
 
     def _probe(self, unit, cache, char) -> bool:
-        """Whether repeating the bytes `char` kills the unit (_killed)."""
-        seen, u = set(), unit
+        """Whether repeating the bytes `char` kills the unit (_killed). When the walk
+        reaches the death, every unit it met at the start of a repetition dies on the
+        same string and is cached as refuted: the states of a long bounded string (one
+        per count) then each walk to the first refuted unit, not to the bound."""
+        seen, u = {}, unit
         for _ in range(PROBE_CHARS):
             if u in seen or cache.get(u) is True:
                 return False
             if cache.get(u) is False:
                 return True
-            seen.add(u)
+            seen[u] = None
             for b in char:
                 nxt = set()
                 for n, st in u:
@@ -169,6 +172,7 @@ class SliceProof:
                                 nxt.update(self.closure_unit(t, st))
                             break
                 if not nxt:
+                    cache.update(dict.fromkeys(seen, False))
                     return True
                 u = tuple(sorted(nxt))
         return False
