@@ -216,4 +216,9 @@ def test_word_limited_string_is_refuted_by_the_word_probe():
         assert proof._killed(unit, sl, {})
         spaces_survive += not proof._probe(unit, {}, b" ")  # after a word, spaces alone never end it
     assert spaces_survive >= 20
+    # one walk to the death refutes every unit met at the start of a repetition
+    shared = {}
+    first = next(u for u in (tuple(sorted(c)) for c in inside) if not proof._probe(u, {}, b" "))
+    assert proof._killed(first, sl, shared)
+    assert len(shared) >= 20 and not any(shared.values())
     walk_checking_masks(m, info, random.Random(0), 12)
