@@ -23,7 +23,8 @@ GBNF text (`schema_to_gbnf`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ..deadline import check as check_deadline
 
@@ -31,54 +32,68 @@ MAX_CP = 0x10FFFF
 
 
 class _CachedHash:
-    """Compound nodes are hashed often (dedup in alt, memo keys): hash once."""
+    """Compound nodes are hashed often (dedup in alt, memo keys): hash once, into the
+    node's `_hash` slot (not a field: no part of equality or repr)."""
+
+    __slots__ = ()
 
     def __hash__(self):
-        try:
-            return self._hash
-        except AttributeError:
-            h = hash((type(self).__name__,) + tuple(self.__dict__[f] for f in self.__dataclass_fields__))
+        h = self._hash
+        if h is None:
+            h = hash((type(self).__name__,) + tuple(getattr(self, f) for f in self._FIELDS))
             object.__setattr__(self, "_hash", h)
-            return h
+        return h
 
 
-@dataclass(frozen=True)
+def _cached_hash_slot():
+    return field(default=None, init=False, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Lit:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Cls:
     ranges: tuple  # sorted, disjoint, non-adjacent (lo, hi) pairs
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Seq(_CachedHash):
     items: tuple
+    _hash: int | None = _cached_hash_slot()
+    _FIELDS: ClassVar[tuple] = ('items',)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Alt(_CachedHash):
     items: tuple
+    _hash: int | None = _cached_hash_slot()
+    _FIELDS: ClassVar[tuple] = ('items',)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Rep(_CachedHash):
     item: object
     min: int
     max: int | None
+    _hash: int | None = _cached_hash_slot()
+    _FIELDS: ClassVar[tuple] = ('item', 'min', 'max')
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Ref:
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Len(_CachedHash):
     item: object
     min: int
     max: int | None
+    _hash: int | None = _cached_hash_slot()
+    _FIELDS: ClassVar[tuple] = ('item', 'min', 'max')
 
 
 @dataclass(frozen=True)
