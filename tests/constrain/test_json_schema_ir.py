@@ -34,8 +34,25 @@ def _norm(e):
     return (k, tuple(e[1]))
 
 
+def _has_length_region(e):
+    k = e[0]
+    if k == "len":
+        return True
+    if k in ("seq", "alt"):
+        return any(_has_length_region(x) for x in e[1])
+    return k == "rep" and _has_length_region(e[1])
+
+
+class LengthRegion(Exception):
+    """The lowered grammar counts a length bound on the automaton's frame, where the GBNF
+    text writes the eager product: the same language (test_length_frames.py checks the
+    frames against `re` + len), other rules."""
+
+
 def assert_lowered_equals_parsed(schema, **kw):
     lowered = schema_to_ir(schema, **kw)
+    if any(_has_length_region(body) for body in lowered.rules.values()):
+        raise LengthRegion()
     parsed = gbnf.parse_gbnf(schema_to_gbnf(schema, **kw))
     assert lowered.root == parsed.root == "root"
     assert list(lowered.rules) == list(parsed.rules)
@@ -65,14 +82,18 @@ def test_lowered_ir_equals_parsed_gbnf_hand_made(schema, whitespace):
 
 @pytest.mark.parametrize("mode", [{}, {"allow_extra_properties": False, "whitespace": "flexible", "max_whitespace": 2}])
 def test_lowered_ir_equals_parsed_gbnf_maskbench(mode):
-    compared = 0
-    for _name, schema, _tests in maskbench_cases():
+    compared, regions = 0, []
+    for name, schema, _tests in maskbench_cases():
         try:
             assert_lowered_equals_parsed(schema, **mode)
         except CompileError:
             continue
+        except LengthRegion:
+            regions.append(name)
+            continue
         compared += 1
-    assert compared >= 99
+    assert compared >= 98
+    assert regions == ["Github_medium---o68398.json"]  # a pattern x maxLength product
 
 
 def test_schema_compiles_never_parse_gbnf(monkeypatch):

@@ -9,7 +9,7 @@
 `GrammarCompiler.compile_json_schema` compiles `schema_to_ir`'s grammar: the translator
 (compiler.py, one `Compiler` per call) builds its rules as code-point nodes (grammar.py)
 and `lower.py` turns them into the byte-level IR directly. `schema_to_gbnf` renders the
-same rules as llama.cpp-dialect GBNF text (render.py), to read a schema's grammar or to
+same rules (length bounds aside, below) as llama.cpp-dialect GBNF text (render.py), to read a schema's grammar or to
 compile it elsewhere; the compile path never writes or parses that text. Identical
 subschemas share one rule; recursive `$ref`s give recursive rules. Both are pure (no
 engine needed) and deterministic.
@@ -66,9 +66,10 @@ Contract
   names of more than 6 labels or with "--" at positions 3-4 (IDNA), values that satisfy several oneOf branches' shared types without a
   proof (dropped), several patternProperties with different schemas (a key takes
   all their schemas); bounds beyond 1e300 are treated as absent.
-- A pattern or format with minLength/maxLength is exact at any size: small ones are a
-  product automaton in the rules, larger ones a length region counted by the engine
-  (lengths.py), which GBNF cannot write: schema_to_gbnf raises CompileError for those.
+- A pattern or format with minLength/maxLength is exact at any size: the engine counts
+  its length on a length region (lengths.py); schema_to_gbnf writes a product automaton
+  as rules instead (the same language) where it fits, and raises CompileError for the
+  larger ones, which GBNF cannot write.
 - Invalid schemas (metaschema errors, unknown type, minimum > maximum, bad
   regex, unresolvable or remote $ref, a schema that accepts nothing) raise
   CompileError naming what and where.
@@ -139,6 +140,7 @@ def _translate(schema, emit: Callable[[Grammar], object], *, warn, **opts):
     if isinstance(schema, dict):
         check_metaschema(schema)  # metaschema.py
     c = Compiler(schema, warn=_default_warn if warn is None else warn, **opts)
+    c.g.eager_lengths = emit is render  # the engine counts lengths on a frame (faster, any size)
     try:
         out = emit(c.compile_root())
     except RecursionError:

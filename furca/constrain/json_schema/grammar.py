@@ -259,6 +259,9 @@ class Grammar:
         self.rules: dict[str, object] = {}
         self._used: set[str] = {"root"}
         self._next: dict[str, int] = {}  # base -> the n to try next (every smaller one is taken)
+        # a string's length bound beyond the simple rewrite: the eager product as rules
+        # (what GBNF can write), or else a length region counted by the automaton
+        self.eager_lengths = True
 
     def new_name(self, hint: str) -> str:
         """The first of `base`, `base-2`, `base-3`, ... not yet used (base: the hint made

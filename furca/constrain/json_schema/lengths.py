@@ -1,14 +1,16 @@
 """A regular language (decoded-character IR) restricted to lengths min..max, exactly.
 
 Used when a pattern (or format) meets minLength/maxLength and the simple rewrite in
-_bound_length (one variable repetition) does not apply. Small cases: the IR becomes a
-Glushkov automaton (one state per character position, counted repetitions unrolled);
-its product with a length counter (0..max, or saturating at min when there is no max)
-becomes right-linear rules: state(q, k) ::= char state(q', k+1) | ... | "" (when q
-accepts and k >= min). Only states that can still reach acceptance are kept. Past
-MAX_POSITIONS positions or MAX_STATES product states, the product is left to the
-automaton: a `Len` node over the encoded IR with a TICK before each character
-(a length frame, nfa.py), where only the counts a walk reaches become states.
+_bound_length (one variable repetition) does not apply. The engine's grammar
+(`Grammar.eager_lengths` False) leaves the count to the automaton: a `Len` node over the
+encoded IR with a TICK before each character (a length frame, nfa.py), where only the
+counts a walk reaches become states. Grammars written as GBNF (`schema_to_gbnf`) take the
+eager product where it fits: the IR becomes a Glushkov automaton (one state per
+character position, counted repetitions unrolled); its product with a length counter
+(0..max, or saturating at min when there is no max) becomes right-linear rules:
+state(q, k) ::= char state(q', k+1) | ... | "" (when q accepts and k >= min). Only
+states that can still reach acceptance are kept. Past MAX_POSITIONS positions or
+MAX_STATES product states it is a length region there too (GBNF then cannot write it).
 """
 from __future__ import annotations
 
@@ -90,6 +92,8 @@ def bounded_chars(node, min_len, max_len, grammar, where, what):
             if grammar is None:
                 raise CompileError("%s: cannot combine %s with minLength/maxLength (%d..%s)"
                                    % (where, what, min_len, max_len))
+            if not grammar.eager_lengths:
+                return length_frame(node, min_len, max_len, grammar)
             memo = {}
 
             def enc(ranges):
