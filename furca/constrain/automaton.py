@@ -8,13 +8,15 @@ is the same construction over the configurations of the pushdown automaton,
 materialised only where a walk goes (each distinct nesting context is its own state).
 State 0 is dead.
 
-This module builds states: closures, interning, the transition row of a state (all 256
-bytes, one computation per byte class) on first use, stepping, the canonical form of
-counter states, jump-forward. The token masks of states are another object over these
-tables (masks.TokenMasks, with slices.SliceBounds): they receive the automaton and use
-its public methods below (intern, closure, closure_of, template, expand, canonical,
-canonical_stack) and tables (configs, stacks, trans, expanded, acc, accepting). The
-automaton knows nothing of them. See DESIGN.md.
+This module builds states: interning, the transition row of a state (all 256 bytes,
+one computation per byte class) on first use, stepping, the canonical form of counter
+and length states, jump-forward; the closures it interns come from its `Closures`
+(closures.py, ``.closures``; closure, closure_of, template and byte_stack are bound on
+the automaton too). The token masks of states are another object over these tables
+(masks.TokenMasks, with slices.SliceBounds): they receive the automaton and use its
+public methods (intern, closure, closure_of, template, byte_stack, expand, canonical,
+canonical_stack) and tables (configs, stacks, closures, trans, expanded, acc,
+accepting). The automaton knows nothing of them. See DESIGN.md.
 
 Thread safety: growing the tables is done under ``lock``; readers take no lock (rows
 are written before a state is marked expanded). Its parts compute under the same lock.
@@ -26,6 +28,7 @@ import threading
 
 import numpy as np
 
+from .closures import Closures
 from .deadline import check as check_deadline
 from .nfa import NFA
 from .stacks import CUT_RET, AutomatonLimit, Stacks
@@ -41,21 +44,6 @@ MAX_STEP_KEY = 64  # step() results are cached for data up to this long (tokens)
 MAX_STEPS_CACHED = 1 << 16  # ... this many (then the cache starts over)
 
 
-def _node_template(edges):
-    """((start, stop, target nodes), ...) over the byte classes of one node's edges (a
-    tuple: cached for every node a walk reaches, and tuples of ints leave the GC's tracking)."""
-    if len(edges) == 1:
-        lo, hi, t = edges[0]
-        return ((lo, hi + 1, (t,)),)
-    cuts = sorted({lo for lo, _h, _t in edges} | {hi + 1 for _l, hi, _t in edges})
-    pos = {c: i for i, c in enumerate(cuts)}
-    classes = [set() for _ in range(len(cuts) - 1)]  # per interval [cuts[i], cuts[i + 1])
-    for lo, hi, t in edges:  # each edge covers a run of intervals: O(edges + covered), not O(intervals x edges)
-        for j in range(pos[lo], pos[hi + 1]):
-            classes[j].add(t)
-    return tuple((cuts[j], cuts[j + 1], tuple(sorted(c))) for j, c in enumerate(classes) if c)
-
-
 class LazyAutomaton:
     """The automaton of one grammar against one tokenizer: expand(s) / step(s, data) /
     accepting[s] / forced_bytes(s). Token masks: masks.TokenMasks over it."""
@@ -64,8 +52,10 @@ class LazyAutomaton:
         self.nfa, self.info = nfa, info
         self.lock = threading.RLock()
         self.stacks = Stacks()
-        self._closure_cache = {}
-        self._rel_cache = {}  # NFA node -> _closure_rel
+        self.closures = cl = Closures(nfa, self.stacks)
+        # the closures' methods the automaton and its parts call most, bound once
+        self.closure, self.closure_of, self.template, self.byte_stack = (
+            cl.closure, cl.closure_of, cl.template, cl.byte_stack)
         self._state_ids = {}
         self.configs = []  # state id -> tuple of (node, stack)
         self.accepting = []  # state id -> bool
@@ -79,7 +69,6 @@ class LazyAutomaton:
         self._jump: dict[int, bytes] = {}
         self._steps: dict[tuple, int] = {}  # (s, data) -> step(s, data)
         self._byte_steps: dict[int, int] = {}  # s * 256 + b -> trans[s, b] of a state without a row (_step_byte)
-        self._tmpl: dict[int, tuple] = {}  # NFA node -> ((lo, hi + 1, target nodes), ...)
         self._succ: dict[tuple, int] = {}  # targets ((node, stack), ...) -> state of their closure (_expand_multi)
         self.intern((), False)  # dead state 0
         self.expanded[0] = True
@@ -89,184 +78,6 @@ class LazyAutomaton:
     @property
     def num_states(self):
         return len(self.configs)
-
-    # ---- configurations ------------------------------------------------------------
-    def closure(self, node, stack):
-        """(configs with byte edges, accept) reachable from (node, stack) without consuming."""
-        key = (node, stack)
-        hit = self._closure_cache.get(key)
-        if hit is not None:
-            return hit
-        nfa = self.nfa
-        edges, eps, is_end, call, counter = nfa.edges, nfa.eps, nfa.is_end, nfa.call, nfa.counter
-        length = nfa.length
-        if not eps[node] and node not in is_end and node not in call and node not in counter and node not in length:
-            live = edges[node] and (node not in nfa.need or self._live((key,)))
-            res = ((key,) if live else (), False)  # a plain node (e.g. inside a UTF-8 sequence)
-            self._closure_cache[key] = res
-            return res
-        check_deadline()  # a compile past its deadline stops here (nothing cached yet)
-        # the part that stays above `stack` is the same for every stack (_closure_rel, cached
-        # per node); only returns below it depend on the stack (followed here, iteratively)
-        push, stacks, cache = self.stacks.push, self.stacks.frames, self._closure_cache
-        rel_out, returns = self._closure_rel(node)
-        if not returns:  # the closure stays above `stack` (distinct (node', frames): distinct pairs)
-            out = self._on_stack(rel_out, stack)
-            res = cache[key] = (tuple(self._live(out) if self.nfa.need else out), False)
-            return res
-        out, accept = [], False
-        seen = set()
-        work = [key]
-        while work:
-            n0, st0 = work.pop()
-            if (n0, st0) in seen:
-                continue
-            seen.add((n0, st0))
-            if (n0, st0) != key:
-                sub = cache.get((n0, st0))
-                if sub is not None:
-                    out.extend(sub[0])
-                    accept |= sub[1]
-                    continue
-            rel_out, returns = self._closure_rel(n0)
-            out.extend(self._on_stack(rel_out, st0))
-            if returns:
-                if st0 == 0:
-                    accept = True
-                    continue
-                ret, parent, k = stacks[st0]
-                if k and ret in length:  # a length frame: k - 1 characters
-                    if k > length[ret][2]:
-                        work.append((length[ret][1], parent))
-                elif k:  # a counter frame: k bodies done
-                    body, done, lo, hi = counter[ret]
-                    if k < hi:
-                        work.append((body, push(ret, parent, k + 1)))
-                    if k >= lo:
-                        work.append((done, parent))
-                elif ret == CUT_RET:  # an abstract state's context: the rule ends here
-                    accept = True
-                else:
-                    work.append((ret, parent))
-        out = dict.fromkeys(out)
-        if self.nfa.need:
-            out = self._live(out)
-        res = (tuple(out), accept)
-        cache[key] = res
-        return res
-
-    def _live(self, configs):
-        """configs without those in a length region whose count plus nfa.need passes the
-        region's maximum (they can never leave it: a state of only such configurations
-        would be a dead end that masks allow)."""
-        need, length, frames = self.nfa.need, self.nfa.length, self.stacks.frames
-        out = []
-        for n, st in configs:
-            d = need.get(n)
-            if d is not None:
-                ret, _parent, k = frames[st]
-                hi = length[ret][3]
-                if hi is not None and k - 1 + d > hi:
-                    continue
-            out.append((n, st))
-        return out
-
-    def _on_stack(self, rel_out, stack):
-        """_closure_rel's ((node', frames), ...) as configurations: each frames pushed on stack."""
-        push = self.stacks.push
-        mat, out = {(): stack}, []
-        for n, rel in rel_out:
-            st = mat.get(rel)
-            if st is None:
-                st = stack
-                for ret, k in rel:
-                    st = push(ret, st, k)
-                mat[rel] = st
-            out.append((n, st))
-        return out
-
-    def _closure_rel(self, node):
-        """The stack-independent part of node's closure: ((node', frames), ...), returns)
-        where frames are the (return node, count) pairs pushed above the caller's stack
-        (bottom first), and returns: whether node's rule can end without consuming (pop
-        the caller's top frame). Cached per NFA node."""
-        hit = self._rel_cache.get(node)
-        if hit is not None:
-            return hit
-        check_deadline()
-        nfa = self.nfa
-        edges, eps, call, is_end, is_tail, counter = nfa.edges, nfa.eps, nfa.call, nfa.is_end, nfa.is_tail, nfa.counter
-        length = nfa.length
-        if not eps[node] and node not in call and node not in counter and node not in is_end and node not in length:
-            res = self._rel_cache[node] = (((node, ()),) if edges[node] else (), False)  # a plain node
-            return res
-        out, returns = [], False
-        start = (node, ())
-        seen = {start}
-        todo = [start]
-        cache = self._rel_cache
-        while todo:
-            n, rel = todo.pop()
-            if not rel and n != node:
-                sub = cache.get(n)
-                if sub is not None:  # (n, ()) explores exactly what n's own closure did
-                    out.extend(sub[0])
-                    returns |= sub[1]
-                    continue
-            if edges[n]:
-                out.append((n, rel))
-            nxt = [(t, rel) for t in eps[n]]
-            c = call.get(n)
-            if c is not None:
-                callee, ret = c
-                nxt.append((callee, rel if ret in is_tail else rel + ((ret, 0),)))
-            if n in counter:
-                body, done, lo, hi = counter[n]
-                nxt.append((body, rel + ((n, 1),)))
-                if lo == 0:
-                    nxt.append((done, rel))
-            if n in length:
-                nxt.append((length[n][0], rel + ((n, 1),)))
-            if n in is_end:
-                if not rel:
-                    returns = True
-                else:
-                    ret, k = rel[-1]
-                    parent = rel[:-1]
-                    if k and ret in length:
-                        if k > length[ret][2]:
-                            nxt.append((length[ret][1], parent))
-                    elif k:
-                        body, done, lo, hi = counter[ret]
-                        if k < hi:
-                            nxt.append((body, parent + ((ret, k + 1),)))
-                        if k >= lo:
-                            nxt.append((done, parent))
-                    else:
-                        nxt.append((ret, parent))
-            for x in nxt:
-                if x not in seen:
-                    seen.add(x)
-                    todo.append(x)
-        res = (tuple(dict.fromkeys(out)), returns)
-        cache[node] = res
-        return res
-
-    def template(self, node):
-        """node's byte classes: ((start, stop, target nodes), ...), cached per NFA node."""
-        tmpl = self._tmpl.get(node)
-        if tmpl is None:
-            tmpl = self._tmpl[node] = _node_template(self.nfa.edges[node])
-        return tmpl
-
-    def closure_of(self, pairs):
-        """(configs, accept): the union of the closures of (node, stack) pairs."""
-        configs, accept = set(), False
-        for n, st in pairs:
-            c, a = self.closure(n, st)
-            configs.update(c)
-            accept |= a
-        return configs, accept
 
     def intern(self, configs, accept) -> int:
         """The id of the state with these configurations (interned; a new state grows the
@@ -426,21 +237,6 @@ class LazyAutomaton:
                 self._byte_steps[key] = t
         return t
 
-    def byte_stack(self, n, st):
-        """The stack after a byte consumed from NFA node n with stack st: st, or for a
-        node that starts a character of a length region (nfa.tick) st with its top
-        length frame counting one more character; -1 when that passes the region's
-        maximum (or st is None: a stack-free walk cannot tell)."""
-        if n not in self.nfa.tick:
-            return st
-        if st is None:
-            return -1
-        ret, parent, k = self.stacks.frames[st]
-        _body, _exit, lo, hi = self.nfa.length[ret]
-        if hi is None:  # no maximum: counts past the minimum are all alike
-            return st if k > lo else self.stacks.push(ret, parent, k + 1)
-        return -1 if k > hi else self.stacks.push(ret, parent, k + 1)
-
     # ---- canonical forms (states that share a mask) ------------------------------
     def canonical(self, s: int) -> int:
         """The state whose mask s shares. A counter frame (x{m,n}, see nfa.py) with count k,
@@ -450,7 +246,7 @@ class LazyAutomaton:
         length frame (nfa.py) with c characters, m <= c and n - c >= longest token +
         the most characters any node of the region still needs (nfa.length_need) is
         alike for one token (a byte starts at most one character, so no count the token
-        reaches is past n or dropped by automaton._live): it becomes the frame of the
+        reaches is past n or dropped by Closures.live): it becomes the frame of the
         region's twin without a maximum (nfa.length_free) at count m, whose walks
         meet no count at all (they saturate at m), so the masks inside such a region
         are one per position in the pattern, not one per count."""
@@ -469,8 +265,7 @@ class LazyAutomaton:
         c = self._canon_stack.get(st)
         if c is None:
             frames = self.stacks.frames
-            ret0, parent, k = frames[st]
-            ret = ret0
+            ret, parent, k = frames[st]
             p = self.canonical_stack(parent)
             if k and ret in self.nfa.length:  # k - 1 characters
                 free = self.nfa.length_free.get(ret)

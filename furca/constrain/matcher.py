@@ -95,7 +95,7 @@ class CompiledGrammar:
         if per_byte is None:
             a = self.automaton
             with a.lock:  # the relative closures grow the automaton's caches
-                per_byte = max((len(rel) for n in range(len(a.nfa.edges)) for _t, rel in a._closure_rel(n)[0]),
+                per_byte = max((len(rel) for n in range(len(a.nfa.edges)) for _t, rel in a.closures.relative(n)[0]),
                                default=0)
                 self._token_len = np.array([len(b) if b else 0 for b in a.info.token_bytes], dtype=np.int64)
             self._push_per_byte = per_byte

@@ -104,7 +104,7 @@ class SliceProof:
     def free_unbounded(self, configs, sl) -> bool:
         """Whether the NFA nodes of `configs` survive every string of slice characters
         whatever their stacks: the proof of `unbounded` over stack-free units (a target's
-        unit is the stack-independent part of its closure, automaton._closure_rel: the
+        unit is the stack-independent part of its closure, Closures.relative: the
         calls it makes are entered, a return below it counts as dying). Sound for any
         stacks: every path it follows exists from every stack (the nesting limit aside,
         which the matcher checks on the final mask). Its units are NFA node sets, so each
@@ -331,10 +331,10 @@ class SliceProof:
         return hit
 
     def _free_unit(self, t, depth):
-        """closure_unit(t, None): the nodes of automaton._closure_rel(t), assembled from
+        """closure_unit(t, None): the nodes of Closures.relative(t), assembled from
         the units of the rules t's closure calls (each computed once) when no callee can
         end without consuming and no counter or length region is entered (a key trie node: itself plus
-        key-other's unit), else read from _closure_rel (also past FREE_CALL_DEPTH callees
+        key-other's unit), else read from Closures.relative (also past FREE_CALL_DEPTH callees
         nested at once: the Python stack)."""
         nfa, a = self._a.nfa, self._a
         edges, eps, call, counter = nfa.edges, nfa.eps, nfa.call, nfa.counter
@@ -348,7 +348,7 @@ class SliceProof:
                 out.add((x, None))
             c = call.get(x)
             if c is not None:
-                if depth >= FREE_CALL_DEPTH or a._closure_rel(c[0])[1]:  # the callee may return at once
+                if depth >= FREE_CALL_DEPTH or a.closures.relative(c[0])[1]:  # the callee may return at once
                     out = None
                     break
                 out.update(self.closure_unit(c[0], None, depth + 1))
@@ -357,7 +357,7 @@ class SliceProof:
                     seen.add(y)
                     todo.append(y)
         if out is None:
-            out = {(m, None) for m, _rel in a._closure_rel(t)[0]}
+            out = {(m, None) for m, _rel in a.closures.relative(t)[0]}
         return tuple(sorted(out))
 
     def _spans(self, cfg, bits, memo):

@@ -94,7 +94,7 @@ def test_relative_closure_matches_direct_closure():
             break
         m.accept_token(int(rng.choice(choices)))
     a = g.automaton
-    for key, (configs, accept) in list(a._closure_cache.items()):
+    for key, (configs, accept) in list(a.closures._closure_cache.items()):
         c2, a2 = direct_closure(a, *key)
         assert set(configs) == set(c2) and accept == a2, key
 
@@ -141,7 +141,7 @@ def test_step_without_rows_matches_expanded_rows():
 
 @pytest.mark.parametrize("order", ["ascending", "descending", "shuffled"])
 def test_closures_and_byte_classes_match_references_in_any_cache_order(order):
-    # _closure_rel reuses the cached closures of the nodes it reaches, so what it returns
+    # Closures.relative reuses the cached closures of the nodes it reaches, so what it returns
     # must not depend on which nodes were cached first; template(n) must give every byte
     # exactly the targets of the edges that cover it
     info = byte_info(EXTRA)

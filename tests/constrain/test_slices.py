@@ -102,6 +102,6 @@ big ::= "{" [0-9]{2,30} "}"
     for g in (GrammarCompiler(info).compile_json_schema(SCHEMA), GrammarCompiler(info).compile_grammar(gbnf)):
         a, proof = g.automaton, g.masks.slices.proof
         for n in range(len(a.nfa.edges)):
-            ref = tuple(sorted({(m, None) for m, _rel in a._closure_rel(n)[0]}))
+            ref = tuple(sorted({(m, None) for m, _rel in a.closures.relative(n)[0]}))
             assert proof.closure_unit(n, None) == ref, n
             assert proof._classes(n) == a.template(n), n
