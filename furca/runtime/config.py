@@ -15,6 +15,7 @@ from furca.runtime.attention import registry as attention_registry
 
 _DTYPES = ("auto", "float32", "float16", "bfloat16")
 _POLICIES = ("lpm", "fcfs")
+_QUANTIZATIONS = ("auto", "none", "int8", "int4")
 
 
 def _opt(default: Any, help: str, **cli: Any) -> Any:
@@ -34,6 +35,10 @@ class EngineConfig:
                                      "products, else dtype)", choices=_DTYPES)
     kv_cache_dtype: str = _opt("auto", "the KV cache (auto: the projections' dtype: K and V come out of them)",
                                choices=_DTYPES)
+    quantization: str = _opt("auto", "weights: none, int8 (per output channel), int4 (group-wise; see "
+                                     "quantization_group_size) or auto (a GGUF file's or an AWQ/GPTQ checkpoint's "
+                                     "own quantization kept, none for a float checkpoint)", choices=_QUANTIZATIONS)
+    quantization_group_size: int = _opt(32, "weights per scale and zero of int4 quantization: 32, 64 or 128")
     device: str = _opt("auto", "cpu, cuda or cuda:N (auto: cuda if available, else cpu)")
     context_length: int | None = _opt(None, "the longest prompt + output in tokens; may only shrink the "
                                             "model's (default: the model's)")
@@ -95,6 +100,10 @@ class EngineConfig:
         for name in ("dtype", "linear_dtype", "kv_cache_dtype"):
             if getattr(self, name) not in _DTYPES:
                 raise ConfigError(f"{name} must be one of {_DTYPES}, got {getattr(self, name)!r}")
+        if self.quantization not in _QUANTIZATIONS:
+            raise ConfigError(f"quantization must be one of {_QUANTIZATIONS}, got {self.quantization!r}")
+        if self.quantization_group_size not in (32, 64, 128):
+            raise ConfigError(f"quantization_group_size must be 32, 64 or 128, got {self.quantization_group_size!r}")
         if not isinstance(self.device, str) or not self.device:
             raise ConfigError(f"device must be a string like 'cpu', 'cuda', 'cuda:1' or 'auto', got {self.device!r}")
         attention_registry.check_name(self.attention_backend)

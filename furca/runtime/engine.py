@@ -77,6 +77,14 @@ def resolve_dtypes(dtype: str, linear_dtype: str, device: str) -> tuple[str, str
     return dtype, (dtype if linear_dtype == "auto" else linear_dtype)
 
 
+def _quantization_name(model: Any) -> str:
+    """What the loaded model's weights are: "none", or the plan's method / the file's
+    formats ("int4", "gguf:Q4_1+Q8_0", ...)."""
+    from furca.runtime.quant.linear import quantization_summary
+
+    return quantization_summary(model)
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -155,7 +163,8 @@ class Engine:
             logger.info("linear projections (and by default the KV cache) in %s, the rest in %s; "
                         "dtype='float32' runs all in fp32", linear_dtype, dtype)
         return load_model(None if model is None else Path(model), dtype=dtype, device=device,
-                          linear_dtype=linear_dtype)
+                          linear_dtype=linear_dtype, quantization=self.config.quantization,
+                          quantization_group_size=self.config.quantization_group_size)
 
     # -- public API ------------------------------------------------------------------------
 
@@ -276,6 +285,7 @@ class Engine:
             dtype=_dtype_name(runner.dtype),
             linear_dtype=_dtype_name(linear if isinstance(linear, torch.dtype) else runner.dtype),
             kv_cache_dtype=_dtype_name(runner.kv_dtype),
+            quantization=_quantization_name(runner.model),
             device=str(runner.device),
             attention_backend=type(runner.attn_backend).__name__.removesuffix("AttentionBackend").lower(),
             context_length=self.context_length,

