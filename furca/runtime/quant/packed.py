@@ -1,0 +1,263 @@
+"""CPU compute layouts of a quantized weight, and their matmuls.
+
+``pack(groups, device)`` turns a ``QuantGroups`` into a ``PackedWeight``: the resident
+form of the weight plus ``matmul(x)`` (x (M, K) fp32 or bf16 -> (M, N) in x's dtype),
+``embedding(ids)`` (fp32 rows), ``dequantize()`` (the fp32 weight the layout computes
+with), ``nbytes`` and ``shape``. Two layouts, chosen by what the groups hold:
+
+- ``Int4Packed`` (codes of 4 bits or fewer, any offset, a group torch's int4 op can
+  express): torch's CPU int4 pack, two codes a byte, with one bf16 (scale, zero) pair per
+  group, w = (q - 8) * scale + zero, so q = code (+ 8 for signed codes) and zero =
+  offset (+ 8 * scale for unsigned codes). The bf16 rounding of scale and zero is the
+  one loss against the groups' fp32 (bench/quant_linear.py measures it). A group torch
+  does not take (it takes 32, 64, 128, 256) but a multiple of one of them is split into
+  those, its scale repeated: exact. N is padded to a multiple of 64 (the pack's row block)
+  with zero rows, cut off the output.
+- ``GroupInt8`` (everything else: 5..8-bit codes such as Q8_0, Q5_K, Q6_K and rtn int8,
+  and 4-bit codes in groups torch cannot express): the codes one byte each (int8 or
+  uint8 as given) with fp32 scale and offset per group, computed by a numba kernel in
+  fp32 (cpu_kernels.py), so an fp32 x gets fp32 outputs (the LM head).
+
+Path per call, by M (rows of x): at most ``small_m`` rows use the packed kernel, which
+reads each weight byte once per call; more rows dequantize the weight (this one weight,
+to x's dtype) and call F.linear, whose blocked GEMM wins once the kernel's per-row cost
+outgrows one dequantization. The limits are measured by bench/quant_linear.py.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from furca.runtime.quant.groups import QuantGroups
+
+_TORCH_INT4_GROUPS = (256, 128, 64, 32)
+_ROW_BLOCK = 64  # torch's CPU int4 pack stores rows in blocks of 64 (two 32-row halves a byte)
+
+# Rows of x up to which the packed kernels beat dequantize + F.linear (bench/quant_linear.py).
+INT4_SMALL_M = 12
+GROUP_INT8_SMALL_M = 4
+
+# Below this many weights per thread a split costs more than it saves (a hand-off is ~30 us).
+_MIN_WEIGHTS_PER_THREAD = 1 << 16
+
+_LOCK = threading.Lock()
+_POOL: list[ThreadPoolExecutor] = []
+_KERNELS: list = []  # [cpu_kernels module or None] once resolved
+os.register_at_fork(after_in_child=_POOL.clear)
+
+
+class PackedWeight:
+    """A quantized weight in a compute layout (the contract every layout keeps)."""
+
+    layout = ""
+    shape: tuple[int, int]
+    small_m: int
+
+    def matmul(self, x: torch.Tensor) -> torch.Tensor:
+        """x (M, K) fp32 or bf16 -> x @ w.T (M, N) in x's dtype."""
+        if x.dim() != 2 or x.shape[1] != self.shape[1] or x.dtype not in (torch.float32, torch.bfloat16):
+            raise ValueError(f"x must be (M, {self.shape[1]}) fp32 or bf16, got {x.dtype} {tuple(x.shape)}")
+        if x.shape[0] == 0:
+            return x.new_empty((0, self.shape[0]))
+        if x.shape[0] > self.small_m:
+            return F.linear(x, self._weight(x.dtype))
+        return self._small(x.contiguous())
+
+    def embedding(self, ids: torch.Tensor) -> torch.Tensor:
+        """The fp32 rows ``ids`` (any shape of row indices) -> (*ids.shape, K)."""
+        flat = ids.reshape(-1).to(torch.long)
+        if flat.numel() and (int(flat.min()) < 0 or int(flat.max()) >= self.shape[0]):
+            raise IndexError(f"embedding ids must be in [0, {self.shape[0]})")
+        return self._rows(flat).view(*ids.shape, self.shape[1])
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The weight (N, K) this layout computes with, in ``dtype``."""
+        raise NotImplementedError
+
+    def _weight(self, dtype: torch.dtype) -> torch.Tensor:
+        """The weight in ``dtype`` for the large-M path: ``dequantize`` up to rounding
+        (the numba kernels may fuse multiply-adds), as fast as the layout allows."""
+        return self.dequantize(dtype)
+
+    @property
+    def nbytes(self) -> int:
+        raise NotImplementedError
+
+    def _small(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _rows(self, ids: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+def _torch_int4_group(groups: QuantGroups) -> int | None:
+    if groups.bits > 4:
+        return None
+    return next((g for g in _TORCH_INT4_GROUPS if groups.group % g == 0), None)
+
+
+def pack(groups: QuantGroups, device: torch.device | str = "cpu") -> PackedWeight:
+    """The compute layout for ``groups`` on ``device`` (CPU layouts here; the CUDA ones
+    live in furca/kernels/dequant_matmul.py)."""
+    if torch.device(device).type != "cpu":
+        raise ValueError(f"packed.py holds the CPU layouts; got device {device}")
+    tg = _torch_int4_group(groups)
+    return Int4Packed(groups, tg) if tg is not None else GroupInt8(groups)
+
+
+class Int4Packed(PackedWeight):
+    layout = "int4pack"
+
+    def __init__(self, groups: QuantGroups, torch_group: int):
+        n, k = groups.shape
+        self.shape, self.group, self.small_m = (n, k), torch_group, INT4_SMALL_M
+        rep = groups.group // torch_group
+        scale = groups.scale.repeat_interleave(rep, dim=1)
+        zero = torch.zeros_like(scale) if groups.offset is None else groups.offset.repeat_interleave(rep, dim=1)
+        q = groups.codes.to(torch.int32)
+        if groups.signed:
+            q = q + 8
+        else:
+            zero = zero + 8.0 * scale
+        pad = -n % _ROW_BLOCK
+        if pad:  # zero rows (q = 8, scale = zero = 0) fill the last block
+            q = torch.cat([q, torch.full((pad, k), 8, dtype=torch.int32)])
+            scale, zero = (torch.cat([t, t.new_zeros(pad, t.shape[1])]) for t in (scale, zero))
+        self.packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.contiguous(), 1)
+        # (K / group, N, 2) bf16: the op's qScaleAndZeros
+        self.scale_zero = torch.stack([scale.t(), zero.t()], dim=-1).to(torch.bfloat16).contiguous()
+
+    @property
+    def nbytes(self) -> int:
+        return self.packed.numel() * self.packed.element_size() + self.scale_zero.numel() * 2
+
+    def _small(self, x: torch.Tensor) -> torch.Tensor:
+        sz = self.scale_zero if x.dtype == torch.bfloat16 else self.scale_zero.float()
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(x, self.packed, self.group, sz)
+        return y[:, :self.shape[0]] if y.shape[1] != self.shape[0] else y
+
+    def _codes(self, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The unsigned codes q (0..15) as uint8 (N, K), or of ``rows`` only. The pack
+        stores byte [b, k, d] = q[64 b + d, k] | q[64 b + d + 32, k] << 4."""
+        n, k = self.shape
+        blocks = self.packed.view(-1, k, _ROW_BLOCK // 2)
+        if rows is None:
+            both = torch.cat([blocks & 15, blocks >> 4], dim=2)  # (blocks, K, 64)
+            return both.transpose(1, 2).reshape(-1, k)[:n]
+        half = (rows % _ROW_BLOCK) >= _ROW_BLOCK // 2
+        sel = blocks[rows // _ROW_BLOCK, :, rows % (_ROW_BLOCK // 2)]  # (len, K)
+        return torch.where(half[:, None], sel >> 4, sel & 15)
+
+    def _dequant(self, q: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+        sz = self.scale_zero.float()
+        scale, zero = sz[..., 0].t(), sz[..., 1].t()  # (N, K / group)
+        if rows is not None:
+            scale, zero = scale[rows], zero[rows]
+        else:
+            scale, zero = scale[:self.shape[0]], zero[:self.shape[0]]
+        m, k = q.shape
+        w = (q.to(torch.float32) - 8.0).view(m, -1, self.group) * scale[..., None] + zero[..., None]
+        return w.view(m, k)
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return self._dequant(self._codes(), None).to(dtype)
+
+    def _weight(self, dtype: torch.dtype) -> torch.Tensor:
+        kern = _kernels()
+        if kern is None or dtype not in (torch.float32, torch.bfloat16):
+            return self.dequantize(dtype)
+        n, k = self.shape
+        blocks = self.packed.view(-1, k, _ROW_BLOCK // 2).numpy()
+        out = np.empty((n, k), np.float32 if dtype == torch.float32 else np.uint16)
+        _split_rows(kern.dequant_int4pack_rows, self.shape, blocks, self.scale_zero.float().numpy(), out)
+        return _as_torch(out)
+
+    def _rows(self, ids: torch.Tensor) -> torch.Tensor:
+        return self._dequant(self._codes(ids), ids)
+
+
+class GroupInt8(PackedWeight):
+    layout = "group_int8"
+
+    def __init__(self, groups: QuantGroups):
+        self.shape, self.small_m = groups.shape, GROUP_INT8_SMALL_M
+        self.groups = groups
+        self.codes = groups.codes.contiguous().numpy()
+        self.scale = groups.scale.contiguous().numpy()
+        off = groups.offset
+        self.offset = np.zeros((groups.shape[0], 0), np.float32) if off is None else off.contiguous().numpy()
+
+    @property
+    def nbytes(self) -> int:
+        return self.codes.nbytes + self.scale.nbytes + self.offset.nbytes
+
+    def _small(self, x: torch.Tensor) -> torch.Tensor:
+        kern = _kernels()
+        if kern is None:
+            return F.linear(x, self._weight(x.dtype))
+        xf = x.float().numpy()
+        m, k = xf.shape
+        xsum = xf.reshape(m, self.scale.shape[1], -1).sum(axis=2, dtype=np.float32)
+        out = np.empty((m, self.shape[0]), np.float32)
+        _split_rows(kern.group_matmul_rows, self.shape, xf, xsum, self.codes, self.scale, self.offset, out)
+        return torch.from_numpy(out).to(x.dtype)
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return self.groups.dequantize().to(dtype)
+
+    def _weight(self, dtype: torch.dtype) -> torch.Tensor:
+        kern = _kernels()
+        if kern is None or dtype not in (torch.float32, torch.bfloat16):
+            return self.dequantize(dtype)
+        out = np.empty(self.shape, np.float32 if dtype == torch.float32 else np.uint16)
+        _split_rows(kern.dequant_rows, self.shape, self.codes, self.scale, self.offset, out)
+        return _as_torch(out)
+
+    def _rows(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.groups.take_rows(ids).dequantize()
+
+
+def _as_torch(out: np.ndarray) -> torch.Tensor:
+    """A kernel's output: fp32, or uint16 holding bf16 bits."""
+    t = torch.from_numpy(out)
+    return t if out.dtype == np.float32 else t.view(torch.bfloat16)
+
+
+def _kernels():
+    if not _KERNELS:
+        with _LOCK:
+            if not _KERNELS:
+                try:
+                    from furca.runtime.quant import cpu_kernels
+                except ImportError:  # numba missing: GroupInt8 dequantizes and calls F.linear
+                    cpu_kernels = None
+                _KERNELS.append(cpu_kernels)
+    return _KERNELS[0]
+
+
+def _pool() -> ThreadPoolExecutor:
+    if not _POOL:
+        with _LOCK:
+            if not _POOL:
+                _POOL.append(ThreadPoolExecutor(max(1, (os.cpu_count() or 2) - 1), thread_name_prefix="furca-quant"))
+    return _POOL[0]
+
+
+def _split_rows(fn, shape, *args) -> None:
+    """Run ``fn(*args, lo, hi)`` over the weight rows [0, N) in contiguous runs, one per
+    thread (torch.get_num_threads()), the first on the calling thread."""
+    n, k = shape
+    parts = max(1, min(torch.get_num_threads(), n * k // _MIN_WEIGHTS_PER_THREAD))
+    bounds = [n * i // parts for i in range(parts + 1)]
+    futures = [_pool().submit(fn, *args, lo, hi) for lo, hi in zip(bounds[1:-1], bounds[2:])]
+    try:
+        fn(*args, bounds[0], bounds[1])
+    finally:
+        for f in futures:
+            f.result()
