@@ -211,6 +211,38 @@ def launch_all() -> None:
             mask = torch.zeros(4, (vocab + 31) // 32, dtype=torch.int32)
             apply_token_bitmask_(logits, mask)
             apply_token_bitmask_(logits, mask, indices=[0, 2])
+        launch_dequant_matmul(dtype)
+
+
+def launch_dequant_matmul(dtype) -> None:
+    """The quantized matmuls at decode (M = 1: split-K, fp32 partial sums; M = 7 in bf16,
+    unsplit) and prefill (M = 64) tiles: int4 with fp16 zeros, int8 per-channel, fp8 (sm_89+ only:
+    Triton has no e4m3 on sm_80) in every dtype; the other layouts in bf16."""
+    import torch
+    from triton.runtime import driver
+
+    from furca.kernels.dequant_matmul import fp8_matmul, int4_matmul, int8_matmul
+    from furca.kernels.dequant_pack import PackedWeight
+
+    n = k = 256
+
+    def packed(kind, group, bias, scale_dtype, zero, storage):
+        rows = k // 8 if kind == "int4" else k
+        scale = torch.ones(k // group, n, dtype=scale_dtype)
+        return PackedWeight(kind, torch.zeros(rows, n, dtype=storage), scale, scale.clone() if zero else None,
+                            group, bias, n, k)
+
+    layouts = [(int4_matmul, packed("int4", 32, 0, torch.float16, True, torch.int32)),
+               (int8_matmul, packed("int8", k, 0, torch.float32, False, torch.int8))]
+    if dtype == torch.bfloat16:
+        layouts += [(int4_matmul, packed("int4", 128, -8, torch.float32, False, torch.int32)),
+                    (int8_matmul, packed("int8", 16, 0, torch.float16, False, torch.int8)),
+                    (int8_matmul, packed("int8", 32, 128, torch.float16, True, torch.int8))]
+    if driver.active.get_current_target().arch >= 89:
+        layouts.append((fp8_matmul, packed("fp8", k, 0, torch.float32, False, torch.float8_e4m3fn)))
+    for fn, weight in layouts:
+        for m, split in ((1, 4), (7, 1), (64, 1)) if dtype == torch.bfloat16 else ((1, 4), (64, 1)):
+            fn(torch.zeros(m, k, dtype=dtype), weight, split_k=split)
 
 
 # --------------------------------------------------------------------------- command line

@@ -10,6 +10,18 @@ decode_attention_ref
 extend_attention_ref
 store_kv_ref
 apply_token_bitmask_ref
+int4_matmul_ref
+int8_matmul_ref
+fp8_matmul_ref
+# kernels: the quantized-matmul API a quantized linear calls on CUDA (tests and the GPU
+# bench call it here: no CUDA path in the runtime calls it yet)
+int4_matmul
+int8_matmul
+fp8_matmul
+pack_int4
+pack_int8
+quantize_fp8
+pack_fp8
 
 # constrain: the public API of Matcher, CompiledGrammar, GrammarCompiler and TokenizerInfo
 # (xgrammar's names; furca/constrain/DESIGN.md, tests/constrain)

@@ -20,7 +20,7 @@ pytestmark = [
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = {"_decode_stage1_kernel", "_decode_stage2_kernel", "_extend_attention_kernel", "_store_kv_kernel",
-           "_apply_token_bitmask_kernel"}
+           "_apply_token_bitmask_kernel", "_dequant_matmul_kernel"}
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess:
@@ -40,6 +40,9 @@ def test_every_kernel_compiles_for_sm90_and_sm80_within_resources(tmp_path):
         # every dtype reached the attention kernels, bf16 included
         specs = " ".join(r["spec"] for r in compiled if r["kernel"] == "_decode_stage1_kernel")
         assert all(t in specs for t in ("*fp32", "*fp16", "*bf16"))
+        # int4 and int8 everywhere; fp8 (e4m3) only where the GPU has it (sm_89+)
+        kinds = {r["spec"].split("KIND=")[1][0] for r in compiled if r["kernel"] == "_dequant_matmul_kernel"}
+        assert kinds == ({"0", "1", "2"} if arch >= 89 else {"0", "1"})
     for r in results:
         assert r["error"] is None and r["local_bytes"] == 0 and r["registers"] > 0, r
 
