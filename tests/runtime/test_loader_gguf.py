@@ -3,7 +3,9 @@ Q4_1 tensors, q/k permuted as llama.cpp's converter does, tokenizer metadata) lo
 with the right config and tokenizer, and its logits equal a transformers model holding
 the same (dequantized) weights; conversion to an HF directory loads in both. A
 Llama-3.x-style GGUF (llama3 rope scaling as llama.cpp's ``rope_freqs.weight``) runs
-exactly as transformers does with the HF llama3 config."""
+exactly as transformers does with the HF llama3 config. Kept quantized
+(``tensors(keep_quantized=True)``), the same file's weights are QuantGroups equal to
+the dequantized ones; a quantized type furca cannot keep is refused by tensor and type."""
 
 from __future__ import annotations
 
@@ -17,9 +19,10 @@ import torch
 
 from furca.errors import ModelLoadError, UnsupportedModelError
 from furca.runtime.loader import load_model
-from furca.runtime.loader.gguf import convert_gguf_to_hf
+from furca.runtime.loader.gguf import convert_gguf_to_hf, read_gguf
 from furca.runtime.model_config import ModelConfig
 from furca.runtime.models.rope import rope_inv_freq
+from furca.runtime.quant.groups import QuantGroups
 
 TEXTS = ["Hello world!", "def add(a, b):\n    return a + b", "<|im_start|>user\nhi<|im_end|>", "héllo 🙂"]
 
@@ -259,3 +262,67 @@ def test_freq_factors_rope_type_in_model_config():
     with pytest.raises(ModelLoadError, match="positive finite"):
         ModelConfig.from_hf_dict({**base, "rope_scaling": {"rope_type": "freq_factors",
                                                           "freq_factors": [float("nan")] + factors[1:]}})
+
+
+# ------------------------------------------------------------ weights kept quantized
+
+def test_gguf_tensors_kept_quantized(tiny_gguf):
+    """Q4_1 / Q8_0 weights come out as QuantGroups equal, dequantized, to the fp32
+    tensors (q and k rows un-permuted alike); F16 / F32 ones as the same fp32 tensors."""
+    path, hf = tiny_gguf
+    model = read_gguf(path)
+    types = model.tensor_types()
+    assert types["model.layers.0.self_attn.q_proj.weight"] == "Q4_1"
+    assert types["model.layers.1.self_attn.k_proj.weight"] == "Q8_0"
+    assert (types["lm_head.weight"], types["model.norm.weight"]) == ("F16", "F32")
+    pairs = list(zip(model.tensors(), model.tensors(keep_quantized=True), strict=True))
+    assert [name for (name, _), _ in pairs] == list(types) == [name for _, (name, _) in pairs]
+    for (name, fp32), (_, kept) in pairs:
+        if types[name] in ("Q4_1", "Q8_0"):
+            assert isinstance(kept, QuantGroups) and kept.source == types[name]
+            assert torch.equal(kept.dequantize(), fp32), name
+        else:
+            assert isinstance(kept, torch.Tensor) and torch.equal(kept, fp32), name
+    # the loader's fp32 tensors are the HF model's weights (the un-permuted row order)
+    state = hf.state_dict()
+    assert all(torch.equal(fp32, state[name]) for (name, fp32), _ in pairs)
+
+
+@pytest.fixture
+def retype_tensor(monkeypatch):
+    """``retype(gguf_name, qtype)``: GGUFs written next store that tensor as zero bytes
+    of ``qtype`` (same shape), a type the test writer cannot otherwise produce."""
+    original = gguf.GGUFWriter.add_tensor
+
+    def retype(target: str, qtype: gguf.GGMLQuantizationType):
+        def add_tensor(self, name, tensor, raw_shape=None, raw_dtype=None, **kwargs):
+            if name == target:
+                shape = tensor.shape if raw_dtype is None else gguf.quant_shape_from_byte_shape(tensor.shape,
+                                                                                                  raw_dtype)
+                tensor, raw_dtype = np.zeros(gguf.quant_shape_to_byte_shape(shape, qtype), np.uint8), qtype
+            return original(self, name, tensor, raw_shape=raw_shape, raw_dtype=raw_dtype, **kwargs)
+
+        monkeypatch.setattr(gguf.GGUFWriter, "add_tensor", add_tensor)
+
+    return retype
+
+
+@pytest.mark.parametrize("qtype, dequantizable", [("Q5_0", True), ("Q8_1", False)])
+def test_gguf_quantized_type_not_kept_is_named(tmp_path, make_tiny_model_dir, tiny_hf_tokenizer, write_gguf,
+                                               retype_tensor, qtype, dequantizable):
+    """Kept quantized, a type outside gguf_blocks.SUPPORTED is an UnsupportedModelError
+    naming the tensor and the type; dequantized, only a type gguf-py cannot dequantize is."""
+    _, hf = make_tiny_model_dir("llama", rope_scaling=None, tie_word_embeddings=False)
+    retype_tensor("blk.1.ffn_up.weight", gguf.GGMLQuantizationType[qtype])
+    path = tmp_path / f"tiny-{qtype}.gguf"
+    write_gguf(path, hf, tiny_hf_tokenizer)
+    model = read_gguf(path)
+    assert model.tensor_types()["model.layers.1.mlp.up_proj.weight"] == qtype
+    with pytest.raises(UnsupportedModelError, match=rf"'blk\.1\.ffn_up\.weight'.*{qtype}"):
+        list(model.tensors(keep_quantized=True))
+    if dequantizable:
+        weights = dict(model.tensors())
+        assert torch.equal(weights["model.layers.1.mlp.up_proj.weight"], torch.zeros(128, 64))
+    else:
+        with pytest.raises(UnsupportedModelError, match=rf"'blk\.1\.ffn_up\.weight'.*{qtype}"):
+            list(model.tensors())

@@ -26,6 +26,8 @@ import torch
 
 from furca.errors import ModelLoadError, UnsupportedModelError
 from furca.runtime.model_config import FREQ_FACTORS_ROPE_TYPE
+from furca.runtime.quant.gguf_blocks import UNQUANTIZED, to_groups
+from furca.runtime.quant.groups import QuantGroups
 
 # GGUF general.architecture -> (HF architecture, model_type, q/k permuted by llama.cpp)
 _ARCHS = {
@@ -76,21 +78,51 @@ class GGUFModel:
     _reader: Any
     _permute_qk: bool
 
-    def tensors(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """``(hf_name, fp32 tensor)`` for every weight tensor, dequantized one at a time
-        (``rope_freqs.weight`` is not one: ``read_gguf`` put it in ``hf_config``)."""
+    def tensors(self, keep_quantized: bool = False) -> Iterator[tuple[str, torch.Tensor | QuantGroups]]:
+        """``(hf_name, weight)`` for every weight tensor, read one at a time
+        (``rope_freqs.weight`` is not one: ``read_gguf`` put it in ``hf_config``).
+
+        By default every weight is an fp32 tensor (dequantized). With ``keep_quantized``,
+        a 2-D weight of a quantized type in ``gguf_blocks.SUPPORTED`` is a ``QuantGroups``
+        holding the file's own codes and scales (its ``dequantize()`` equals the fp32
+        tensor bit for bit, q/k row un-permutation included); float tensors (F32, F16,
+        BF16) stay fp32 tensors, and a 2-D weight of any other quantized type raises
+        ``UnsupportedModelError`` naming the tensor and the type."""
         heads = self.hf_config["num_attention_heads"]
         kv_heads = self.hf_config["num_key_value_heads"]
         for t in self._reader.tensors:
             if t.name == _ROPE_FREQS:
                 continue
             name = _hf_tensor_name(t.name)
-            tensor = torch.from_numpy(_dequantize(t))
+            if keep_quantized and t.tensor_type.name not in UNQUANTIZED and len(t.shape) == 2:
+                weight = _quant_groups(t)
+            else:
+                weight = torch.from_numpy(_dequantize(t))
             if self._permute_qk and name.endswith(("q_proj.weight", "q_proj.bias")):
-                tensor = _unpermute(tensor, heads)
+                weight = _unpermute_rows(weight, heads)
             elif self._permute_qk and name.endswith(("k_proj.weight", "k_proj.bias")):
-                tensor = _unpermute(tensor, kv_heads)
-            yield name, tensor
+                weight = _unpermute_rows(weight, kv_heads)
+            yield name, weight
+
+    def tensor_types(self) -> dict[str, str]:
+        """``{hf_name: GGML type name}`` ("Q4_1", "F32", ...) for every weight tensor,
+        from the file's tensor index alone (no tensor data is read)."""
+        return {_hf_tensor_name(t.name): t.tensor_type.name for t in self._reader.tensors if t.name != _ROPE_FREQS}
+
+
+def _quant_groups(t: Any) -> QuantGroups:
+    """A reader tensor of a quantized type as ``QuantGroups`` in (N, K) row order."""
+    try:
+        return to_groups(t.data, t.tensor_type, tuple(int(d) for d in reversed(t.shape.tolist())))
+    except ModelLoadError as e:  # UnsupportedModelError included: the same class, naming the tensor
+        raise type(e)(f"GGUF tensor {t.name!r}: {e}") from None
+
+
+def _unpermute_rows(w: torch.Tensor | QuantGroups, n_head: int) -> torch.Tensor | QuantGroups:
+    """``_unpermute`` on an fp32 tensor, or the same row order taken from ``QuantGroups``."""
+    if isinstance(w, QuantGroups):
+        return w.take_rows(_unpermute(torch.arange(w.shape[0]), n_head))
+    return _unpermute(w, n_head)
 
 
 def _dequantize(t: Any) -> np.ndarray:
