@@ -11,7 +11,9 @@
 #   kernel_tests.txt  pytest tests/kernels on CUDA (fp32, fp16, bf16)
 #   results.md/.json  copy bandwidth; decode attention bandwidth vs copy (target
 #                     >= 70%); extend attention vs SDPA; engine decode tokens/s,
-#                     Triton vs torch backend, batch 1 and 64 (bench/gpu_kernels.py)
+#                     Triton vs torch backend, batch 1 and 64 (bench/gpu_kernels.py);
+#                     int4 / int8 / fp8 weight-only matmuls: GB/s at M = 1 vs copy,
+#                     TFLOP/s at M = 64, both vs bf16 F.linear (bench/gpu_quant.py)
 #   bench.txt         that script's log
 # Budget: about 2 minutes of tests and 2.5 of benchmarks (each under a timeout), so the
 # whole check ends within 5 minutes. Exit status: non-zero if either part failed.

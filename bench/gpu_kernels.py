@@ -17,6 +17,9 @@ short keeps what it measured; ``results.md`` is the table):
 4. ``engine``: random weights with SmolLM2-135M's config, bf16; decode tokens/s at
    batch 1 and 64, Triton vs torch backend (the difference of two runs that differ
    only in max_new_tokens, so prefill and start-up cancel).
+5. ``quant`` (``bench/gpu_quant.py``): the int4 / int8 / fp8 weight-only matmuls at
+   M = 1 (weight bytes moved, against the copy bandwidth) and M = 64 (TFLOP/s), both
+   against bf16 ``F.linear``.
 
 Times: CUDA events around ``inner`` back-to-back calls (launch gaps amortised), median
 of ``reps``; correctness: ``||out - ref|| / ||ref||`` against an fp32 reference.
@@ -405,7 +408,7 @@ def _greedy_agreement(loaded, prompt_len: int, vocab: int) -> dict:
 
 # ------------------------------------------------------------------ main
 
-SECTIONS = ("copy", "decode", "extend", "engine")
+SECTIONS = ("copy", "decode", "extend", "engine", "quant")
 
 
 def main() -> None:
@@ -435,6 +438,11 @@ def main() -> None:
                     section_decode(res, copy_gbps or section_copy(res))
                 elif name == "extend":
                     section_extend(res)
+                elif name == "quant":
+                    from gpu_quant import section_quant  # bench/, beside this script
+
+                    section_quant(res, copy_gbps or section_copy(res), bench_ms=bench_ms, rel_err=rel_err,
+                                  device=DEVICE, dtype=DTYPE)
             if name == "engine":
                 section_engine(res)
         except Exception as ex:  # keep going: the other sections still report

@@ -96,7 +96,7 @@ def pack_int4(groups, *, scale_dtype: torch.dtype | None = None) -> PackedWeight
     bias = -8 if signed else 0
     stored = groups.codes.to(torch.int64) - bias
     check(bool(((stored >= 0) & (stored <= 15)).all()), f"int4 codes must lie in {'-8..7' if signed else '0..15'}")
-    shifts = torch.arange(0, 32, 4, dtype=torch.int64)
+    shifts = torch.arange(0, 32, 4, dtype=torch.int64, device=stored.device)
     words = (stored.view(n, k // 8, 8) << shifts).sum(-1)  # 0 .. 2^32 - 1
     words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
     scale, zero = _scales(groups, scale_dtype)
