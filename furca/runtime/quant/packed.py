@@ -18,7 +18,8 @@ with), ``nbytes`` and ``shape``. Two layouts, chosen by what the groups hold:
   uint8 as given) with fp32 scale and offset per group, computed by a numba kernel in
   fp32 (cpu_kernels.py), so an fp32 x gets fp32 outputs (the LM head).
 
-Path per call, by M (rows of x): at most ``small_m`` rows use the packed kernel, which
+Path per call, by M (rows of x): at most ``small_m`` rows (``small_m_fp32`` for an fp32
+x) use the packed kernel, which
 reads each weight byte once per call; more rows dequantize the weight (this one weight,
 to x's dtype) and call F.linear, whose blocked GEMM wins once the kernel's per-row cost
 outgrows one dequantization. The limits are measured by bench/quant_linear.py.
@@ -40,8 +41,9 @@ _TORCH_INT4_GROUPS = (256, 128, 64, 32)
 _ROW_BLOCK = 64  # torch's CPU int4 pack stores rows in blocks of 64 (two 32-row halves a byte)
 
 # Rows of x up to which the packed kernels beat dequantize + F.linear (bench/quant_linear.py).
-INT4_SMALL_M = 12
-GROUP_INT8_SMALL_M = 4
+INT4_SMALL_M = 32
+INT4_SMALL_M_FP32 = 1  # torch's int4 op with an fp32 x (fp32 scale / zero) is several times slower
+GROUP_INT8_SMALL_M = 16
 
 # Below this many weights per thread a split costs more than it saves (a hand-off is ~30 us).
 _MIN_WEIGHTS_PER_THREAD = 1 << 16
@@ -57,17 +59,22 @@ class PackedWeight:
 
     layout = ""
     shape: tuple[int, int]
-    small_m: int
+    small_m: int  # most rows of a bf16 x computed by the packed kernel
+    small_m_fp32: int  # the same for an fp32 x
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
-        """x (M, K) fp32 or bf16 -> x @ w.T (M, N) in x's dtype."""
-        if x.dim() != 2 or x.shape[1] != self.shape[1] or x.dtype not in (torch.float32, torch.bfloat16):
+        """x (..., K) fp32 or bf16 -> x @ w.T (..., N) in x's dtype."""
+        if x.dim() < 1 or x.shape[-1] != self.shape[1] or x.dtype not in (torch.float32, torch.bfloat16):
             raise ValueError(f"x must be (M, {self.shape[1]}) fp32 or bf16, got {x.dtype} {tuple(x.shape)}")
-        if x.shape[0] == 0:
-            return x.new_empty((0, self.shape[0]))
-        if x.shape[0] > self.small_m:
-            return F.linear(x, self._weight(x.dtype))
-        return self._small(x.contiguous())
+        x2 = x.reshape(-1, self.shape[1])
+        limit = self.small_m if x.dtype == torch.bfloat16 else self.small_m_fp32
+        if x2.shape[0] == 0:
+            y = x2.new_empty((0, self.shape[0]))
+        elif x2.shape[0] > limit:
+            y = F.linear(x2, self._weight(x.dtype))
+        else:
+            y = self._small(x2.contiguous())
+        return y.view(*x.shape[:-1], self.shape[0])
 
     def embedding(self, ids: torch.Tensor) -> torch.Tensor:
         """The fp32 rows ``ids`` (any shape of row indices) -> (*ids.shape, K)."""
@@ -116,7 +123,8 @@ class Int4Packed(PackedWeight):
 
     def __init__(self, groups: QuantGroups, torch_group: int):
         n, k = groups.shape
-        self.shape, self.group, self.small_m = (n, k), torch_group, INT4_SMALL_M
+        self.shape, self.group = (n, k), torch_group
+        self.small_m, self.small_m_fp32 = INT4_SMALL_M, INT4_SMALL_M_FP32
         rep = groups.group // torch_group
         scale = groups.scale.repeat_interleave(rep, dim=1)
         zero = torch.zeros_like(scale) if groups.offset is None else groups.offset.repeat_interleave(rep, dim=1)
@@ -186,7 +194,8 @@ class GroupInt8(PackedWeight):
     layout = "group_int8"
 
     def __init__(self, groups: QuantGroups):
-        self.shape, self.small_m = groups.shape, GROUP_INT8_SMALL_M
+        self.shape = groups.shape
+        self.small_m = self.small_m_fp32 = GROUP_INT8_SMALL_M
         self.groups = groups
         self.codes = groups.codes.contiguous().numpy()
         self.scale = groups.scale.contiguous().numpy()

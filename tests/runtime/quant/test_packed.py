@@ -61,12 +61,12 @@ def test_matmul_equals_dequantize_then_linear(packed, m, dtype, path):
     _, p = packed
     x = torch.randn(m, K, generator=torch.Generator().manual_seed(m)).to(dtype)
     ref = F.linear(x.float(), p.dequantize())
-    saved = p.small_m
-    p.small_m = 1 << 20 if path == "kernel" else 0
+    saved = p.small_m, p.small_m_fp32
+    p.small_m = p.small_m_fp32 = 1 << 20 if path == "kernel" else 0
     try:
         y = p.matmul(x)
     finally:
-        p.small_m = saved
+        p.small_m, p.small_m_fp32 = saved
     assert y.dtype == dtype and y.shape == (m, N)
     err = float((y.float() - ref).abs().max())
     assert err <= TOL[dtype] * float(ref.abs().max()), err
@@ -125,3 +125,5 @@ def test_bad_input():
     with pytest.raises(ValueError, match="CPU layouts"):
         pack(_groups("s4"), "cuda")
     assert p.matmul(torch.randn(0, K)).shape == (0, N)
+    x = torch.randn(2, 3, K)
+    assert torch.equal(p.matmul(x), p.matmul(x.view(6, K)).view(2, 3, N))
