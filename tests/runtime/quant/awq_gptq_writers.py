@@ -6,6 +6,7 @@ packer. Also writes a whole quantized checkpoint directory from a float one."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -97,7 +98,8 @@ def write_quantized_checkpoint(src: Path, dst: Path, method: str, group: int, *,
     """Copy the float checkpoint ``src`` to ``dst`` with every ``*_proj.weight`` quantized
     (AWQ gemm, or GPTQ v1 with ``desc_act`` shuffled groups) and a quantization_config in
     config.json. ``split``: qweights go to one shard, all other tensors to another.
-    Returns {prefix: exact dequantized fp32 weight}."""
+    Other files (tokenizer, generation config) are copied. Returns {prefix: exact
+    dequantized fp32 weight}."""
     dst.mkdir(parents=True)
     gen = torch.Generator().manual_seed(seed)
     floats = load_file(str(src / "model.safetensors"))
@@ -133,4 +135,7 @@ def write_quantized_checkpoint(src: Path, dst: Path, method: str, group: int, *,
         {"quant_method": "gptq", "bits": 4, "group_size": group, "desc_act": desc_act, "sym": sym,
          "checkpoint_format": "gptq"})
     (dst / "config.json").write_text(json.dumps(cfg))
+    for f in src.iterdir():  # tokenizer and generation config
+        if f.is_file() and f.suffix != ".safetensors" and f.name not in ("config.json", "model.safetensors.index.json"):
+            shutil.copy(f, dst / f.name)
     return exact

@@ -195,9 +195,9 @@ def read_quantized(model_dir):
 
 @pytest.fixture
 def tiny_llama(make_tiny_model_dir):
-    """A tiny Llama whose projections take 128 and 256 inputs (group 128 divides both)."""
-    model_dir, _ = make_tiny_model_dir("llama", hidden_size=128, intermediate_size=256)
-    return model_dir
+    """(dir, transformers model): a tiny Llama whose projections take 128 and 256 inputs
+    (group 128 divides both)."""
+    return make_tiny_model_dir("llama", hidden_size=128, intermediate_size=256)
 
 
 def check_stream(out: dict, exact: dict, float_dir):
@@ -214,24 +214,27 @@ def check_stream(out: dict, exact: dict, float_dir):
 
 
 def test_awq_checkpoint_directory(tiny_llama, tmp_path):
-    exact = write_quantized_checkpoint(tiny_llama, tmp_path / "awq", "awq", 128)
+    float_dir, _ = tiny_llama
+    exact = write_quantized_checkpoint(float_dir, tmp_path / "awq", "awq", 128)
     out = read_quantized(tmp_path / "awq")
-    check_stream(out, exact, tiny_llama)
+    check_stream(out, exact, float_dir)
     assert all(g.source == "awq" for g in out.values() if isinstance(g, QuantGroups))
 
 
 def test_gptq_act_order_sharded_directory(tiny_llama, tmp_path):
     """qweights in one shard, their other parts in the next: each linear is yielded once
     its last part arrives."""
-    exact = write_quantized_checkpoint(tiny_llama, tmp_path / "gptq", "gptq", 32, desc_act=True, split=True)
+    float_dir, _ = tiny_llama
+    exact = write_quantized_checkpoint(float_dir, tmp_path / "gptq", "gptq", 32, desc_act=True, split=True)
     assert len(safetensors_files(tmp_path / "gptq")) == 2
     out = read_quantized(tmp_path / "gptq")
-    check_stream(out, exact, tiny_llama)
+    check_stream(out, exact, float_dir)
     assert all(isinstance(g, ActOrderGroups) for n, g in out.items() if n.endswith("_proj.weight"))
 
 
 def test_missing_parts_name_the_tensor(tiny_llama, tmp_path):
-    write_quantized_checkpoint(tiny_llama, tmp_path / "q", "gptq", 128)
+    float_dir, _ = tiny_llama
+    write_quantized_checkpoint(float_dir, tmp_path / "q", "gptq", 128)
     spec = parse_quantization_config(read_json(tmp_path / "q" / "config.json"))
     tensors = list(iter_safetensors(safetensors_files(tmp_path / "q")))
     without = [(n, t) for n, t in tensors if n != "model.layers.1.mlp.up_proj.qzeros"]
@@ -244,3 +247,22 @@ def test_missing_parts_name_the_tensor(tiny_llama, tmp_path):
     act_order = QuantSpec("gptq", 4, 128, desc_act=True, version="gptq")
     with pytest.raises(ModelLoadError, match=r"\.g_idx is missing"):
         list(iter_quantized(no_g_idx, act_order))
+
+
+@pytest.mark.parametrize("method,sym", [("awq", False), ("gptq", True)])
+def test_loaded_model_matches_transformers_on_the_dequantized_weights(
+        method, sym, tiny_llama, tmp_path, model_harness, reference_logits):
+    """load_model on the checkpoint directory, its codes dequantized (quantization "none"),
+    computes what transformers computes with the exact dequantized projections."""
+    from furca.runtime.loader import load_model
+
+    float_dir, hf = tiny_llama
+    exact = write_quantized_checkpoint(float_dir, tmp_path / "q", method, 128, sym=sym)
+    with torch.no_grad():
+        params = hf.state_dict()
+        for prefix, w in exact.items():
+            params[f"{prefix}.weight"].copy_(w)
+    loaded = load_model(tmp_path / "q", quantization="none")
+    ids = torch.randint(3, loaded.config.vocab_size, (9,), generator=torch.Generator().manual_seed(0)).tolist()
+    [(logits, _)] = model_harness(loaded.model, loaded.config).forward([([], ids)], all_logits=True)
+    assert (logits - reference_logits(hf, ids)).abs().max() < 1e-4
