@@ -41,6 +41,7 @@ order and they fuse; ``ActOrderGroups.cat`` checks that their ``input_perm`` agr
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -49,6 +50,7 @@ import torch
 from furca.errors import ModelLoadError, UnsupportedModelError
 from furca.runtime.quant.groups import QuantGroups
 
+assert sys.byteorder == "little", "packed words are read through their little-endian bytes"
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # AWQ gemm: code j of a word is column AWQ_ORDER[j]
 _AWQ_COLUMN = torch.tensor([AWQ_ORDER.index(c) for c in range(8)])  # column c -> code
 _BITS = {"awq": (4,), "gptq": (4, 8)}
@@ -158,14 +160,13 @@ def _check(name: str, t: torch.Tensor, shape: tuple, dtypes: tuple) -> None:
                              f"of shape {shape}, got {str(t.dtype).removeprefix('torch.')} {tuple(t.shape)}")
 
 
-def _unpack(words: torch.Tensor, bits: int, along_rows: bool) -> torch.Tensor:
-    """Integer words -> uint8 codes, code j of a word at bits [j*bits, (j+1)*bits): along
-    the last dim (R, C) -> (R, C*p), or along rows (R, C) -> (R*p, C)."""
-    shifts = torch.arange(0, 32, bits, dtype=torch.int32)
+def _codes(words: torch.Tensor, bits: int) -> torch.Tensor:
+    """(R, C) int32 words -> (R, C, 32 / bits) uint8 codes, [..., j] from bits
+    [j*bits, (j+1)*bits). Reads the words' little-endian bytes (byte i: bits 8i..8i+7),
+    so codes never widen past a byte."""
     r, c = words.shape
-    q = words.view(r, 1, c) >> shifts.view(1, -1, 1) if along_rows else words.view(r, c, 1) >> shifts
-    q = (q & (2 ** bits - 1)).to(torch.uint8)
-    return q.reshape(r * len(shifts), c) if along_rows else q.reshape(r, c * len(shifts))
+    b = words.contiguous().view(torch.uint8).view(r, c, 4)
+    return torch.stack((b & 15, b >> 4), dim=-1).view(r, c, 8) if bits == 4 else b
 
 
 def _groups(codes: torch.Tensor, zeros: torch.Tensor, scales: torch.Tensor, group: int, bits: int,
@@ -200,17 +201,18 @@ def unpack_awq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor
             raise ModelLoadError(f"{name}.qzeros has {width} words per row, fewer than {k // group} groups")
         _check(f"{name}.qzeros", qzeros, (n, width), (torch.int32,))
         _check(f"{name}.scales", scales, (n, width * 8), _SCALE_DTYPES)
-        codes = _unpack(qweight, 4, along_rows=False)
-        zeros = _unpack(qzeros, 4, along_rows=False)[:, :k // group]
+        codes = _codes(qweight, 4).reshape(n, k)
+        zeros = _codes(qzeros, 4).reshape(n, -1)[:, :k // group]
         return _groups(codes, zeros, scales[:, :k // group], group, 4, "awq", symmetric=False)
     k, n = qweight.shape[0], qweight.shape[1] * 8
     group = _group(spec, k, name)
     _check(f"{name}.qzeros", qzeros, (k // group, n // 8), (torch.int32,))
     _check(f"{name}.scales", scales, (k // group, n), _SCALE_DTYPES)
-    column = (torch.arange(n // 8).view(-1, 1) * 8 + _AWQ_COLUMN).view(-1)  # column c -> its code
 
-    def unpack_columns(words):
-        return _unpack(words, 4, along_rows=False)[:, column].t().contiguous()
+    def unpack_columns(words):  # (rows, N/8) -> (N, rows): column 8c + m is code _AWQ_COLUMN[m] of word c
+        words = words.t().contiguous()  # transposed as words, 8x fewer elements than codes
+        return torch.stack([((words >> 4 * j) & 15).to(torch.uint8) for j in _AWQ_COLUMN.tolist()],
+                           dim=1).view(n, -1)
 
     return _groups(unpack_columns(qweight), unpack_columns(qzeros), scales.t(), group, 4, "awq", symmetric=False)
 
@@ -230,8 +232,9 @@ def unpack_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tenso
     if spec.version == "gptq":  # v1: every code of the word stored minus one
         ones = sum(1 << (spec.bits * j) for j in range(per))
         words = (qzeros.to(torch.int64) + ones) & 0xFFFFFFFF
-    zeros = _unpack(words, spec.bits, along_rows=False).t()
-    codes = _unpack(qweight, spec.bits, along_rows=True)  # (K, N)
+        words = torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32)
+    zeros = _codes(words, spec.bits).reshape(n_groups, n).t()
+    codes = _codes(qweight, spec.bits).permute(1, 0, 2).reshape(n, k)  # input row p*r + j: code j of word r
     perm = None
     if g_idx is not None:
         _check(f"{name}.g_idx", g_idx, (k,), (torch.int32, torch.int64))
@@ -241,8 +244,8 @@ def unpack_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tenso
             if not torch.equal(g_idx.to(torch.int64)[perm], in_order):
                 raise ModelLoadError(f"{name}.g_idx must put exactly {group} input features in each of "
                                      f"its {n_groups} groups")
-            codes = codes[perm]
-    g = _groups(codes.t().contiguous(), zeros, scales.t(), group, spec.bits, "gptq", symmetric=spec.sym)
+            codes = codes.index_select(1, perm)
+    g = _groups(codes, zeros, scales.t(), group, spec.bits, "gptq", symmetric=spec.sym)
     if perm is None:
         return g
     return ActOrderGroups(g.codes, g.scale, g.offset, g.group, g.bits, g.source, perm)
