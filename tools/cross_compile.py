@@ -215,9 +215,10 @@ def launch_all() -> None:
 
 
 def launch_dequant_matmul(dtype) -> None:
-    """The quantized matmuls at decode (M = 1: split-K, fp32 partial sums; M = 7 in bf16,
-    unsplit) and prefill (M = 64) tiles: int4 with fp16 zeros, int8 per-channel, fp8 (sm_89+ only:
-    Triton has no e4m3 on sm_80) in every dtype; the other layouts in bf16."""
+    """The quantized matmuls at decode (M = 1 with split-K, fp32 partial sums; M = 1 and
+    7 unsplit, in bf16) and prefill (M = 64) tiles: int4 with fp16 zeros, int8
+    per-channel and fp8 (sm_89+ only: Triton has no e4m3 before) in every dtype; the
+    other layouts in bf16."""
     import torch
     from triton.runtime import driver
 
@@ -241,8 +242,10 @@ def launch_dequant_matmul(dtype) -> None:
     if driver.active.get_current_target().arch >= 89:
         layouts.append((fp8_matmul, packed("fp8", k, 0, torch.float32, False, torch.float8_e4m3fn)))
     for fn, weight in layouts:
-        for m, split in ((1, 4), (7, 1), (64, 1)) if dtype == torch.bfloat16 else ((1, 4), (64, 1)):
+        for m, split in ((1, 4), (1, 1), (7, 1), (64, 1)) if dtype == torch.bfloat16 else ((1, 4), (64, 1)):
             fn(torch.zeros(m, k, dtype=dtype), weight, split_k=split)
+    if dtype == torch.bfloat16:  # the GPU bench's BLOCK_N sweep
+        int4_matmul(torch.zeros(1, k, dtype=dtype), layouts[0][1], split_k=1, block_n=32)
 
 
 # --------------------------------------------------------------------------- command line

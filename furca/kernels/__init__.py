@@ -5,6 +5,8 @@
   themselves; plain prefill when the prefix is empty.
 - ``store_kv``: scatter new K/V rows into their pool slots.
 - ``token_bitmask``: apply an int32 token bitmask to logits in place.
+- ``dequant_matmul``: ``x @ w.T`` from int4 / int8 / fp8 weights (weight-only
+  quantization), in the layouts ``dequant_pack`` makes of a ``QuantGroups``.
 
 Importing this package (or any kernel module) never fails when Triton is missing: the
 ``*_ref`` functions still run and a kernel launch raises ``KernelUnavailableError``.

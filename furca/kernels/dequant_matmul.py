@@ -121,7 +121,8 @@ def default_blocks(m: int, n: int, k: int, group: int, dtype: torch.dtype, num_s
     tiles and splits K until the grid covers the SMs twice; fp32 takes small tiles
     (exact fp32 dots run on FMA units and need far more registers)."""
     block_m = 16 if m <= 16 else 32 if m <= 32 else 64
-    block_n, block_k, warps, stages = 64, 128, 4, 4 if m <= 16 else 3
+    # K tiles of 128 at 64 rows reach 255 registers on sm_80: prefill tiles take 64
+    block_n, block_k, warps, stages = (64, 128, 4, 4) if m <= 16 else (64, 64, 4, 3)
     if dtype == torch.float32:
         block_m, block_n, block_k, stages = min(block_m, 32), 32, 32, 2
     block_k = min(block_k, max(16, triton.next_power_of_2(k)))
@@ -149,6 +150,9 @@ def _launch(kind: str, x: torch.Tensor, packed: PackedWeight, block_m=None, bloc
     check(all(t.device == x.device for t in tensors), f"x is on {x.device}, the packed weight on {packed.qweight.device}")
     check(all(t.stride(-1) == 1 for t in tensors), "the packed tensors must have a contiguous N axis")
     check(packed.zero is None or packed.zero.stride() == packed.scale.stride(), "scale and zero strides differ")
+    if kind == "fp8" and x.device.type == "cuda":
+        check(torch.cuda.get_device_capability(x.device) >= (8, 9),
+              f"fp8 (e4m3) weights need an sm_89+ GPU; {torch.cuda.get_device_name(x.device)} is older: use int8")
     out = torch.empty((m, n), device=x.device, dtype=x.dtype)
     if m == 0 or n == 0:
         return out
