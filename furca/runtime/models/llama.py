@@ -35,7 +35,7 @@ from furca.runtime.forward_batch import ForwardBatch
 from furca.runtime.model_config import ModelConfig
 from furca.runtime.models.rope import RotaryEmbedding, apply_rope
 from furca.runtime.quant.groups import QuantGroups
-from furca.runtime.quant.linear import QuantLinear, QuantPlan, QuantTable
+from furca.runtime.quant.linear import QuantLinear, QuantPlan, QuantTable, float_weight
 
 # checkpoint shard -> (fused parameter, index of the shard inside it)
 _STACKED = {
@@ -273,7 +273,7 @@ class LlamaForCausalLM(nn.Module):
                 seen.add(name)
                 continue
             if isinstance(tensor, QuantGroups):
-                tensor = tensor.dequantize()
+                tensor = float_weight(tensor)
             if target != name and target in params:
                 sizes = self.get_submodule(".".join(parts[:-2])).shard_sizes
                 start = sum(sizes[:index])

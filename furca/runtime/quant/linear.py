@@ -86,12 +86,50 @@ class DenseWeight:
         return self.weight.float()
 
 
+class PermutedInput:
+    """A packed weight whose columns are the input features in ``perm``'s order (GPTQ
+    act-order, hf_formats.ActOrderGroups): ``y = inner(x[..., perm])``."""
+
+    def __init__(self, inner, perm: torch.Tensor):
+        self.inner, self.perm = inner, perm
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.inner.shape
+
+    @property
+    def nbytes(self) -> int:
+        return self.inner.nbytes + self.perm.numel() * self.perm.element_size()
+
+    def matmul(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner.matmul(x.index_select(-1, self.perm))
+
+    def dequantize(self) -> torch.Tensor:
+        return float_weight_from(self.inner.dequantize(), self.perm)
+
+
+def float_weight_from(w: torch.Tensor, perm: torch.Tensor | None) -> torch.Tensor:
+    """``w``'s columns put back in input order (column j is input feature perm[j])."""
+    if perm is None:
+        return w
+    out = torch.empty_like(w)
+    out[:, perm] = w
+    return out
+
+
+def float_weight(weight: QuantGroups) -> torch.Tensor:
+    """The fp32 weight of groups, columns in the checkpoint's input order."""
+    return float_weight_from(weight.dequantize(), getattr(weight, "input_perm", None))
+
+
 def pack(weight: QuantGroups | torch.Tensor, device, dense_dtype: torch.dtype):
     """The compute layout of one weight on ``device``."""
     if isinstance(weight, QuantGroups):
         from furca.runtime.quant.packed import pack as pack_groups
 
-        return pack_groups(weight, device)
+        packed = pack_groups(weight, device)
+        perm = getattr(weight, "input_perm", None)
+        return packed if perm is None else PermutedInput(packed, perm.to(device))
     return DenseWeight(weight.to(device=device, dtype=dense_dtype))
 
 
@@ -119,7 +157,7 @@ class QuantLinear(nn.Module):
         if got != want:
             raise ModelLoadError(f"tensor {name!r} has shape {got}, the model config expects {want}")
         if isinstance(weight, QuantGroups) and not self.plan.keep_file:
-            weight = weight.dequantize()  # requantized by the plan's method, or kept dense
+            weight = float_weight(weight)  # requantized by the plan's method, or kept dense
         if not isinstance(weight, QuantGroups):
             weight = self.plan.groups_of(weight) or weight
         self._pending[index] = weight
@@ -128,9 +166,9 @@ class QuantLinear(nn.Module):
             self._pending.clear()
 
     def _pack(self, shards: list) -> None:
-        if len(shards) > 1 and all(isinstance(s, QuantGroups) for s in shards):
+        if len(shards) > 1 and all(type(s) is type(shards[0]) for s in shards) and isinstance(shards[0], QuantGroups):
             try:
-                shards = [QuantGroups.cat(shards)]
+                shards = [type(shards[0]).cat(shards)]
             except ValueError:  # different layouts: one packed weight per shard
                 pass
         elif len(shards) > 1 and all(not isinstance(s, QuantGroups) for s in shards):

@@ -249,15 +249,22 @@ def test_missing_parts_name_the_tensor(tiny_llama, tmp_path):
         list(iter_quantized(no_g_idx, act_order))
 
 
-@pytest.mark.parametrize("method,sym", [("awq", False), ("gptq", True)])
+_FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+
+
+@pytest.mark.parametrize("method,sym,desc_act", [("awq", False, False), ("gptq", True, False),
+                                                 ("gptq", True, True), ("gptq", False, True)])
 def test_loaded_model_matches_transformers_on_the_dequantized_weights(
-        method, sym, tiny_llama, tmp_path, model_harness, reference_logits):
-    """load_model on the checkpoint directory, its codes dequantized (quantization "none"),
-    computes what transformers computes with the exact dequantized projections."""
+        method, sym, desc_act, tiny_llama, tmp_path, model_harness, reference_logits):
+    """load_model on the checkpoint directory computes what transformers computes with the
+    exact dequantized projections: exactly with the codes dequantized (quantization
+    "none"), and within the packed layout's bf16 rounding with them kept ("auto")."""
     from furca.runtime.loader import load_model
+    from furca.runtime.quant.linear import QuantLinear, quantization_summary
 
     float_dir, hf = tiny_llama
-    exact = write_quantized_checkpoint(float_dir, tmp_path / "q", method, 128, sym=sym)
+    exact = write_quantized_checkpoint(float_dir, tmp_path / "q", method, 32 if desc_act else 128, sym=sym,
+                                       desc_act=desc_act)
     with torch.no_grad():
         params = hf.state_dict()
         for prefix, w in exact.items():
@@ -265,4 +272,14 @@ def test_loaded_model_matches_transformers_on_the_dequantized_weights(
     loaded = load_model(tmp_path / "q", quantization="none")
     ids = torch.randint(3, loaded.config.vocab_size, (9,), generator=torch.Generator().manual_seed(0)).tolist()
     [(logits, _)] = model_harness(loaded.model, loaded.config).forward([([], ids)], all_logits=True)
-    assert (logits - reference_logits(hf, ids)).abs().max() < 1e-4
+    ref = reference_logits(hf, ids)
+    assert (logits - ref).abs().max() < 1e-4
+    kept = load_model(tmp_path / "q", quantization="auto")
+    assert quantization_summary(kept.model) == method
+    for name, m in kept.model.named_modules():
+        if isinstance(m, QuantLinear):  # the kept codes hold the checkpoint's weights, in input order
+            w = torch.cat([exact[name.replace(fused, part)] for fused, parts in _FUSED.items() if fused in name
+                           for part in parts] or [exact[name]])
+            assert torch.allclose(m.dequantize(), w, atol=1e-2 * w.abs().max().item()), name
+    [(logits, _)] = model_harness(kept.model, kept.config).forward([([], ids)], all_logits=True)
+    assert (logits - ref).abs().max() < 0.05 * ref.abs().max()
