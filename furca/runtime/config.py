@@ -15,7 +15,7 @@ from furca.runtime.attention import registry as attention_registry
 
 _DTYPES = ("auto", "float32", "float16", "bfloat16")
 _POLICIES = ("lpm", "fcfs")
-_QUANTIZATIONS = ("auto", "none", "int8", "int4")
+_QUANTIZATIONS = ("auto", "none", "int8", "int4", "fp8")
 
 
 def _opt(default: Any, help: str, **cli: Any) -> Any:
@@ -36,7 +36,7 @@ class EngineConfig:
     kv_cache_dtype: str = _opt("auto", "the KV cache (auto: the projections' dtype: K and V come out of them)",
                                choices=_DTYPES)
     quantization: str = _opt("auto", "weights: none, int8 (per output channel), int4 (group-wise; see "
-                                     "quantization_group_size) or auto (a GGUF file's or an AWQ/GPTQ checkpoint's "
+                                     "quantization_group_size), fp8 (e4m3 per output channel, CUDA) or auto (a GGUF file's or an AWQ/GPTQ checkpoint's "
                                      "own quantization kept, none for a float checkpoint)", choices=_QUANTIZATIONS)
     quantization_group_size: int = _opt(32, "weights per scale and zero of int4 quantization: 32, 64 or 128")
     device: str = _opt("auto", "cpu, cuda or cuda:N (auto: cuda if available, else cpu)")

@@ -60,16 +60,18 @@ def load_model(path: str | Path | None = None, *, dtype: str | torch.dtype = "fl
     ``UnsupportedModelError`` (architecture). Runs in a short-lived thread, so the
     caller's thread keeps no OpenMP pool (``furca.runtime.threads``)."""
     plan = _plan(quantization, quantization_group_size)
+    if plan.method == "fp8" and torch.device(device).type != "cuda":
+        raise ConfigError("quantization='fp8' runs on CUDA only (Triton fp8 kernels, sm_89 or newer)")
     return in_short_lived_thread(lambda: _load_model(path, dtype, device, linear_dtype, plan))
 
 
 def _plan(quantization: str, group: int):
     from furca.runtime.quant.linear import QuantPlan
 
-    if quantization not in ("auto", "none", "int8", "int4"):
-        raise ConfigError(f"quantization must be auto, none, int8 or int4, got {quantization!r}")
+    if quantization not in ("auto", "none", "int8", "int4", "fp8"):
+        raise ConfigError(f"quantization must be auto, none, int8, int4 or fp8, got {quantization!r}")
     try:
-        return QuantPlan(method=quantization if quantization in ("int8", "int4") else "none", group=group,
+        return QuantPlan(method=quantization if quantization in ("int8", "int4", "fp8") else "none", group=group,
                          keep_file=quantization == "auto")
     except ValueError as e:
         raise ConfigError(str(e)) from None

@@ -22,15 +22,15 @@ from torch import nn
 from furca.errors import ModelLoadError
 from furca.runtime.quant.groups import QuantGroups
 
-METHODS = ("none", "int8", "int4")  # what a float checkpoint's projections become
+METHODS = ("none", "int8", "int4", "fp8")  # what a float checkpoint's projections become
 INT4_GROUPS = (32, 64, 128)
 
 
 @dataclass(frozen=True)
 class QuantPlan:
     """What a model quantizes. ``method``: "none" (float projections), "int8" (per output
-    channel, symmetric) or "int4" (group-wise, asymmetric, ``group`` weights per group)
-    for the float tensors of the decoder projections; tensors that arrive quantized
+    channel, symmetric), "int4" (group-wise, asymmetric, ``group`` weights per group) or
+    "fp8" (e4m3, one scale per output channel; CUDA only) for the float tensors of the decoder projections; tensors that arrive quantized
     (``keep_file``: a GGUF file's own blocks, an AWQ / GPTQ checkpoint) keep their codes,
     and a quantized embedding stays quantized (it is the tied LM head too)."""
 
@@ -122,14 +122,23 @@ def float_weight(weight: QuantGroups) -> torch.Tensor:
     return float_weight_from(weight.dequantize(), getattr(weight, "input_perm", None))
 
 
-def pack(weight: QuantGroups | torch.Tensor, device, dense_dtype: torch.dtype):
-    """The compute layout of one weight on ``device``."""
+def pack(weight: QuantGroups | torch.Tensor, device, dense_dtype: torch.dtype, fp8: bool = False):
+    """The compute layout of one weight on ``device``: packed.py's on the CPU, the Triton
+    kernels' on CUDA (packed_triton.py); a float weight stays dense, or becomes fp8."""
+    cuda = torch.device(device).type == "cuda"
     if isinstance(weight, QuantGroups):
-        from furca.runtime.quant.packed import pack as pack_groups
+        if cuda:
+            from furca.runtime.quant.packed_triton import TritonPacked as pack_groups
+        else:
+            from furca.runtime.quant.packed import pack as pack_groups
 
         packed = pack_groups(weight, device)
         perm = getattr(weight, "input_perm", None)
         return packed if perm is None else PermutedInput(packed, perm.to(device))
+    if fp8:
+        from furca.runtime.quant.packed_triton import TritonFp8
+
+        return TritonFp8(weight, device)
     return DenseWeight(weight.to(device=device, dtype=dense_dtype))
 
 
@@ -173,8 +182,9 @@ class QuantLinear(nn.Module):
                 pass
         elif len(shards) > 1 and all(not isinstance(s, QuantGroups) for s in shards):
             shards = [torch.cat(shards)]
-        self.packed = [pack(s, self.device, self.dense_dtype) for s in shards]
-        self.sources = sorted({s.source for s in shards if isinstance(s, QuantGroups)})
+        self.packed = [pack(s, self.device, self.dense_dtype, fp8=self.plan.method == "fp8") for s in shards]
+        self.sources = sorted({s.source for s in shards if isinstance(s, QuantGroups)}
+                              | ({"fp8"} if self.plan.method == "fp8" else set()))
 
     @property
     def loaded(self) -> bool:

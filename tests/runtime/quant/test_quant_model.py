@@ -100,6 +100,8 @@ def test_bad_quantization_options(tiny_gguf):
         load_model(path, quantization="int3")
     with pytest.raises(ConfigError, match="group"):
         load_model(path, quantization="int4", quantization_group_size=48)
+    with pytest.raises(ConfigError, match="CUDA"):
+        load_model(path, quantization="fp8")
     from furca.runtime.config import EngineConfig
 
     with pytest.raises(ConfigError, match="quantization must be one of"):
