@@ -3,12 +3,16 @@
 # bench/.llama-venv (git-ignored), holding llama-cpp-python compiled from its PyPI source
 # distribution. It is never a dependency of furca.
 #
-# The build is CPU-only and native (-march=native, so it uses this machine's AVX-512 /
-# AVX512_BF16 / AMX as furca does), with no BLAS library: ggml's own quantized dot products
-# run every matmul, the way llama.cpp serves a GGUF file by default. Only package registries
-# are needed (pip fetches the sdist, which carries the vendored llama.cpp sources).
+# The build is CPU-only, with no BLAS library: ggml's own quantized dot products run every
+# matmul, the way llama.cpp serves a GGUF file by default. It targets this machine's vector
+# extensions (AVX2, FMA, F16C, AVX-512 F / VBMI / VNNI / BF16, AVX-VNNI), named one by one
+# rather than by -march=native because native also turns on ggml's AMX matmul, which on
+# this machine (a VM whose CPU reports AMX) dies with SIGILL at `tilezero` in an OpenMP
+# worker of ggml_backend_amx_mul_mat on the first forward; LLAMA_NATIVE=1 builds with
+# -march=native for a machine where AMX works. Only package registries are needed (pip
+# fetches the sdist, which carries the vendored llama.cpp sources).
 #
-#   bash bench/llama_cpp_env.sh            # build (about half an hour on 2 busy cores)
+#   bash bench/llama_cpp_env.sh   # about 5 minutes on 2 idle cores, 20 on 2 busy ones
 #   PYTHON=python3.12 bash bench/llama_cpp_env.sh
 #
 # Re-running it rebuilds in place. The build runs under `nice` so it yields to other work.
@@ -25,11 +29,18 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 
-# GGML_NATIVE: -march=native. GGML_BLAS / GGML_CUDA / GGML_VULKAN / GGML_METAL off: CPU
-# only, ggml's own kernels, OpenMP threads. No tests, examples, tools, server, app, curl,
-# openssl or the multimodal (llava / mtmd) library: only the shared libraries that the
-# Python binding's text models load.
-export CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF \
+# GGML_BLAS / GGML_CUDA / GGML_VULKAN / GGML_METAL off: CPU only, ggml's own kernels,
+# OpenMP threads. No tests, examples, tools, server, app, curl, openssl or the multimodal
+# (llava / mtmd) library: only the shared libraries that the Python binding's text models
+# load.
+if [ "${LLAMA_NATIVE:-0}" = 1 ]; then
+    ISA="-DGGML_NATIVE=ON"
+else
+    ISA="-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+-DGGML_BMI2=ON -DGGML_AVX_VNNI=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON \
+-DGGML_AVX512_BF16=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+fi
+export CMAKE_ARGS="$ISA -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF \
 -DGGML_METAL=OFF -DGGML_OPENMP=ON -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF \
 -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
 -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DCMAKE_BUILD_TYPE=Release"

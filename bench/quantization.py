@@ -32,8 +32,9 @@ difference of two lengths), prompt tokens/s over the same prefill tokens (``n_ba
 and perplexity over the same windows (``logits_all=True``).
 
 One JSON line per run goes to ``bench/results/raw/quantization.jsonl``; a markdown table
-is printed. Wall-clock figures on a shared machine swing: the 1-minute load average is
-recorded beside them.
+is printed. Wall-clock figures on a shared machine swing (with 2 threads on 2 busy cores,
+every parallel region waits for a descheduled thread): the 1-minute load average at the end
+of each row is recorded beside it.
 """
 
 from __future__ import annotations
@@ -150,6 +151,7 @@ def llama_cpp_child(job: dict) -> dict:
             nll += window_nll(llm.scores[: e - b], ids[b:e], s)
             count += e - b - s
         out.update(ppl=math.exp(nll / count), ppl_tokens=count)
+    out["loadavg_1m_end"] = os.getloadavg()[0]
     return out
 
 
@@ -236,6 +238,7 @@ def furca_child(name: str, job: dict) -> dict:
             out["mixed_tok_s"] = sum(o for _, o in reqs) / wall
         if job["windows"]:
             out["ppl"], out["ppl_tokens"] = engine_perplexity(engine, job["ppl_ids"], job["windows"])
+    out["loadavg_1m_end"] = os.getloadavg()[0]
     return out
 
 
@@ -302,11 +305,11 @@ def _fmt(v, spec: str) -> str:
 
 def table(rows: dict[str, dict], fp32: dict | None) -> str:
     head = ("| configuration | weights | decode tok/s | prefill tok/s | mixed tok/s | model MiB (tensors) "
-            "| RSS delta MiB (peak) | perplexity | vs fp32 |\n|:--|:--|--:|--:|--:|--:|--:|--:|--:|")
+            "| RSS delta MiB (peak) | perplexity | vs fp32 | load |\n|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|")
     lines = [head]
     for name, r in rows.items():
         if "skipped" in r:
-            lines.append(f"| {name} | {r['skipped']} | | | | | | | |")
+            lines.append(f"| {name} | {r['skipped']} | | | | | | | | |")
             continue
         ppl, base = r.get("ppl"), (fp32 or {}).get("ppl")
         desc = ", ".join(f"{k} {v}" for k, v in (r.get("weights") or {}).items())
@@ -318,7 +321,7 @@ def table(rows: dict[str, dict], fp32: dict | None) -> str:
             f"| {_fmt(mib(r.get('rss_delta')), '.0f')}"
             + (f" ({mib(peak):.0f})" if peak is not None else "")
             + f" | {_fmt(ppl, '.3f')} | "
-            + (f"{ppl / base - 1:+.2%}" if ppl and base else "") + " |")
+            + (f"{ppl / base - 1:+.2%}" if ppl and base else "") + f" | {_fmt(r.get('loadavg_1m_end'), '.1f')} |")
     return "\n".join(lines)
 
 
@@ -387,6 +390,7 @@ def main() -> None:
             env["OMP_NUM_THREADS"] = str(args.threads)
             r = run_child([str(LLAMA_PYTHON), __file__, "--child", "llama.cpp"], {**job, "gguf": str(GGUF)}, env)
             r["weights"] = {"format": f"{GGUF.name} (llama-cpp-python {r['version']})"}
+            r["model_bytes"] = GGUF.stat().st_size  # llama.cpp maps the file's tensors as they are
             rows["llama.cpp"] = r
         print(f"llama.cpp: {json.dumps({k: v for k, v in rows['llama.cpp'].items() if k != 'system_info'})}")
 
