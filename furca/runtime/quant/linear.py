@@ -144,7 +144,8 @@ def pack(weight: QuantGroups | torch.Tensor, device, dense_dtype: torch.dtype, f
 
 class QuantLinear(nn.Module):
     """``y = x @ W.T + b`` from packed weights; ``shard_sizes``: the output rows of each
-    fused shard (one shard: a plain projection). ``y`` is in ``x``'s dtype."""
+    fused shard (one shard: a plain projection). Computed with x in ``dense_dtype`` (the
+    model's ``linear_dtype``, as float projections are); ``y`` is in ``x``'s dtype."""
 
     def __init__(self, in_features: int, shard_sizes: tuple[int, ...], bias: bool, plan: QuantPlan,
                  dense_dtype: torch.dtype, bias_dtype: torch.dtype, device):
@@ -199,10 +200,14 @@ class QuantLinear(nn.Module):
         return torch.cat([p.dequantize() for p in self.packed])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """In the projections' dtype (``linear_dtype``: the packed kernels take bf16 or fp32
+        inputs), returned in x's."""
+        xin = x if x.dtype == self.dense_dtype else x.to(self.dense_dtype)
         if len(self.packed) == 1:
-            y = self.packed[0].matmul(x)
+            y = self.packed[0].matmul(xin)
         else:
-            y = torch.cat([p.matmul(x) for p in self.packed], dim=-1)
+            y = torch.cat([p.matmul(xin) for p in self.packed], dim=-1)
+        y = y if y.dtype == x.dtype else y.to(x.dtype)
         return y if self.bias is None else y + self.bias.to(y.dtype)
 
     def extra_repr(self) -> str:

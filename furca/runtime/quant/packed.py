@@ -41,6 +41,7 @@ _TORCH_INT4_GROUPS = (256, 128, 64, 32)
 _ROW_BLOCK = 64  # torch's CPU int4 pack stores rows in blocks of 64 (two 32-row halves a byte)
 
 # Rows of x up to which the packed kernels beat dequantize + F.linear (bench/quant_linear.py).
+INT8_CHANNEL_SMALL_M = 4  # int8 per channel with a bf16 x: torch's int8 kernel up to this many rows
 INT4_SMALL_M = 32
 INT4_SMALL_M_FP32 = 1  # torch's int4 op with an fp32 x (fp32 scale / zero) is several times slower
 GROUP_INT8_SMALL_M = 16
@@ -201,12 +202,20 @@ class GroupInt8(PackedWeight):
         self.scale = groups.scale.contiguous().numpy()
         off = groups.offset
         self.offset = np.zeros((groups.shape[0], 0), np.float32) if off is None else off.contiguous().numpy()
+        # int8 per output channel (rtn.quantize_int8): torch's int8 x bf16 kernel for a few bf16 rows
+        # (the projections' decode; its output is bf16, so never the fp32 LM head's path)
+        self.channel_scale = None
+        if groups.signed and off is None and groups.group == groups.shape[1]:
+            self.channel_scale = groups.scale[:, 0].to(torch.bfloat16)
 
     @property
     def nbytes(self) -> int:
-        return self.codes.nbytes + self.scale.nbytes + self.offset.nbytes
+        extra = 0 if self.channel_scale is None else self.channel_scale.numel() * 2
+        return self.codes.nbytes + self.scale.nbytes + self.offset.nbytes + extra
 
     def _small(self, x: torch.Tensor) -> torch.Tensor:
+        if self.channel_scale is not None and x.dtype == torch.bfloat16 and x.shape[0] <= INT8_CHANNEL_SMALL_M:
+            return torch.ops.aten._weight_int8pack_mm(x, self.groups.codes, self.channel_scale)
         kern = _kernels()
         if kern is None:
             return F.linear(x, self._weight(x.dtype))

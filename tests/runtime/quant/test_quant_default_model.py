@@ -76,9 +76,9 @@ def test_int4_and_q4_1_answer_fluently(which, fp32, model_harness):
     from furca.runtime.engine import Engine
 
     if which == "int4":
-        engine = Engine(str(default_model_dir()), quantization="int4", dtype="float32")
+        engine = Engine(str(default_model_dir()), quantization="int4")  # the engine's own dtypes
     else:
-        engine = Engine(str(default_gguf_path(progress=False)), quantization="auto", dtype="float32")
+        engine = Engine(str(default_gguf_path(progress=False)), quantization="auto")
     with engine:
         summary = engine.effective_config()["quantization"]
         answers = _quickstart_answers(engine)
