@@ -38,7 +38,8 @@ class EngineConfig:
     quantization: str = _opt("auto", "weights: none, int8 (per output channel), int4 (group-wise; see "
                                      "quantization_group_size), fp8 (e4m3 per output channel, CUDA) or auto (a GGUF file's or an AWQ/GPTQ checkpoint's "
                                      "own quantization kept, none for a float checkpoint)", choices=_QUANTIZATIONS)
-    quantization_group_size: int = _opt(32, "weights per scale and zero of int4 quantization: 32, 64 or 128")
+    quantization_group_size: int = _opt(32, "weights per scale and zero of int4 quantization",
+                                        choices=(32, 64, 128))
     device: str = _opt("auto", "cpu, cuda or cuda:N (auto: cuda if available, else cpu)")
     context_length: int | None = _opt(None, "the longest prompt + output in tokens; may only shrink the "
                                             "model's (default: the model's)")
