@@ -72,6 +72,9 @@ num_finished  # StepStats field: step observers' API (docs/runtime.md, "Step obs
 _.special_token_ids  # Tokenizer API (bench/vs_transformers.py draws prompts without them)
 _.add_bos_token  # Tokenizer API, tested in tests/runtime/test_loader.py
 
+# runtime/quant
+_.extra_repr  # nn.Module's repr hook (QuantLinear)
+
 # runtime/attention
 typingctx  # numba's @intrinsic passes the typing context first
 

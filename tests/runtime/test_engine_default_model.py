@@ -56,7 +56,7 @@ def test_bf16_projections_agree_with_fp32_where_fp32_is_sure():
         with Engine(max_total_tokens=4096, dtype="float32", linear_dtype=linear_dtype) as engine:
             model = engine.loaded.model
             assert model.linear_dtype == getattr(torch, linear_dtype)
-            assert model.lm_head_weight.dtype == torch.float32
+            assert model.model.embed_tokens.weight.dtype == torch.float32  # the tied head
             # kv_cache_dtype "auto": the projections' dtype (bf16 K/V from bf16 projections)
             assert engine.scheduler.runner.kv_cache.dtype == getattr(torch, linear_dtype)
             tok = engine.tokenizer

@@ -130,6 +130,12 @@ def _load_gguf(path: Path, dtypes: tuple, device) -> LoadedModel:
 
     gguf_model = read_gguf(path)
     config = ModelConfig.from_hf_dict(gguf_model.hf_config)
+    if dtypes[2].keep_file:
+        from collections import Counter
+
+        kinds = Counter(gguf_model.tensor_types().values())
+        logging.getLogger("furca").info("%s: weights kept as in the file (%s)", path.name,
+                                        ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items())))
     model = _build(config, (gguf_model.tensors(keep_quantized=True) if dtypes[2].keep_file else gguf_model.tensors()), dtypes, device)
     gen = dict(gguf_model.generation_config)
     tokenizer = Tokenizer(gguf_model.hf_tokenizer,

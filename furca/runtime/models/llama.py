@@ -200,12 +200,6 @@ class LlamaForCausalLM(nn.Module):
             self.lm_head = nn.Module()
             self.lm_head.weight = _param(config.vocab_size, config.hidden_size, dtype=dtype, device=device)
 
-    @property
-    def lm_head_weight(self) -> torch.Tensor:
-        """The float LM head weight (a quantized head has none: ``head`` computes its logits)."""
-        head = self.model.embed_tokens if self.lm_head is None else self.lm_head
-        return head.dequantize() if isinstance(head, QuantTable) else head.weight
-
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         table = self.model.embed_tokens
         if isinstance(table, QuantTable):

@@ -78,7 +78,8 @@ def test_int4_and_q4_1_answer_fluently(which, fp32, model_harness):
     if which == "int4":
         engine = Engine(str(default_model_dir()), quantization="int4")  # the engine's own dtypes
     else:
-        engine = Engine(str(default_gguf_path(progress=False)), quantization="auto")
+        default_gguf_path(progress=False)  # fetched quietly first; the alias resolves to it
+        engine = Engine("default-gguf", quantization="auto")
     with engine:
         summary = engine.effective_config()["quantization"]
         answers = _quickstart_answers(engine)
