@@ -1,4 +1,4 @@
-"""The numba kernel of the int8 group layout (imported only when numba is installed).
+"""The numba kernels of the CPU quantized layouts (imported only when numba is installed).
 
 ``group_matmul_rows(x, xsum, codes, scale, offset, out, lo, hi)`` computes, for the
 weight rows n in [lo, hi) and every input row m:
@@ -7,17 +7,36 @@ weight rows n in [lo, hi) and every input row m:
 
 in fp32, where ``codes[n, g]`` is the g-th group of row n (int8 or uint8), ``x[m, g]``
 the matching slice of x and ``xsum[m, g]`` its sum (computed by the caller; offset may be
-a (N, 0) array: symmetric weights). Each weight row is widened to fp32 once into a
-scratch row and then dotted with every x row, so the int -> float conversion is paid
-once per weight, not once per (weight, input row). The kernel is serial and releases
-the GIL; the caller splits rows between threads. Everything is at module level so
-numba's on-disk cache hits in every process after the first (see cpu_decode_kernel).
+a (N, 0) array: symmetric weights).
+
+``dequant_rows`` (codes one byte each, (N, K)) and ``dequant_int4pack_cols`` (torch's
+CPU int4 pack, written as the transposed weight (K, N)) dequantize a weight for the
+large-M path, to fp32 or to bf16 bits (uint16, rounded to nearest even).
+
+Vectorization (what LLVM needs to emit packed AVX code here): every hot loop is an
+innermost ``range`` over contiguous elements with a trip count known only at run time;
+no stepped ``range``, no fixed-length inner loops (LLVM unrolls those fully and then
+leaves them scalar), no per-element group index. The matmul therefore widens each
+weight row once, scale folded in (``wide[j] = code[j] * scale[g]``, one short loop per
+group), into an fp32 scratch row, and then takes one long dot per (row, x row): one
+horizontal sum per row rather than per group. Four weight rows are widened together so
+each x element is loaded once per four dots. The int4 pack stores 64 rows interleaved
+along K (byte [b, k, d] holds rows 64 b + d and 64 b + d + 32), so it is dequantized
+into the transposed weight, where the 64 rows of a column are contiguous; F.linear takes
+the transposed view as it is (BLAS reads either layout).
+
+The kernels are serial and release the GIL; the caller splits rows between threads.
+Everything is at module level with ``cache=True`` so numba's on-disk cache hits in
+every process after the first.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+_ROWS = 4  # weight rows widened and dotted together by group_matmul_rows
+_OPTS = dict(fastmath=True, nogil=True, cache=True, boundscheck=False, error_model="numpy")
 
 
 @njit(inline="always", nogil=True)
@@ -33,69 +52,111 @@ def store_row(wide, bits, orow):
             orow[j] = (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
 
 
-@njit(fastmath=True, nogil=True, cache=True)
+@njit(inline="always", nogil=True)
+def widen_row(crow, srow, orow, wide):
+    """wide = crow * scale per group (+ offset per group when orow has entries)."""
+    groups = srow.shape[0]
+    group = crow.shape[0] // groups
+    if orow.shape[0] > 0:
+        for g in range(groups):
+            s, o, base = srow[g], orow[g], g * group
+            for j in range(group):
+                wide[base + j] = s * np.float32(crow[base + j]) + o
+    else:
+        for g in range(groups):
+            s, base = srow[g], g * group
+            for j in range(group):
+                wide[base + j] = s * np.float32(crow[base + j])
+
+
+@njit(inline="always", nogil=True)
+def dot(a, b):
+    acc = np.float32(0.0)
+    for j in range(a.shape[0]):
+        acc += a[j] * b[j]
+    return acc
+
+
+@njit(**_OPTS)
 def group_matmul_rows(x, xsum, codes, scale, offset, out, lo, hi):
     m_rows, k = x.shape
-    groups = scale.shape[1]
-    group = k // groups
-    has_offset = offset.shape[1] > 0
-    wide = np.empty(k, np.float32)
-    for n in range(lo, hi):
-        crow = codes[n]
-        for j in range(k):
-            wide[j] = np.float32(crow[j])
+    none = np.zeros((1, 0), np.float32)[0]  # widen without the offset: it enters through xsum
+    w0, w1, w2, w3 = np.empty(k, np.float32), np.empty(k, np.float32), np.empty(k, np.float32), np.empty(k, np.float32)
+    n = lo
+    while n + _ROWS <= hi:
+        widen_row(codes[n], scale[n], none, w0)
+        widen_row(codes[n + 1], scale[n + 1], none, w1)
+        widen_row(codes[n + 2], scale[n + 2], none, w2)
+        widen_row(codes[n + 3], scale[n + 3], none, w3)
         for m in range(m_rows):
             xr = x[m]
-            acc = np.float32(0.0)
-            for g in range(groups):
-                base = g * group
-                s = np.float32(0.0)
-                for j in range(group):
-                    s += wide[base + j] * xr[base + j]
-                acc += scale[n, g] * s
-                if has_offset:
-                    acc += offset[n, g] * xsum[m, g]
-            out[m, n] = acc
+            a0 = a1 = a2 = a3 = np.float32(0.0)
+            for j in range(k):
+                xv = xr[j]
+                a0 += w0[j] * xv
+                a1 += w1[j] * xv
+                a2 += w2[j] * xv
+                a3 += w3[j] * xv
+            out[m, n], out[m, n + 1], out[m, n + 2], out[m, n + 3] = a0, a1, a2, a3
+            if offset.shape[1] > 0:
+                for r in range(_ROWS):
+                    out[m, n + r] += dot(offset[n + r], xsum[m])
+        n += _ROWS
+    while n < hi:
+        widen_row(codes[n], scale[n], none, w0)
+        for m in range(m_rows):
+            out[m, n] = dot(w0, x[m]) + dot(offset[n], xsum[m])
+        n += 1
 
 
-@njit(fastmath=True, nogil=True, cache=True)
+@njit(**_OPTS)
 def dequant_rows(codes, scale, offset, out, lo, hi):
     """out[n] = scale[n, g] * codes[n] + offset[n, g] for rows n in [lo, hi); out is
     fp32, or uint16 holding bf16 bits (rounded to nearest even)."""
-    k = codes.shape[1]
-    groups = scale.shape[1]
-    group = k // groups
-    has_offset = offset.shape[1] > 0
-    wide = np.empty(k, np.float32)
+    wide = np.empty(codes.shape[1], np.float32)
     bits = wide.view(np.uint32)
     for n in range(lo, hi):
-        crow = codes[n]
-        for g in range(groups):
-            s = scale[n, g]
-            o = offset[n, g] if has_offset else np.float32(0.0)
-            for j in range(g * group, (g + 1) * group):
-                wide[j] = s * np.float32(crow[j]) + o
-        store_row(wide, bits, out[n])
+        if out.itemsize == 4:  # fp32: straight into the output
+            widen_row(codes[n], scale[n], offset[n], out[n])
+        else:
+            widen_row(codes[n], scale[n], offset[n], wide)
+            store_row(wide, bits, out[n])
 
 
-@njit(fastmath=True, nogil=True, cache=True)
-def dequant_int4pack_rows(blocks, scale_zero, out, lo, hi):
-    """Rows [lo, hi) of torch's CPU int4 pack, dequantized: blocks (N / 64, K, 32) uint8
-    with byte [b, k, d] = q[64 b + d, k] | q[64 b + d + 32, k] << 4, scale_zero
-    (K / group, N, 2) fp32; out[n, k] = (q - 8) * scale + zero as fp32, or as bf16 bits
-    (uint16, rounded to nearest even)."""
+@njit(**_OPTS)
+def dequant_int4pack_cols(blocks, scale_zero, out_t, lo, hi):
+    """Row blocks [lo, hi) (64 weight rows each) of torch's CPU int4 pack, dequantized
+    into the transposed weight: blocks (N / 64, K, 32) uint8 with byte [b, k, d] =
+    q[64 b + d, k] | q[64 b + d + 32, k] << 4, scale_zero (K / group, N, 2) fp32;
+    out_t[k, n] = (q - 8) * scale + zero, out_t (K, N) fp32 or uint16 (bf16 bits,
+    rounded to nearest even)."""
     k = blocks.shape[1]
-    group = k // scale_zero.shape[0]
-    wide = np.empty(k, np.float32)
+    groups = scale_zero.shape[0]
+    group = k // groups
+    sc = np.empty(64, np.float32)
+    ze = np.empty(64, np.float32)
+    wide = np.empty(64, np.float32)
     bits = wide.view(np.uint32)
-    for n in range(lo, hi):
-        b = n // 64
-        d = n % 64
-        shift = np.uint8(4) if d >= 32 else np.uint8(0)
-        col = blocks[b, :, d % 32]
-        for g in range(scale_zero.shape[0]):
-            s = scale_zero[g, n, 0]
-            z = scale_zero[g, n, 1] - np.float32(8.0) * s
-            for j in range(g * group, (g + 1) * group):
-                wide[j] = s * np.float32((col[j] >> shift) & np.uint8(15)) + z
-        store_row(wide, bits, out[n])
+    for b in range(lo, hi):
+        n0 = b * 64
+        cb = blocks[b]
+        for g in range(groups):
+            szg = scale_zero[g]
+            for d in range(64):
+                s = szg[n0 + d, 0]
+                sc[d] = s
+                ze[d] = szg[n0 + d, 1] - np.float32(8.0) * s
+            for j in range(group):
+                row = cb[g * group + j]
+                o = out_t[g * group + j, n0:n0 + 64]
+                if o.itemsize == 4:  # fp32: straight into the output
+                    for d in range(32):
+                        o[d] = sc[d] * np.float32(np.int32(row[d]) & 15) + ze[d]
+                    for d in range(32):
+                        o[d + 32] = sc[d + 32] * np.float32(np.int32(row[d]) >> 4) + ze[d + 32]
+                else:  # bf16: through the fp32 scratch, rounded
+                    for d in range(32):
+                        wide[d] = sc[d] * np.float32(np.int32(row[d]) & 15) + ze[d]
+                    for d in range(32):
+                        wide[d + 32] = sc[d + 32] * np.float32(np.int32(row[d]) >> 4) + ze[d + 32]
+                    store_row(wide, bits, o)

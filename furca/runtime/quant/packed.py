@@ -49,6 +49,11 @@ GROUP_INT8_SMALL_M = 16
 # Below this many weights per thread a split costs more than it saves (a hand-off is ~30 us).
 _MIN_WEIGHTS_PER_THREAD = 1 << 16
 
+# Largest dequantized weight kept in a per-thread scratch buffer (the projections' sizes;
+# a larger one, such as an LM head in fp32, is allocated per call).
+_SCRATCH_BYTES = 32 << 20
+_LOCAL = threading.local()
+
 _LOCK = threading.Lock()
 _POOL: list[ThreadPoolExecutor] = []
 _KERNELS: list = []  # [cpu_kernels module or None] once resolved
@@ -90,7 +95,9 @@ class PackedWeight:
 
     def _weight(self, dtype: torch.dtype) -> torch.Tensor:
         """The weight in ``dtype`` for the large-M path: ``dequantize`` up to rounding
-        (the numba kernels may fuse multiply-adds), as fast as the layout allows."""
+        (the numba kernels may fuse multiply-adds), as fast as the layout allows. It may
+        live in the calling thread's scratch buffer: valid until that thread's next
+        ``_weight`` call, so use it at once."""
         return self.dequantize(dtype)
 
     @property
@@ -183,9 +190,11 @@ class Int4Packed(PackedWeight):
             return self.dequantize(dtype)
         n, k = self.shape
         blocks = self.packed.view(-1, k, _ROW_BLOCK // 2).numpy()
-        out = np.empty((n, k), np.float32 if dtype == torch.float32 else np.uint16)
-        _split_rows(kern.dequant_int4pack_rows, self.shape, blocks, self.scale_zero.float().numpy(), out)
-        return _as_torch(out)
+        # the transposed weight (K, N padded): the pack's 64 rows of a column land contiguous
+        out_t = _scratch((k, blocks.shape[0] * _ROW_BLOCK), dtype)
+        _split_rows(kern.dequant_int4pack_cols, (blocks.shape[0], k * _ROW_BLOCK), blocks,
+                    self.scale_zero.float().numpy(), out_t)
+        return _as_torch(out_t)[:, :n].t()
 
     def _rows(self, ids: torch.Tensor) -> torch.Tensor:
         return self._dequant(self._codes(ids), ids)
@@ -233,12 +242,27 @@ class GroupInt8(PackedWeight):
         kern = _kernels()
         if kern is None or dtype not in (torch.float32, torch.bfloat16):
             return self.dequantize(dtype)
-        out = np.empty(self.shape, np.float32 if dtype == torch.float32 else np.uint16)
+        out = _scratch(self.shape, dtype)
         _split_rows(kern.dequant_rows, self.shape, self.codes, self.scale, self.offset, out)
         return _as_torch(out)
 
     def _rows(self, ids: torch.Tensor) -> torch.Tensor:
         return self.groups.take_rows(ids).dequantize()
+
+
+def _scratch(shape: tuple[int, int], dtype: torch.dtype) -> np.ndarray:
+    """An uninitialized (N, K) array for a dequantized weight: fp32, or uint16 for bf16
+    bits. Up to _SCRATCH_BYTES it is a view of one buffer per thread, reused across
+    calls (a fresh allocation of that size page-faults on every call, which costs about
+    as much as the dequantization itself)."""
+    np_dtype = np.dtype(np.float32 if dtype == torch.float32 else np.uint16)
+    nbytes = shape[0] * shape[1] * np_dtype.itemsize
+    if nbytes > _SCRATCH_BYTES:
+        return np.empty(shape, np_dtype)
+    buf = getattr(_LOCAL, "scratch", None)
+    if buf is None or buf.nbytes < nbytes:
+        buf = _LOCAL.scratch = np.empty(nbytes, np.uint8)
+    return buf[:nbytes].view(np_dtype).reshape(shape)
 
 
 def _as_torch(out: np.ndarray) -> torch.Tensor:
@@ -268,7 +292,8 @@ def _pool() -> ThreadPoolExecutor:
 
 
 def _split_rows(fn, shape, *args) -> None:
-    """Run ``fn(*args, lo, hi)`` over the weight rows [0, N) in contiguous runs, one per
+    """Run ``fn(*args, lo, hi)`` over the units [0, N) of ``shape`` = (N units, K weights
+    a unit) (weight rows, or the int4 pack's 64-row blocks) in contiguous runs, one per
     thread (torch.get_num_threads()), the first on the calling thread."""
     n, k = shape
     parts = max(1, min(torch.get_num_threads(), n * k // _MIN_WEIGHTS_PER_THREAD))

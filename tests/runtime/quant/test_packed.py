@@ -127,3 +127,31 @@ def test_bad_input():
     assert p.matmul(torch.randn(0, K)).shape == (0, N)
     x = torch.randn(2, 3, K)
     assert torch.equal(p.matmul(x), p.matmul(x.view(6, K)).view(2, 3, N))
+
+
+@pytest.mark.parametrize("kind,n", [("s8_g32", 103), ("u5_offset", 103), ("u4_offset", 200)])
+def test_kernels_split_over_threads_at_odd_row_bounds(monkeypatch, kind, n):
+    """Rows split between two threads at bounds that are no multiple of the kernels' row
+    blocks (four rows in the group matmul, the int4 pack's 64): every row computed once,
+    on both paths, fp32 and bf16."""
+    import furca.runtime.quant.packed as packed_mod
+
+    monkeypatch.setattr(packed_mod, "_MIN_WEIGHTS_PER_THREAD", 1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        p = pack(_groups(kind, n=n))
+        exact = p.dequantize()
+        w32 = p._weight(torch.float32).clone()  # _weight may return the thread's scratch, reused below
+        assert w32.shape == (n, K)
+        assert float((w32 - exact).abs().max()) <= 1e-6 * float(exact.abs().max())
+        wbf = p._weight(torch.bfloat16)
+        assert wbf.dtype == torch.bfloat16 and wbf.shape == (n, K)
+        assert float((wbf.float() - exact).abs().max()) <= 2 ** -8 * float(exact.abs().max())
+        for m in (1, 5):
+            x = torch.randn(m, K, generator=torch.Generator().manual_seed(m))
+            ref = F.linear(x, exact)
+            y = p._small(x) if isinstance(p, GroupInt8) else F.linear(x, w32)
+            assert float((y - ref).abs().max()) <= 1e-5 * float(ref.abs().max())
+    finally:
+        torch.set_num_threads(threads)
