@@ -16,11 +16,12 @@ large-M path, to fp32 or to bf16 bits (uint16, rounded to nearest even).
 Vectorization (what LLVM needs to emit packed AVX code here): every hot loop is an
 innermost ``range`` over contiguous elements with a trip count known only at run time;
 no stepped ``range``, no fixed-length inner loops (LLVM unrolls those fully and then
-leaves them scalar), no per-element group index. The matmul therefore widens each
-weight row once, scale folded in (``wide[j] = code[j] * scale[g]``, one short loop per
-group), into an fp32 scratch row, and then takes one long dot per (row, x row): one
-horizontal sum per row rather than per group. Four weight rows are widened together so
-each x element is loaded once per four dots. The int4 pack stores 64 rows interleaved
+leaves them scalar), no per-element group index. The matmul therefore takes one long dot per (weight row,
+x row), one horizontal sum per row rather than per group: for one x row as
+``code[j] * (x[j] * spread[j])`` with the row's scales spread over its weights into a
+scratch row; for more x rows each weight row is widened once, scale folded in
+(``wide[j] = code[j] * scale[g]``), four rows at a time so each x element is loaded once
+per four dots (measured per M in bench/quant_linear.py). The int4 pack stores 64 rows interleaved
 along K (byte [b, k, d] holds rows 64 b + d and 64 b + d + 32), so it is dequantized
 into the transposed weight, where the 64 rows of a column are contiguous; F.linear takes
 the transposed view as it is (BLAS reads either layout).
@@ -77,9 +78,30 @@ def dot(a, b):
     return acc
 
 
+@njit(inline="always", nogil=True)
+def spread(srow, wide):
+    """wide[j] = srow[g] for the weights j of group g."""
+    groups = srow.shape[0]
+    group = wide.shape[0] // groups
+    for g in range(groups):
+        s, base = srow[g], g * group
+        for j in range(group):
+            wide[base + j] = s
+
+
 @njit(**_OPTS)
 def group_matmul_rows(x, xsum, codes, scale, offset, out, lo, hi):
     m_rows, k = x.shape
+    if m_rows == 1:  # one x row: code * (x * scale) in a single pass, no widened rows stored
+        xr, spread_row = x[0], np.empty(k, np.float32)
+        for n in range(lo, hi):
+            spread(scale[n], spread_row)
+            crow = codes[n]
+            acc = np.float32(0.0)
+            for j in range(k):
+                acc += np.float32(crow[j]) * (xr[j] * spread_row[j])
+            out[0, n] = acc + dot(offset[n], xsum[0])
+        return
     none = np.zeros((1, 0), np.float32)[0]  # widen without the offset: it enters through xsum
     w0, w1, w2, w3 = np.empty(k, np.float32), np.empty(k, np.float32), np.empty(k, np.float32), np.empty(k, np.float32)
     n = lo
