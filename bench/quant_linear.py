@@ -10,7 +10,7 @@ qkv 960x576, o 576x576, gate_up 3072x576, down 576x1536, 30 distinct weights per
 - int8 pc / q8 g32: packed.GroupInt8 (numba) on per-channel rtn int8 and on Q8_0-like
   signed group-32 codes, bf16 x, both paths (switch at GROUP_INT8_SMALL_M);
 
-then the LM head 49152x576 at M = 1 and 32: fp32 F.linear vs GroupInt8 Q8_0-like, fp32 x
+then the LM head 49152x576 at M = 1, 16, 32, 64: fp32 F.linear vs GroupInt8 Q8_0-like, fp32 x
 and output; and the bf16 rounding loss of Int4Packed's scale / zero against the groups'
 exact fp32 (max and mean relative error of the dequantized weight).
 
@@ -71,7 +71,7 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    ms = [int(m) for m in args.ms.split(",")]
+    ms = [int(m) for m in args.ms.split(",") if m]  # empty: the LM head and bf16 loss only
     print(f"threads {args.threads}, layers {args.layers}, best of {args.repeat}, load {os.getloadavg()}")
 
     fp32 = [torch.randn(n, k) * 0.05 for n, k in SHAPES for _ in range(args.layers)]
@@ -105,7 +105,7 @@ def main():
     head = pack(q8_like(w))
     print(f"LM head {LM_HEAD[0]}x{LM_HEAD[1]}, fp32 x and output: fp32 {w.numel() * 4 / 1e6:.0f} MB, "
           f"q8 g32 {head.nbytes / 1e6:.0f} MB")
-    for m in (1, 32):
+    for m in (1, 16, 32, 64):
         x = torch.randn(m, LM_HEAD[1])
         print(f"  M={m}: fp32 F.linear {timed(lambda: F.linear(x, w), args.repeat):.2f} ms, "
               f"q8 g32 kernel {timed(lambda: head._small(x), args.repeat):.2f} ms, "

@@ -44,7 +44,8 @@ _ROW_BLOCK = 64  # torch's CPU int4 pack stores rows in blocks of 64 (two 32-row
 INT8_CHANNEL_SMALL_M = 4  # int8 per channel with a bf16 x: torch's int8 kernel up to this many rows
 INT4_SMALL_M = 32
 INT4_SMALL_M_FP32 = 1  # torch's int4 op with an fp32 x (fp32 scale / zero) is several times slower
-GROUP_INT8_SMALL_M = 16
+GROUP_INT8_SMALL_M = 12
+GROUP_INT8_SMALL_M_FP32 = 24  # fp32 F.linear (no AMX) is slower than bf16: the kernel wins longer
 
 # Below this many weights per thread a split costs more than it saves (a hand-off is ~30 us).
 _MIN_WEIGHTS_PER_THREAD = 1 << 16
@@ -205,7 +206,7 @@ class GroupInt8(PackedWeight):
 
     def __init__(self, groups: QuantGroups):
         self.shape = groups.shape
-        self.small_m = self.small_m_fp32 = GROUP_INT8_SMALL_M
+        self.small_m, self.small_m_fp32 = GROUP_INT8_SMALL_M, GROUP_INT8_SMALL_M_FP32
         self.groups = groups
         self.codes = groups.codes.contiguous().numpy()
         self.scale = groups.scale.contiguous().numpy()
