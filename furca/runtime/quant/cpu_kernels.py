@@ -17,9 +17,9 @@ Vectorization (what LLVM needs to emit packed AVX code here): every hot loop is 
 innermost ``range`` over contiguous elements with a trip count known only at run time;
 no stepped ``range``, no fixed-length inner loops (LLVM unrolls those fully and then
 leaves them scalar), no per-element group index. The matmul therefore takes one long dot per (weight row,
-x row), one horizontal sum per row rather than per group: for one x row as
-``code[j] * (x[j] * spread[j])`` with the row's scales spread over its weights into a
-scratch row; for more x rows each weight row is widened once, scale folded in
+x row), one horizontal sum per row rather than per group: for one x row, x scaled by
+the row's group scales into a scratch row (``xs[j] = x[j] * scale[g]``), then
+``dot(code, xs)``; for more x rows each weight row is widened once, scale folded in
 (``wide[j] = code[j] * scale[g]``), four rows at a time so each x element is loaded once
 per four dots (measured per M in bench/quant_linear.py). The int4 pack stores 64 rows interleaved
 along K (byte [b, k, d] holds rows 64 b + d and 64 b + d + 32), so it is dequantized
@@ -79,27 +79,27 @@ def dot(a, b):
 
 
 @njit(inline="always", nogil=True)
-def spread(srow, wide):
-    """wide[j] = srow[g] for the weights j of group g."""
+def scale_groups(xr, srow, xs):
+    """xs[j] = xr[j] * srow[g] for the weights j of group g."""
     groups = srow.shape[0]
-    group = wide.shape[0] // groups
+    group = xr.shape[0] // groups
     for g in range(groups):
         s, base = srow[g], g * group
         for j in range(group):
-            wide[base + j] = s
+            xs[base + j] = xr[base + j] * s
 
 
 @njit(**_OPTS)
 def group_matmul_rows(x, xsum, codes, scale, offset, out, lo, hi):
     m_rows, k = x.shape
-    if m_rows == 1:  # one x row: code * (x * scale) in a single pass, no widened rows stored
-        xr, spread_row = x[0], np.empty(k, np.float32)
+    if m_rows == 1:  # one x row: x scaled by the row's group scales, then one dot with the codes
+        xr, xs = x[0], np.empty(k, np.float32)
         for n in range(lo, hi):
-            spread(scale[n], spread_row)
+            scale_groups(xr, scale[n], xs)
             crow = codes[n]
             acc = np.float32(0.0)
             for j in range(k):
-                acc += np.float32(crow[j]) * (xr[j] * spread_row[j])
+                acc += np.float32(crow[j]) * xs[j]
             out[0, n] = acc + dot(offset[n], xsum[0])
         return
     none = np.zeros((1, 0), np.float32)[0]  # widen without the offset: it enters through xsum
