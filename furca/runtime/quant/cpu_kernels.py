@@ -14,17 +14,21 @@ CPU int4 pack, written as the transposed weight (K, N)) dequantize a weight for 
 large-M path, to fp32 or to bf16 bits (uint16, rounded to nearest even).
 
 Vectorization (what LLVM needs to emit packed AVX code here): every hot loop is an
-innermost ``range`` over contiguous elements with a trip count known only at run time;
-no stepped ``range``, no fixed-length inner loops (LLVM unrolls those fully and then
-leaves them scalar), no per-element group index. The matmul therefore takes one long dot per (weight row,
-x row), one horizontal sum per row rather than per group: for one x row, x scaled by
-the row's group scales into a scratch row (``xs[j] = x[j] * scale[g]``), then
-``dot(code, xs)``; for more x rows each weight row is widened once, scale folded in
-(``wide[j] = code[j] * scale[g]``), four rows at a time so each x element is loaded once
-per four dots (measured per M in bench/quant_linear.py). The int4 pack stores 64 rows interleaved
-along K (byte [b, k, d] holds rows 64 b + d and 64 b + d + 32), so it is dequantized
-into the transposed weight, where the 64 rows of a column are contiguous; F.linear takes
-the transposed view as it is (BLAS reads either layout).
+innermost zero-based ``range(n)`` over contiguous elements (``a[base + j]``), with a trip
+count known only at run time. A ``range(start, stop)`` group loop gets a single
+non-interleaved vector body (dequantization 2-3x slower); a stepped ``range`` or a
+fixed-length inner loop (``range(16)``) is unrolled and left scalar (about 10x slower);
+a per-element group index (``j // group``) defeats it too. The matmul therefore takes one
+long dot per (weight row, x row), one horizontal sum per row rather than per group: for
+one x row, x scaled by the row's group scales into a scratch row (``xs[j] = x[j] *
+scale[g]``), then ``dot(code, xs)``; for more x rows each weight row is widened once,
+scale folded in (``wide[j] = code[j] * scale[g]``), four rows at a time so each x element
+is loaded once per four dots (measured per M in bench/quant_linear.py). The int4 pack
+stores 64 rows interleaved along K (byte [b, k, d] holds rows 64 b + d and 64 b + d +
+32), so it is dequantized into the transposed weight, where the 64 rows of a column are
+contiguous; F.linear takes the transposed view as it is (BLAS reads either layout).
+Scratch arrays are never viewed under a second dtype inside a hot kernel except for the
+bf16 rounding (``bits``): such views make LLVM assume aliasing and halve the speed.
 
 The kernels are serial and release the GIL; the caller splits rows between threads.
 Everything is at module level with ``cache=True`` so numba's on-disk cache hits in
