@@ -71,6 +71,20 @@ def _quickstart_answers(engine) -> list[tuple[str, str, dict]]:
     return out
 
 
+def _quickstart_program(engine):
+    """examples/quickstart.py's chat program, on this engine: its two answers and their meta."""
+    import furca as sgl
+    from examples.quickstart import lighthouse
+
+    previous = sgl.global_config.default_backend
+    sgl.set_default_backend(engine)
+    try:
+        state = lighthouse.run(temperature=0)
+    finally:
+        sgl.set_default_backend(previous)
+    return [(state[name], state.get_meta_info(name)) for name in ("first", "second")]
+
+
 @pytest.mark.parametrize("which", ["int4", "gguf-q4_1"])
 def test_int4_and_q4_1_answer_fluently(which, fp32, model_harness):
     from furca.runtime.engine import Engine
@@ -83,6 +97,7 @@ def test_int4_and_q4_1_answer_fluently(which, fp32, model_harness):
     with engine:
         summary = engine.effective_config()["quantization"]
         answers = _quickstart_answers(engine)
+        program = _quickstart_program(engine)
     assert summary == ("int4" if which == "int4" else "Q4_1+Q8_0")
     for prompt, text, meta in answers:
         assert meta["finish_reason"]["type"] == "stop", (text, meta["finish_reason"])
@@ -93,3 +108,5 @@ def test_int4_and_q4_1_answer_fluently(which, fp32, model_harness):
         logp = torch.log_softmax(_all_logits(model_harness, fp32, p + a)[len(p) - 1:-1], dim=-1)
         mean = logp.gather(1, torch.tensor(a)[:, None]).mean().item()
         assert mean > -2.0, (text, mean)
+    for text, meta in program:  # the quickstart's own program finishes its turns with words
+        assert meta["finish_reason"]["type"] == "stop" and len(text.split()) >= 3, (text, meta["finish_reason"])
