@@ -77,14 +77,6 @@ def resolve_dtypes(dtype: str, linear_dtype: str, device: str) -> tuple[str, str
     return dtype, (dtype if linear_dtype == "auto" else linear_dtype)
 
 
-def _quantization_name(model: Any) -> str:
-    """What the loaded model's weights are: "none", or the plan's method / the file's
-    formats ("int4", "gguf:Q4_1+Q8_0", ...)."""
-    from furca.runtime.quant.linear import quantization_summary
-
-    return quantization_summary(model)
-
-
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -278,6 +270,8 @@ class Engine:
         """Every `EngineConfig` field with what it resolved to: the dtypes, device and
         attention backend in use instead of "auto", the context length and KV pool size
         (``max_total_tokens`` in tokens, ``kv_cache_bytes`` in bytes) in effect."""
+        from furca.runtime.quant.linear import quantization_summary
+
         runner = self.scheduler.runner
         out = {k: getattr(self.config, k) for k in self.config.__dataclass_fields__}
         linear = getattr(runner.model, "linear_dtype", None)
@@ -285,7 +279,7 @@ class Engine:
             dtype=_dtype_name(runner.dtype),
             linear_dtype=_dtype_name(linear if isinstance(linear, torch.dtype) else runner.dtype),
             kv_cache_dtype=_dtype_name(runner.kv_dtype),
-            quantization=_quantization_name(runner.model),
+            quantization=quantization_summary(runner.model),
             device=str(runner.device),
             attention_backend=type(runner.attn_backend).__name__.removesuffix("AttentionBackend").lower(),
             context_length=self.context_length,

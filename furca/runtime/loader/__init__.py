@@ -66,12 +66,12 @@ def load_model(path: str | Path | None = None, *, dtype: str | torch.dtype = "fl
 
 
 def _plan(quantization: str, group: int):
-    from furca.runtime.quant.linear import QuantPlan
+    from furca.runtime.quant.linear import METHODS, QuantPlan
 
-    if quantization not in ("auto", "none", "int8", "int4", "fp8"):
-        raise ConfigError(f"quantization must be auto, none, int8, int4 or fp8, got {quantization!r}")
+    if quantization != "auto" and quantization not in METHODS:
+        raise ConfigError(f"quantization must be auto or one of {', '.join(METHODS)}, got {quantization!r}")
     try:
-        return QuantPlan(method=quantization if quantization in ("int8", "int4", "fp8") else "none", group=group,
+        return QuantPlan(method="none" if quantization == "auto" else quantization, group=group,
                          keep_file=quantization == "auto")
     except ValueError as e:
         raise ConfigError(str(e)) from None
@@ -80,24 +80,24 @@ def _plan(quantization: str, group: int):
 def _load_model(path, dtype, device, linear_dtype, plan) -> LoadedModel:
     from furca.runtime.pull import resolve_model_path
 
-    torch_dtypes = (resolve_dtype(dtype), None if linear_dtype is None else resolve_dtype(linear_dtype), plan)
+    torch_dtypes = (resolve_dtype(dtype), None if linear_dtype is None else resolve_dtype(linear_dtype))
     model_path = resolve_model_path(path)
     if model_path.is_file():
         if model_path.suffix.lower() != ".gguf":
             raise ModelLoadError(f"{model_path} is a file but not a .gguf; pass a model directory or a .gguf")
-        return _load_gguf(model_path, torch_dtypes, device)
+        return _load_gguf(model_path, torch_dtypes, plan, device)
     if not (model_path / "config.json").exists():
         ggufs = sorted(model_path.glob("*.gguf"))
         if len(ggufs) == 1:  # a directory holding just a GGUF file
-            return _load_gguf(ggufs[0], torch_dtypes, device)
+            return _load_gguf(ggufs[0], torch_dtypes, plan, device)
         if ggufs:
             raise ModelLoadError(
                 f"{model_path} has no config.json and several .gguf files "
                 f"({', '.join(p.name for p in ggufs)}); pass one of them")
-    return _load_hf_dir(model_path, torch_dtypes, device)
+    return _load_hf_dir(model_path, torch_dtypes, plan, device)
 
 
-def _load_hf_dir(model_dir: Path, dtypes: tuple, device) -> LoadedModel:
+def _load_hf_dir(model_dir: Path, dtypes: tuple[torch.dtype, torch.dtype | None], plan, device) -> LoadedModel:
     from dataclasses import replace
 
     from furca.runtime.loader.hf import iter_safetensors, read_generation_config, read_json, safetensors_files
@@ -112,39 +112,39 @@ def _load_hf_dir(model_dir: Path, dtypes: tuple, device) -> LoadedModel:
         from furca.runtime.quant.hf_formats import parse_quantization_config
 
         spec = parse_quantization_config(hf_config)
-    plan = dtypes[2]
     if spec is not None:  # an AWQ / GPTQ checkpoint: its projections arrive as QuantGroups
         from furca.runtime.quant.hf_formats import iter_quantized
 
         weights = iter_quantized(weights, spec)
     elif plan.keep_file:  # a float checkpoint has nothing of its own to keep
         plan = replace(plan, keep_file=False)
-    model = _build(config, weights, (*dtypes[:2], plan), device)
+    model = _build(config, weights, dtypes, plan, device)
     extra_eos = [*as_id_list(gen.get("eos_token_id")), *config.eos_token_ids]
     tokenizer = Tokenizer.from_pretrained(model_dir, extra_eos_token_ids=extra_eos)
     return _finish(model, config, tokenizer, gen, model_dir)
 
 
-def _load_gguf(path: Path, dtypes: tuple, device) -> LoadedModel:
+def _load_gguf(path: Path, dtypes: tuple[torch.dtype, torch.dtype | None], plan, device) -> LoadedModel:
     from furca.runtime.loader.gguf import read_gguf
 
     gguf_model = read_gguf(path)
     config = ModelConfig.from_hf_dict(gguf_model.hf_config)
-    if dtypes[2].keep_file:
+    if plan.keep_file:
         from collections import Counter
 
         kinds = Counter(gguf_model.tensor_types().values())
         logging.getLogger("furca").info("%s: weights kept as in the file (%s)", path.name,
                                         ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items())))
-    model = _build(config, (gguf_model.tensors(keep_quantized=True) if dtypes[2].keep_file else gguf_model.tensors()), dtypes, device)
+    model = _build(config, gguf_model.tensors(keep_quantized=plan.keep_file), dtypes, plan, device)
     gen = dict(gguf_model.generation_config)
     tokenizer = Tokenizer(gguf_model.hf_tokenizer,
                           extra_eos_token_ids=[*as_id_list(gen.get("eos_token_id")), *config.eos_token_ids])
     return _finish(model, config, tokenizer, gen, path)
 
 
-def _build(config: ModelConfig, weights, dtypes: tuple, device) -> torch.nn.Module:
-    dtype, linear_dtype, plan = dtypes
+def _build(config: ModelConfig, weights, dtypes: tuple[torch.dtype, torch.dtype | None], plan,
+           device) -> torch.nn.Module:
+    dtype, linear_dtype = dtypes
     model = get_model_class(config.architecture)(config, dtype=dtype, device=device, linear_dtype=linear_dtype,
                                                  quant=plan)
     model.load_weights(weights)

@@ -227,8 +227,7 @@ class LlamaForCausalLM(nn.Module):
     def checkpoint_keys(self) -> list[str]:
         """The HF tensor names a checkpoint must provide (unfused, tied head omitted)."""
         names = [name for name, _ in self.named_parameters()]
-        names += [f"{name}.weight" for name, m in self.named_modules() if isinstance(m, QuantLinear)]
-        names += [f"{name}.weight" for name, m in self.named_modules() if isinstance(m, QuantTable)]
+        names += [f"{name}.weight" for name, m in self.named_modules() if isinstance(m, (QuantLinear, QuantTable))]
         keys = []
         for name in names:
             for fused, shards in (("qkv_proj", ("q_proj", "k_proj", "v_proj")),
@@ -259,7 +258,7 @@ class LlamaForCausalLM(nn.Module):
             module_name, _, leaf = target.rpartition(".")
             module = self._module_or_none(module_name)
             if isinstance(module, QuantLinear) and leaf == "weight":
-                module.load_shard(index if len(module.shard_sizes) > 1 else 0, tensor, name)
+                module.load_shard(index, tensor, name)
                 seen.add(name)
                 continue
             if isinstance(tensor, QuantGroups) and name in _TABLES and self.quant is not None:

@@ -30,9 +30,10 @@ INT4_GROUPS = (32, 64, 128)
 class QuantPlan:
     """What a model quantizes. ``method``: "none" (float projections), "int8" (per output
     channel, symmetric), "int4" (group-wise, asymmetric, ``group`` weights per group) or
-    "fp8" (e4m3, one scale per output channel; CUDA only) for the float tensors of the decoder projections; tensors that arrive quantized
-    (``keep_file``: a GGUF file's own blocks, an AWQ / GPTQ checkpoint) keep their codes,
-    and a quantized embedding stays quantized (it is the tied LM head too)."""
+    "fp8" (e4m3, one scale per output channel; CUDA only) for the float tensors of the
+    decoder projections; tensors that arrive quantized (``keep_file``: a GGUF file's own
+    blocks, an AWQ / GPTQ checkpoint) keep their codes, and a quantized embedding stays
+    quantized (it is the tied LM head too)."""
 
     method: str = "none"
     group: int = 32
@@ -176,9 +177,10 @@ class QuantLinear(nn.Module):
             self._pending.clear()
 
     def _pack(self, shards: list) -> None:
-        if len(shards) > 1 and all(type(s) is type(shards[0]) for s in shards) and isinstance(shards[0], QuantGroups):
+        first = shards[0]
+        if len(shards) > 1 and isinstance(first, QuantGroups) and all(type(s) is type(first) for s in shards):
             try:
-                shards = [type(shards[0]).cat(shards)]
+                shards = [type(first).cat(shards)]
             except ValueError:  # different layouts: one packed weight per shard
                 pass
         elif len(shards) > 1 and all(not isinstance(s, QuantGroups) for s in shards):
@@ -186,10 +188,6 @@ class QuantLinear(nn.Module):
         self.packed = [pack(s, self.device, self.dense_dtype, fp8=self.plan.method == "fp8") for s in shards]
         self.sources = sorted({s.source for s in shards if isinstance(s, QuantGroups)}
                               | ({"fp8"} if self.plan.method == "fp8" else set()))
-
-    @property
-    def loaded(self) -> bool:
-        return bool(self.packed)
 
     @property
     def weight_nbytes(self) -> int:

@@ -64,7 +64,6 @@ os.register_at_fork(after_in_child=_POOL.clear)
 class PackedWeight:
     """A quantized weight in a compute layout (the contract every layout keeps)."""
 
-    layout = ""
     shape: tuple[int, int]
     small_m: int  # most rows of a bf16 x computed by the packed kernel
     small_m_fp32: int  # the same for an fp32 x
@@ -128,8 +127,6 @@ def pack(groups: QuantGroups, device: torch.device | str = "cpu") -> PackedWeigh
 
 
 class Int4Packed(PackedWeight):
-    layout = "int4pack"
-
     def __init__(self, groups: QuantGroups, torch_group: int):
         n, k = groups.shape
         self.shape, self.group = (n, k), torch_group
@@ -202,8 +199,6 @@ class Int4Packed(PackedWeight):
 
 
 class GroupInt8(PackedWeight):
-    layout = "group_int8"
-
     def __init__(self, groups: QuantGroups):
         self.shape = groups.shape
         self.small_m, self.small_m_fp32 = GROUP_INT8_SMALL_M, GROUP_INT8_SMALL_M_FP32
