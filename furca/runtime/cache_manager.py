@@ -8,7 +8,11 @@ Each KV slot is exactly one of: free, in the tree, or owned by a running request
 error raised here means this shared state may be wrong (`MemoryAccountingError`,
 `RadixCacheError`): the scheduler does not isolate them per request, it dies.
 
-Runs on the scheduler thread only (nothing here locks).
+Sessions (``self.leases``, furca/radix/leases.py) pin a program's KV in the tree between
+its calls: a finished request of a session moves the session's pin to what it cached.
+
+Runs on the scheduler thread only (nothing here locks; the lease table guards its own
+session table for callers on other threads).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from furca.radix.leases import LeaseTable
 from furca.radix.radix_cache import MatchResult, RadixCache
 from furca.runtime.memory import MemoryAccountingError, ReqToTokenPool, TokenSlotAllocator
 from furca.runtime.request import Req
@@ -29,13 +34,17 @@ if TYPE_CHECKING:
 class CacheManager:
     """KV slots, request rows and the radix tree of one engine: ``capacity`` tokens,
     ``max_rows`` running requests of at most ``context_length`` tokens, on ``device``.
-    With ``radix=False`` the tree stays empty (nothing is shared or cached)."""
+    With ``radix=False`` the tree stays empty (nothing is shared or cached, nothing pinned).
+    Sessions pin at most ``pinned_share`` of the pool, each for ``session_ttl`` seconds
+    after its last call."""
 
-    def __init__(self, capacity: int, max_rows: int, context_length: int, device, *, radix: bool = True):
+    def __init__(self, capacity: int, max_rows: int, context_length: int, device, *, radix: bool = True,
+                 pinned_share: float = 0.5, session_ttl: float = 300.0):
         self.capacity = capacity
         self.allocator = TokenSlotAllocator(capacity, device)
         self.req_pool = ReqToTokenPool(max_rows, context_length, device)
         self.tree = RadixCache(self.allocator.free, disabled=not radix, device=device)
+        self.leases = LeaseTable(self.tree, capacity, pinned_share, session_ttl)
 
     # -- sizes ------------------------------------------------------------------------------
 
@@ -55,10 +64,12 @@ class CacheManager:
         return self.req_pool.num_free > 0
 
     def counts(self) -> dict[str, int]:
-        """``capacity``, ``free``, ``tree``, ``evictable`` and ``locked`` tokens."""
+        """``capacity``, ``free``, ``tree``, ``evictable``, ``locked`` and ``pinned`` (locked
+        by sessions) tokens."""
         tree = self.tree
         return {"capacity": self.capacity, "free": self.allocator.num_free, "tree": tree.total_size(),
-                "evictable": tree.evictable_size(), "locked": tree.locked_size()}
+                "evictable": tree.evictable_size(), "locked": tree.locked_size(),
+                "pinned": self.leases.pinned_tokens()}
 
     # -- admission ----------------------------------------------------------------------------
 
@@ -192,6 +203,8 @@ class CacheManager:
             self.allocator.free(slots[tree_len:present])
         elif kv_len > tree_len:
             self.allocator.free(slots[tree_len:kv_len])
+        if cache and req.session_id is not None and kv_len:
+            req.session_meta = self.leases.pin(req.session_id, req.tokens(0, kv_len))
         if kv.last_node is not None:
             self.tree.unlock(kv.last_node)
         self.req_pool.free(row)
@@ -200,15 +213,17 @@ class CacheManager:
     # -- control and checks ---------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Empty the tree and free every slot; only when no request holds any (the caller checks)."""
+        """Empty the tree and free every slot; only when no request holds any (the caller
+        checks). Sessions stay open and lose their pins."""
+        self.leases.drop_pins()
         self.tree.reset()
         self.allocator.reset()
 
     def check_memory(self, running: Sequence[Req], *, idle: bool = False) -> None:
         """Raise `MemoryAccountingError` unless every slot is exactly one of: free, in the
         tree, or owned by one of ``running``; the tree's own integrity check raises
-        `RadixCacheError`. ``idle=True`` (nothing runs) also wants no lock and no row held,
-        and the free and tree slots to partition the pool."""
+        `RadixCacheError`. ``idle=True`` (nothing runs) also wants no lock but the sessions'
+        pins and no row held, and the free and tree slots to partition the pool."""
         table = self.req_pool.table
         owned = [table[r.kv.row, r.kv.tree_len : r.kv.kv_len] for r in running if r.kv.row is not None]
         num_owned = sum(len(o) for o in owned)
@@ -220,11 +235,15 @@ class CacheManager:
             )
         self.tree.check_integrity()
         if idle:
-            if running or self.tree.locked_size() or self.req_pool.num_free != self.req_pool.max_rows:
+            pinned = self.leases.pinned_tokens()
+            if running or self.tree.locked_size() != pinned or self.req_pool.num_free != self.req_pool.max_rows:
+                by_sessions = f" ({pinned} pinned by sessions)" if pinned else ""
                 raise MemoryAccountingError(
-                    f"idle but {len(running)} running, {self.tree.locked_size()} tokens locked, "
+                    f"idle but {len(running)} running, {self.tree.locked_size()} tokens locked{by_sessions}, "
                     f"{self.req_pool.max_rows - self.req_pool.num_free} rows held"
                 )
+            if pinned > self.leases.limit:
+                raise MemoryAccountingError(f"sessions pin {pinned} tokens, over their limit {self.leases.limit}")
             every = torch.cat([self.allocator.free_slots(), self.tree.all_slots().cpu()])
             if len(every) != self.capacity or len(torch.unique(every)) != self.capacity:
                 raise MemoryAccountingError("idle: free slots and tree slots do not partition the pool")

@@ -64,6 +64,10 @@ class EngineConfig:
     schedule_policy: str = _opt("lpm", "admission order: lpm (longest cached prefix first) or fcfs",
                                 choices=_POLICIES)
     disable_radix_cache: bool = _opt(False, "no prefix sharing: every prompt is computed in full")
+    pinned_share: float = _opt(0.5, "most of the KV pool sessions may pin (their programs' KV kept between calls), "
+                                    "in [0, 1); a pin past it is refused and the request runs unpinned")
+    session_ttl: float = _opt(300.0, "seconds a session (and its pinned KV) lives after its last call unless "
+                                     "closed; open_session's timeout overrides it per session")
     in_batch_prefix_min: int = _opt(32, "defer a request sharing this many tokens with one admitted this step, "
                                         "so the shared prefix is computed once")
     init_new_token_ratio: float = _opt(0.7, "fraction of max_new_tokens reserved in the KV pool for admitted "
@@ -129,6 +133,12 @@ class EngineConfig:
                 raise ConfigError(f"max_queue_time must be a number of seconds > 0 (or None: no limit), got {t!r}")
         if self.schedule_policy not in _POLICIES:
             raise ConfigError(f"schedule_policy must be one of {_POLICIES}, got {self.schedule_policy!r}")
+        share = self.pinned_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share < 1.0:
+            raise ConfigError(f"pinned_share must be a fraction in [0, 1), got {share!r}")
+        ttl = self.session_ttl
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0:
+            raise ConfigError(f"session_ttl must be a number of seconds > 0, got {ttl!r}")
         positive("in_batch_prefix_min", self.in_batch_prefix_min, allow_none=False)
         positive("decode_reserve_clip", self.decode_reserve_clip, allow_none=False)
         for name in ("init_new_token_ratio", "min_new_token_ratio"):

@@ -115,6 +115,8 @@ class Delivery:
             **logprobs,
         )
         meta["e2e_latency"] = req.e2e_latency
+        if req.session_meta is not None:
+            meta.update(req.session_meta)
         if req.grammar is not None:
             meta["jump_forward_tokens"] = req.jump.forced_tokens
             meta["jump_forward_retokenized"] = req.jump.dropped_tokens

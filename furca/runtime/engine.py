@@ -133,7 +133,8 @@ class Engine:
             torch.manual_seed(self.config.random_seed)
         runner = ModelRunner(loaded.model, loaded.config, self.config, ctx)
         cache = CacheManager(runner.capacity, self.config.max_running_requests, ctx, runner.device,
-                             radix=not self.config.disable_radix_cache)
+                             radix=not self.config.disable_radix_cache, pinned_share=self.config.pinned_share,
+                             session_ttl=self.config.session_ttl)
         self.scheduler = Scheduler(runner, cache, self.config, self.tokenizer, self.eos_token_ids)
         self.capacity = runner.capacity  # KV pool, tokens
         self.vocab_size = runner.vocab_size  # logits width: token ids and bitmask width
@@ -160,14 +161,17 @@ class Engine:
 
     # -- public API ------------------------------------------------------------------------
 
-    def generate(self, prompt=None, *, input_ids=None, sampling_params=None, rid=None, stream: bool = False):
+    def generate(self, prompt=None, *, input_ids=None, sampling_params=None, rid=None, stream: bool = False,
+                 session_id: str | None = None):
         """`Output` (one prompt, n == 1) or a list in input order (a prompt's n samples
         adjacent); with ``stream=True`` an iterator of `StreamDelta` (the last one of each
         request has ``finished=True`` and its ``meta_info``; a delta's ``retract`` takes back
-        ids streamed before it: accumulate ids with `StreamDelta.apply_ids`)."""
+        ids streamed before it: accumulate ids with `StreamDelta.apply_ids`). ``session_id``
+        (from `open_session`): the call belongs to that session, whose pin moves to what it
+        cached; an id not open raises `SessionError`."""
         results: queue.Queue = queue.Queue()
         reqs, as_list = self._prepare(prompt, input_ids, sampling_params, rid, stream,
-                                      lambda i: lambda obj: results.put((i, obj)))
+                                      lambda i: lambda obj: results.put((i, obj)), session_id)
         if stream:
             return self._stream(results, reqs)
         got = _Results(len(reqs))
@@ -189,7 +193,7 @@ class Engine:
                 self._abort_unfinished(reqs, got.done)
 
     async def async_generate(self, prompt=None, *, input_ids=None, sampling_params=None, rid=None,
-                             stream: bool = False):
+                             stream: bool = False, session_id: str | None = None):
         """Asyncio twin of `generate`. With ``stream=True``, ``await`` it to get an async
         iterator of `StreamDelta`. Cancelling the awaiting task aborts the requests."""
         loop = asyncio.get_running_loop()
@@ -205,7 +209,7 @@ class Engine:
 
         # tokenizing and validating a big batch takes a while: off the event loop
         prepared = loop.run_in_executor(
-            None, lambda: self._prepare(prompt, input_ids, sampling_params, rid, stream, make_emit))
+            None, lambda: self._prepare(prompt, input_ids, sampling_params, rid, stream, make_emit, session_id))
         try:
             reqs, as_list = await asyncio.shield(prepared)
         except asyncio.CancelledError:
@@ -240,6 +244,19 @@ class Engine:
         """Drop the radix cache; only when no request is queued or running. Returns
         whether it flushed."""
         return self._loop.call(self.scheduler.flush_cache)
+
+    def open_session(self, session_id: str | None = None, *, timeout: float | None = None) -> str:
+        """Open a session (furca/radix/leases.py): its calls' KV stays pinned in the radix
+        cache between them, within ``pinned_share`` of the pool, until `close_session` or
+        ``timeout`` seconds (default ``session_ttl``) pass without a call. Returns its id (a
+        fresh one unless ``session_id`` is given); `SessionError` for an id already open."""
+        self._loop.raise_if_closed()
+        return self.scheduler.cache.leases.open(session_id, timeout)
+
+    def close_session(self, session_id: str) -> None:
+        """Close a session and release its pinned KV (it stays cached, evictable).
+        `SessionError` when the id is not open (never opened, closed or expired)."""
+        self._loop.call(lambda: self.scheduler.cache.leases.close(session_id))
 
     def get_server_info(self) -> dict[str, Any]:
         """Capacity and usage of the KV pool, cache hit rate, queue lengths, config."""
@@ -315,14 +332,18 @@ class Engine:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _prepare(self, prompt, input_ids, sampling_params, rid, stream, make_emit):
+    def _prepare(self, prompt, input_ids, sampling_params, rid, stream, make_emit, session_id=None):
         self._loop.raise_if_closed()
+        if session_id is not None:
+            self.scheduler.cache.leases.touch(session_id)
         reqs, as_list = build_requests(
             tokenizer=self.tokenizer, prompt=prompt, input_ids=input_ids, sampling_params=sampling_params,
             rid=rid, stream=stream, limits=self._limits, eos_ids=self.eos_token_ids,
             model_defaults=self.generation_defaults, grammar_backend=self.grammar_backend,
             device=self._device, make_emit=make_emit,
         )
+        for req in reqs:
+            req.session_id = session_id
         self._loop.submit(reqs)
         return reqs, as_list
 
@@ -351,6 +372,7 @@ class Engine:
             "num_running": len(s.running),
             "num_waiting": len(s.waiting),
             "cache_hit_rate": stats["cached_tokens"] / prompt if prompt else 0.0,
+            "sessions": s.cache.leases.info(),
             "new_token_ratio": s.new_token_ratio,
             "stats": stats,
             "config": {k: getattr(self.config, k) for k in self.config.__dataclass_fields__},

@@ -174,7 +174,9 @@ class SchedulerLoop:
             while True:
                 with self.cond:
                     while not (self._has_input() or sched.has_work()):
-                        self.cond.wait()
+                        # idle: wake when a session's lease expires, to release its pin
+                        if not self.cond.wait(sched.cache.leases.next_deadline_in()):
+                            sched.cache.leases.expire()
                     if self.stopping:
                         break
                     inbox, self.inbox = self.inbox, []

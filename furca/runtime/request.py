@@ -121,6 +121,8 @@ class Req:
     generator: torch.Generator | None = None
     output_ids: list[int] = field(default_factory=list)
     created_at: float = field(default_factory=time.perf_counter)
+    session_id: str | None = None  # the session (furca/radix/leases.py) whose pin it moves on finishing
+    session_meta: dict | None = None  # that pin's meta_info entries (session_id, pinned_tokens, pin_refused)
 
     # scheduling state
     cached_tokens: int = 0  # prompt tokens the radix cache held at the first admission

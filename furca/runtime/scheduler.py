@@ -144,6 +144,7 @@ class Scheduler(RequestFailures):
         began, retractions = time.perf_counter(), self.stats["retractions"]
         self.last_step, self._admitted = None, []
         expired = 0
+        self.cache.leases.expire()
         if self.config.max_queue_time is not None and self.waiting:
             expired = self._expire_waiting(self.config.max_queue_time)
         self._make_room_for_decode()
@@ -151,6 +152,8 @@ class Scheduler(RequestFailures):
         if not items:
             if self.running:  # nothing fits next to what runs: give memory back, retry next step
                 self._retract(self.running[-1])
+                return True
+            if self.waiting and self.cache.leases.shed():  # a session's pin blocks the queue
                 return True
             return expired > 0
         finished = self._run(items)
@@ -254,8 +257,12 @@ class Scheduler(RequestFailures):
     def _make_room_for_decode(self) -> None:
         while self.running:
             need = sum(1 for r in self.running if r.extend_len == 1)
-            if need <= self.cache.available() or len(self.running) == 1:
+            if need <= self.cache.available():
                 return
+            if len(self.running) == 1:  # the last request outranks the sessions' pins
+                if not self.cache.leases.shed():
+                    return
+                continue
             self._retract(self.running[-1])
 
     def _schedule(self) -> list[ScheduledReq]:

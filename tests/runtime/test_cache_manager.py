@@ -46,7 +46,7 @@ def test_a_running_request_shares_its_prefix_and_a_finished_one_leaves_it_cached
     cache.cache_req(b, finished=True)  # nothing computed beyond the tree: only lock and row go
     assert a.kv.row is None and a.kv.last_node is None and (a.kv.kv_len, a.kv.tree_len) == (0, 0)
     cache.check_memory([], idle=True)
-    assert cache.counts() == {"capacity": 64, "free": 54, "tree": 10, "evictable": 10, "locked": 0}
+    assert cache.counts() == {"capacity": 64, "free": 54, "tree": 10, "evictable": 10, "locked": 0, "pinned": 0}
 
 
 def test_finishing_caches_prompt_and_output_and_frees_what_another_request_cached_first():
@@ -68,7 +68,7 @@ def test_a_failed_request_is_freed_never_cached():
     req = make_req(range(3, 15))
     compute(cache, req, 12)
     cache.free_req(req)
-    assert cache.counts() == {"capacity": 32, "free": 32, "tree": 0, "evictable": 0, "locked": 0}
+    assert cache.counts() == {"capacity": 32, "free": 32, "tree": 0, "evictable": 0, "locked": 0, "pinned": 0}
     assert req.kv.row is None
     cache.check_memory([], idle=True)
     cache.free_req(req)  # holds nothing any more: a no-op
@@ -149,4 +149,4 @@ def test_check_memory_finds_a_leaked_slot_and_a_lock_held_at_idle():
     cache.cache_req(req, finished=True)
     cache.check_memory([], idle=True)
     cache.flush()
-    assert cache.counts() == {"capacity": 32, "free": 32, "tree": 0, "evictable": 0, "locked": 0}
+    assert cache.counts() == {"capacity": 32, "free": 32, "tree": 0, "evictable": 0, "locked": 0, "pinned": 0}
