@@ -18,6 +18,7 @@ from furca.runtime.detokenizer import OutputTextState
 from furca.runtime.request import Req
 from furca.runtime.sampler import make_generator
 from furca.runtime.sampling_params import SamplingParams
+from furca.runtime.token_healing import HealedOutputText, healer_for
 
 # generation_config.json keys used as defaults when the caller leaves them out (SGLang's
 # `sampling_defaults="model"`)
@@ -161,24 +162,42 @@ def build_requests(
                 f"constrained decoding not available: request {i} sets {p.constraint[0]} "
                 "but this engine has no grammar backend"
             )
+    healer = healer_for(tokenizer)
+    plans = [None if healer is None else healer.plan(ids, p, prompt is not None) for ids, p in zip(seqs, params)]
     reqs: list[Req] = []
-    for ids, p, group_rid in zip(seqs, params, rids):
+    for ids, p, group_rid, plan in zip(seqs, params, rids, plans):
+        if plan is not None:
+            ids = list(plan.kept_ids)
         for j in range(p.n):
             index = len(reqs)
             child_rid = group_rid if p.n == 1 else f"{group_rid}-{j}"
             seed = None if p.seed is None else (p.seed + j) % 2**63
-            reqs.append(
-                Req(
-                    rid=child_rid,
-                    group_rid=group_rid,
-                    origin_input_ids=list(ids),
-                    params=p,
-                    emit=make_emit(index),
-                    stream=stream,
-                    sample_index=j,
-                    detok=OutputTextState(tokenizer, p, eos_ids=eos_ids, prompt_ids=ids),
-                    grammar=grammar_backend.create_matcher(p) if p.has_constraint else None,
-                    generator=make_generator(seed, device),
-                )
+            grammar = grammar_backend.create_matcher(p) if p.has_constraint else None
+            req = Req(
+                rid=child_rid,
+                group_rid=group_rid,
+                origin_input_ids=list(ids),
+                params=p,
+                emit=make_emit(index),
+                stream=stream,
+                sample_index=j,
+                detok=(OutputTextState(tokenizer, p, eos_ids=eos_ids, prompt_ids=ids) if plan is None else
+                       HealedOutputText(tokenizer, p, prefix_text=plan.text, eos_ids=eos_ids, prompt_ids=ids)),
+                grammar=grammar,
+                generator=make_generator(seed, device),
             )
+            if plan is not None:
+                req.grammar = healer.matcher(plan, grammar, _hand_over(req, grammar))
+            reqs.append(req)
     return reqs, is_batch or len(reqs) > 1
+
+
+def _hand_over(req: Req, grammar) -> Callable[[int], None]:
+    """Once the healing prefix is spelled: ``req``'s own grammar (or none) takes over, and
+    jump-forward never re-tokenizes the healing tokens."""
+
+    def done(_num_tokens: int) -> None:
+        req.grammar = grammar
+        req.jump.floor = max(req.jump.floor, len(req.output_ids))
+
+    return done

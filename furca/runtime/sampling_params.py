@@ -83,6 +83,9 @@ class SamplingParams:
     # schemas of a structural_tag): None = the engine's default (JSON Schema: undeclared
     # members allowed); False = declared properties only (OpenAI strict / xgrammar).
     allow_extra_properties: bool | None = None
+    # Token healing (token_healing.py): True heals the prompt's last token(s), False never;
+    # None = heal unconstrained text prompts, leave input_ids and constrained requests as given.
+    token_healing: bool | None = None
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
@@ -106,6 +109,8 @@ class SamplingParams:
                 fail(name, getattr(self, name), "true or false")
         if self.allow_extra_properties is not None and not isinstance(self.allow_extra_properties, bool):
             fail("allow_extra_properties", self.allow_extra_properties, "true, false or None")
+        if self.token_healing is not None and not isinstance(self.token_healing, bool):
+            fail("token_healing", self.token_healing, "true, false or None")
         self._check_ranges()
         self._check_constraint()
 

@@ -36,6 +36,7 @@ from furca.server.jsonout import FiniteJSONResponse
 from furca.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from furca.server.native_api import router as native_router
 from furca.server.openai_api import router as openai_router
+from furca.server.sessions_api import router as sessions_router
 from furca.server.protections import BodyLimitMiddleware, SecurityHeadersMiddleware
 from furca.server.state import ServerState
 
@@ -123,6 +124,7 @@ def create_app(engine_or_args: Any = None, *, args: ServerArgs | None = None) ->
     openapi_doc.install(app)  # the document as the server answers (no 422s)
     app.include_router(openai_router)
     app.include_router(native_router)
+    app.include_router(sessions_router)
 
     @app.get("/metrics", include_in_schema=True, response_class=PlainTextResponse)
     async def metrics(request: Request):

@@ -25,6 +25,7 @@ from furca.server import openapi_doc as doc
 from furca.server.errors import APIError, error_body, stream_error_body
 from furca.server.protocol import AbortRequest, DetokenizeRequest, GenerateRequest, TokenizeRequest
 from furca.server.redact import hide_paths
+from furca.server.sessions_api import check_session
 from furca.server.state import EngineStream, ServerState, Ticket
 from furca.server.streaming import SSE_DONE, SSEResponse, cancel_on_disconnect, sse
 
@@ -56,7 +57,7 @@ def _params(req: GenerateRequest, num: int, defaults: dict[str, Any]) -> list[Sa
     return out
 
 
-@router.post("/generate", responses={**doc.JSON_OR_SSE, **doc.NATIVE_GENERATES})
+@router.post("/generate", responses={**doc.JSON_OR_SSE, **doc.GENERATES})
 async def generate(req: GenerateRequest, request: Request):
     state = _state(request)
     state.require_engine()
@@ -79,8 +80,9 @@ async def generate(req: GenerateRequest, request: Request):
     for x, p in zip(prompts, params):
         state.check_context(len(x), p.max_new_tokens, where="prompt")
     rids = _rids(req.rid, len(prompts), is_batch)
+    check_session(state, req.session_id)
     ticket = state.admit(sum(p.n for p in params))
-    stream = await state.start(prompts, params, ticket, rids=rids)
+    stream = await state.start(prompts, params, ticket, rids=rids, session_id=req.session_id)
     if req.stream:
         return SSEResponse(_stream(stream, [len(x) for x in prompts], params), on_close=stream.aclose)
     outs = await cancel_on_disconnect(request, stream.collect())

@@ -34,7 +34,6 @@ NO_BODY: dict[int | str, dict[str, Any]] = {200: {"description": "OK (no body)"}
 # what each kind of route can answer besides its 200 (401: only with --api-key; 413: past
 # --max-request-bytes; 429: past --max-queued-requests; 503: loading, draining, engine gone)
 GENERATES = error_responses(400, 401, 404, 413, 429, 503)
-NATIVE_GENERATES = error_responses(400, 401, 413, 429, 503)
 TAKES_BODY = error_responses(400, 401, 413, 503)
 READS = error_responses(401, 503)
 READS_BY_ID = error_responses(401, 404, 503)

@@ -66,6 +66,8 @@ class NativeSamplingParams(_Model):
     json_object: bool | None = None
     structural_tag: dict[str, Any] | str | None = None
     allow_extra_properties: bool | None = None
+    token_healing: bool | None = Field(default=None, description="back up a prompt that ends inside a token "
+                                       "(null: heal an unconstrained text prompt, leave input_ids as given)")
     beam_width: bounded_int(ge=1, le=1) | None = Field(default=None, description="furca has no beam search: null or 1")
     watermark: None = Field(default=None, description="not supported: null only")
     custom_params: dict[str, Any] | None = Field(default=None, description="accepted and ignored")
@@ -89,6 +91,8 @@ class GenerateRequest(RequestBody):
     logprob_start_len: bounded_int(ge=-1, le=INT32_MAX) = -1
     top_logprobs_num: bounded_int(ge=0, le=20) = 0
     return_text_in_logprobs: bool = False
+    session_id: str | None = Field(default=None, min_length=1, max_length=256,
+                                   description="an open session (/open_session): its KV stays pinned between calls")
 
     @field_validator("text", mode="before")
     @classmethod

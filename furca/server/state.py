@@ -205,12 +205,14 @@ class ServerState:
         return self._max_token_chars
 
     async def start(self, input_ids: list[list[int]], params: list[SamplingParams], ticket: Ticket,
-                    rids: list[str] | None = None, request_rid: str | None = None) -> "EngineStream":
+                    rids: list[str] | None = None, request_rid: str | None = None,
+                    session_id: str | None = None) -> "EngineStream":
         """Submit one engine call (a prompt per entry; each expands to its params' n).
         ``rids``: one engine rid per prompt (default: fresh ones); ``request_rid``: the
         rid the client knows when it is none of them (a batch completion), so that
         `abort` of it stops them all. The rids are abortable from the moment this is
-        called (while constraints compile too) until the stream closes."""
+        called (while constraints compile too) until the stream closes. ``session_id``: the
+        open session the call belongs to (its KV stays pinned between calls)."""
         engine = self.require_engine()
         rids = rids or [uuid.uuid4().hex for _ in input_ids]
         self._track(rids, request_rid)
@@ -220,7 +222,8 @@ class ServerState:
             stream = await engine.async_generate(
                 input_ids=input_ids if batch else input_ids[0],
                 sampling_params=params if batch else params[0],
-                rid=rids if batch else rids[0], stream=True)
+                rid=rids if batch else rids[0], stream=True,
+                **({"session_id": session_id} if session_id is not None else {}))
         except BaseException:
             self._untrack(rids, request_rid)
             ticket.release()

@@ -15,6 +15,11 @@ magnitudes 16-32, which turned a greedy margin of 0.08 into a tie. Parameters ar
 uninitialised and filled by ``load_weights`` from HF-named checkpoint tensors; q/k/v
 and gate/up are fused at load time (``qkv_proj``, ``gate_up_proj``).
 
+On CPU, an fp32 model's residual adds, RMSNorms and SiLU are numba glue (``cpu_glue``:
+one call each instead of a dozen dispatched torch ops, and no casts around the
+projections: the glue writes their dtype); each layer returns ``(delta, residual)`` and
+the next norm adds them. ``glue_dtype`` is None where the torch ops run instead.
+
 Quantized weights (``quant``, a ``furca.runtime.quant.QuantPlan``): the projections are
 ``QuantLinear`` modules computing from packed weights, filled shard by shard from
 ``QuantGroups`` (a file's own codes) or float tensors the plan quantizes; an embedding
@@ -59,6 +64,7 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.weight = _param(dim, dtype=dtype, device=device)
         self.eps = eps
+        self._weight_array: tuple[int, object] | None = None  # (data_ptr, numpy view) for cpu_glue
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # fp32 statistics, cast back before the weight, exactly as HF does
@@ -121,14 +127,15 @@ class LlamaAttention(nn.Module):
                 batch: ForwardBatch) -> torch.Tensor:
         num_tokens = x.shape[0]
         num_qk_heads = self.num_heads + self.num_kv_heads
-        qkv = self.qkv_proj(x).view(num_tokens, num_qk_heads + self.num_kv_heads, self.head_dim)
+        qkv = self.qkv_proj(x).to(cos_sin[0].dtype)  # q, k, v in the activations' dtype
+        qkv = qkv.view(num_tokens, num_qk_heads + self.num_kv_heads, self.head_dim)
         qk, v = qkv[:, :num_qk_heads], qkv[:, num_qk_heads:]  # (T, H + KV, D), (T, KV, D)
         if self.q_norm is not None:
             qk = torch.cat((self.q_norm(qk[:, :self.num_heads]), self.k_norm(qk[:, self.num_heads:])), dim=1)
         qk = apply_rope(qk, *cos_sin)  # q and k heads rotated together: one pass
         q, k = qk[:, :self.num_heads], qk[:, self.num_heads:]
         out = batch.attn_backend.forward(q, k, v, self.layer_id, batch, self.scaling)
-        return self.o_proj(out.reshape(num_tokens, self.q_size))
+        return self.o_proj(out.reshape(num_tokens, self.q_size).to(x.dtype))  # in x's dtype, as qkv_proj
 
 
 class LlamaMLP(nn.Module):
@@ -141,7 +148,9 @@ class LlamaMLP(nn.Module):
         self.down_proj = projection(config.intermediate_size, (config.hidden_size,), config.mlp_bias, linear_dtype,
                                     device, quant, dtype or linear_dtype)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, glue_dtype: torch.dtype | None = None) -> torch.Tensor:
+        if glue_dtype is not None:
+            return self.down_proj(cpu_glue.silu_mul(self.gate_up_proj(x), glue_dtype))
         gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
         return self.down_proj(F.silu(gate) * up)
 
@@ -155,10 +164,15 @@ class LlamaDecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, device)
         self.mlp = LlamaMLP(config, linear_dtype, device, quant, dtype)
 
-    def forward(self, h: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor],
-                batch: ForwardBatch) -> torch.Tensor:
-        h = h + self.self_attn(self.input_layernorm(h), cos_sin, batch)
-        return h + self.mlp(self.post_attention_layernorm(h))
+    def forward(self, h: torch.Tensor, residual: torch.Tensor | None, cos_sin: tuple[torch.Tensor, torch.Tensor],
+                batch: ForwardBatch, glue_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(delta, residual)``: this layer's input is ``residual + h`` (``h`` alone for
+        the first layer), its output ``residual' + delta``; the sum is taken by the next
+        norm (one glue call with ``glue_dtype``, see ``cpu_glue``)."""
+        x, residual = self.input_layernorm.add_forward(h, residual, glue_dtype)
+        h = self.self_attn(x, cos_sin, batch)
+        x, residual = self.post_attention_layernorm.add_forward(h, residual, glue_dtype)
+        return self.mlp(x, glue_dtype), residual
 
 
 class LlamaModel(nn.Module):
@@ -194,6 +208,9 @@ class LlamaForCausalLM(nn.Module):
         self.rotary_emb = RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling,
                                           min(config.max_position_embeddings, 4096), device)
         self.model = LlamaModel(config, self.rotary_emb, dtype, linear_dtype, device, self.quant)
+        # the projections' input dtype where numba glue joins them (fp32 CPU models), else None
+        self.glue_dtype = (linear_dtype if torch.device(device).type == "cpu" and dtype == torch.float32
+                           and linear_dtype in cpu_glue.DTYPES and cpu_glue.available() else None)
         if config.tie_word_embeddings:
             self.lm_head = None
         else:
@@ -211,16 +228,19 @@ class LlamaForCausalLM(nn.Module):
         head = self.model.embed_tokens if self.lm_head is None else self.lm_head
         if isinstance(head, QuantTable):
             return head.logits(h)
-        return F.linear(h, head.weight).float()
+        return linear(h, head.weight).float()
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
         max_position = max(batch.seq_lens_cpu) - 1 if batch.seq_lens_cpu else None
         h = self.embed(input_ids)  # (T, hidden)
         cos_sin = self.rotary_emb.cos_sin(positions, h.dtype, max_position)  # once for all layers
+        glue_dtype = self.glue_dtype
+        residual = None
         for layer in self.model.layers:
-            h = layer(h, cos_sin, batch)
-        h = self.model.norm(h[batch.logits_indices])  # (N, hidden): norm is per row
+            h, residual = layer(h, residual, cos_sin, batch, glue_dtype)
+        rows = batch.logits_indices  # (N,): the norm and the head are per row
+        h, _ = self.model.norm.add_forward(h[rows], residual[rows], glue_dtype and self.dtype)
         return self.head(h)
 
     # ---------------------------------------------------------------- weights

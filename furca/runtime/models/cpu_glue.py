@@ -1,0 +1,102 @@
+"""The elementwise glue between a CPU decoder layer's matmuls, each step one numba call.
+
+On a CPU, a small batch's decode step is dominated by the number of torch ops, not by
+their arithmetic: a 576-wide RMSNorm is eight dispatched ops (~2-5 µs each), and a Llama
+layer spends more time in its norms, residual adds, dtype casts and SiLU than in its four
+quantized matmuls. Here the residual add and the RMSNorm after it are one call, and so
+are SiLU(gate) * up; both read fp32 or bf16 and write the projections' dtype directly, so
+the casts around each projection disappear too. Semantics, per row, in torch::
+
+    add_rms_norm(delta, residual, weight, eps, dtype):   # residual updated in place
+        residual += delta.float()                        # skipped when delta is None
+        return (weight * (residual * rsqrt(mean(residual^2) + eps))).to(dtype)
+    silu_mul(gate_up, dtype):
+        gate, up = gate_up.float().chunk(2, -1)
+        return (silu(gate) * up).to(dtype)
+
+which is what the torch path computes for an fp32 model (HF's RMSNorm upcasts to fp32;
+the projections' outputs are widened to fp32 before they are added or activated), up to
+the order of the fp32 sums. Rows are independent (batch-invariant).
+
+available() -> False where numba is missing (or FURCA_NO_NUMBA=1): the model then keeps
+its torch ops. numba is imported on the first
+call, and the kernels are compiled (or loaded from numba's disk cache) then.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+import numpy as np
+import torch
+
+_LOCK = threading.Lock()
+_KERNELS: list = []  # [module or None] once resolved
+DTYPES = (torch.float32, torch.bfloat16)  # what the glue reads and writes
+
+
+_NP = {torch.float32: np.float32, torch.bfloat16: np.uint16}
+
+
+def _array(t: torch.Tensor) -> np.ndarray:
+    """A contiguous CPU tensor as a numpy array (no copy): fp32 as it is, bf16 as its uint16 bits."""
+    return t.view(torch.uint16).numpy() if t.dtype == torch.bfloat16 else t.numpy()
+
+
+def _empty(shape: tuple[int, int], dtype: torch.dtype) -> tuple[torch.Tensor, np.ndarray]:
+    """A new (tensor, array) pair over the same memory."""
+    arr = np.empty(shape, _NP[dtype])
+    t = torch.from_numpy(arr)
+    return (t.view(torch.bfloat16) if dtype == torch.bfloat16 else t), arr
+
+
+def add_rms_norm(delta: torch.Tensor | None, residual: torch.Tensor, weight: np.ndarray, eps: float,
+                 dtype: torch.dtype) -> torch.Tensor:
+    """``residual`` (T, D) fp32, contiguous, updated in place; ``weight`` (D,) fp32 as an
+    array (the caller keeps it: it is read by every call); returns the normed rows in ``dtype``."""
+    out, out_arr = _empty(tuple(residual.shape), dtype)
+    res = residual.numpy()
+    _KERNELS[0].add_rms_norm_rows(res if delta is None else _array(delta.contiguous()), res, weight,
+                                  np.float32(eps), out_arr, delta is not None)
+    return out
+
+
+def silu_mul(gate_up: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``gate_up`` (T, 2I) fp32 or bf16 -> (T, I) in ``dtype``."""
+    rows, width = gate_up.shape
+    out, out_arr = _empty((rows, width // 2), dtype)
+    _KERNELS[0].silu_mul_rows(_array(gate_up.contiguous()), out_arr)
+    return out
+
+
+def available() -> bool:
+    """Whether the kernels are compiled (or loaded from numba's cache) and usable."""
+    if not _KERNELS:
+        with _LOCK:
+            if not _KERNELS:
+                _KERNELS.append(_build())
+    return _KERNELS[0] is not None
+
+
+def _build():
+    if os.environ.get("FURCA_NO_NUMBA", "") not in ("", "0"):
+        return None
+    try:
+        from furca.runtime.models import cpu_glue_kernel
+    except ImportError:  # numba missing from this install: the model keeps its torch ops
+        return None
+    try:  # compile now (or load the cached build) for fp32 and bf16 arguments
+        w = np.ones(4, np.float32)
+        for dt in (np.float32, np.uint16):
+            res = np.ones((1, 4), np.float32)
+            cpu_glue_kernel.add_rms_norm_rows(np.ones((1, 4), dt), res, w, np.float32(1e-5), np.empty((1, 4), dt),
+                                              True)
+            cpu_glue_kernel.add_rms_norm_rows(res, res, w, np.float32(1e-5), np.empty((1, 4), dt), False)
+            cpu_glue_kernel.silu_mul_rows(np.ones((1, 8), dt), np.empty((1, 4), dt))
+    except Exception as e:  # noqa: BLE001 - any compile or lowering error
+        logging.getLogger("furca").warning("CPU glue kernels unavailable (%s: %s); the model uses torch ops",
+                                           type(e).__name__, e)
+        return None
+    return cpu_glue_kernel

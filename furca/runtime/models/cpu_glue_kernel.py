@@ -1,0 +1,128 @@
+"""The numba kernels of `cpu_glue` (imported only when numba is installed).
+
+Module-level functions, so numba's on-disk cache hits in every process after the first
+(see `furca.runtime.attention.cpu_decode_kernel` for why builders defined in functions
+never hit it). Arrays are fp32 or bf16 carried as their uint16 bits: ``row_f32`` widens
+a bf16 row exactly (a bf16 is the top half of an fp32), ``put_row`` rounds an fp32 row
+to nearest even, as torch's ``.to(torch.bfloat16)`` does. Each row is computed alone, in
+a fixed order, so a row's result never depends on the other rows of the batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+# fastmath without "nnan"/"ninf": sums may be reassociated (vectorized), but an inf or NaN
+# activation propagates as torch's ops propagate it
+_FAST = {"reassoc", "contract", "arcp", "nsz"}
+
+
+def row_f32(a, t, scratch):
+    """Row ``t`` of ``a`` as fp32: the row itself, or (bf16 bits) widened into ``scratch``."""
+
+
+@overload(row_f32, inline="always")
+def _row_f32(a, t, scratch):
+    if a.dtype == types.float32:
+        return lambda a, t, scratch: a[t]
+    if a.dtype == types.uint16:
+        def widen(a, t, scratch):
+            bits = scratch.view(np.uint32)
+            row = a[t]
+            for d in range(row.shape[0]):
+                bits[d] = np.uint32(row[d]) << np.uint32(16)
+            return scratch
+        return widen
+    return None
+
+
+def put_row(out, t, src):
+    """``out[t] = src`` (an fp32 row), rounded to nearest even into a bf16 ``out``."""
+
+
+@overload(put_row, inline="always")
+def _put_row(out, t, src):
+    if out.dtype == types.float32:
+        def copy(out, t, src):
+            out[t, :] = src
+        return copy
+    if out.dtype == types.uint16:
+        def narrow(out, t, src):
+            bits = src.view(np.uint32)
+            row = out[t]
+            for d in range(row.shape[0]):
+                b = bits[d]
+                if (b & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):  # NaN stays a quiet NaN
+                    row[d] = np.uint16((b >> np.uint32(16)) | np.uint32(0x40))
+                else:
+                    row[d] = np.uint16((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1)))
+                                       >> np.uint32(16))
+        return narrow
+    return None
+
+
+@njit(nogil=True, cache=True, fastmath=_FAST, error_model="numpy")
+def add_rms_norm_rows(delta, residual, weight, eps, out, add):
+    """Per row t: ``residual[t] += delta[t]`` when ``add``; then
+    ``out[t] = weight * (residual[t] * rsqrt(mean(residual[t]^2) + eps))``."""
+    rows, dim = residual.shape
+    wide = np.empty(dim, np.float32)
+    normed = np.empty(dim, np.float32)
+    for t in range(rows):
+        res = residual[t]
+        if add:
+            dt = row_f32(delta, t, wide)
+            for d in range(dim):
+                res[d] += dt[d]
+        acc = np.float32(0.0)
+        for d in range(dim):
+            acc += res[d] * res[d]
+        r = np.float32(1.0) / np.sqrt(acc / np.float32(dim) + eps)
+        for d in range(dim):
+            normed[d] = weight[d] * (res[d] * r)
+        put_row(out, t, normed)
+
+
+@njit(inline="always", nogil=True)
+def exp_nonpositive(x, out, ebits):
+    """``out[d] = exp(x[d])`` for ``x[d] <= 0``: x = n ln2 + f (|f| <= ln2/2, ln2 in two
+    parts), a Cephes polynomial for exp(f), then n added to the exponent bits (x clamped at
+    -87 keeps 2^n normal). Unlike numba's scalar ``expf`` call, the loops vectorize."""
+    for d in range(x.shape[0]):
+        v = max(x[d], np.float32(-87.0))
+        n = np.floor(v * np.float32(1.44269504088896341) + np.float32(0.5))
+        v = v - n * np.float32(0.693359375) - n * np.float32(-2.12194440e-4)
+        z = v * v
+        y = ((((np.float32(1.9875691500e-4) * v + np.float32(1.3981999507e-3)) * v
+               + np.float32(8.3334519073e-3)) * v + np.float32(4.1665795894e-2)) * v
+             + np.float32(1.6666665459e-1)) * v + np.float32(5.0000001201e-1)
+        out[d] = y * z + v + np.float32(1.0)
+        ebits[d] = np.int32(n) << 23
+    obits = out.view(np.int32)
+    for d in range(x.shape[0]):
+        obits[d] += ebits[d]
+
+
+@njit(nogil=True, cache=True, fastmath=_FAST, error_model="numpy")
+def silu_mul_rows(gate_up, out):
+    """``out[t] = silu(gate_up[t, :I]) * gate_up[t, I:]`` with ``I = out.shape[1]``;
+    ``silu(g) = g * sigmoid(g)``, the sigmoid from ``e = exp(-|g|)``: 1 / (1 + e) for
+    g >= 0, e / (1 + e) below (no overflow either side)."""
+    rows, inner = out.shape
+    wide = np.empty(2 * inner, np.float32)
+    act = np.empty(inner, np.float32)
+    neg = np.empty(inner, np.float32)
+    e = np.empty(inner, np.float32)
+    ebits = np.empty(inner, np.int32)
+    for t in range(rows):
+        gu = row_f32(gate_up, t, wide)
+        for d in range(inner):
+            neg[d] = -abs(gu[d])
+        exp_nonpositive(neg, e, ebits)
+        for d in range(inner):
+            g = gu[d]
+            num = np.float32(1.0) if g >= np.float32(0.0) else e[d]
+            act[d] = g * num / (np.float32(1.0) + e[d]) * gu[inner + d]
+        put_row(out, t, act)
