@@ -16,6 +16,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
+from furca.runtime.cpu_math_kernel import exp_nonpositive
+
 # The kernel prefetches the K (then V) rows of the keys this far ahead: slots are
 # scattered (decode tokens interleave), so the hardware prefetcher misses them.
 _PREFETCH_AHEAD = 8
@@ -132,27 +134,15 @@ def decode_tasks(q, k_buf, v_buf, rows, kv_start, kv_len, kv_indices, scale, out
                     a0 += qg[d] * k0[d]
                 scores[g, j] = a0
             j += 1
-        # softmax per head. exp(x), x <= 0: x = n ln2 + f (|f| <= ln2/2, ln2 in two
-        # parts), a polynomial for exp(f), then n added to the exponent bits (x clamped
-        # at -87 keeps 2^n normal); unlike numba's scalar expf call, this vectorizes
+        # softmax per head, exp(x - max) vectorized (`exp_nonpositive`)
         for g in range(group):
             sg = scores[g]
             m = sg[0]
             for j in range(1, length):
                 m = max(m, sg[j])
             for j in range(length):
-                x = max(sg[j] - m, np.float32(-87.0))
-                n = np.floor(x * np.float32(1.44269504088896341) + np.float32(0.5))
-                x = x - n * np.float32(0.693359375) - n * np.float32(-2.12194440e-4)
-                z = x * x
-                y = ((((np.float32(1.9875691500e-4) * x + np.float32(1.3981999507e-3)) * x
-                       + np.float32(8.3334519073e-3)) * x + np.float32(4.1665795894e-2)) * x
-                     + np.float32(1.6666665459e-1)) * x + np.float32(5.0000001201e-1)
-                sg[j] = y * z + x + np.float32(1.0)
-                ebits[j] = np.int32(n) << 23
-            sbits = sg.view(np.int32)
-            for j in range(length):
-                sbits[j] += ebits[j]
+                sg[j] -= m
+            exp_nonpositive(sg[:length], sg[:length], ebits[:length])
             total = np.float32(0.0)
             for j in range(length):
                 total += sg[j]
