@@ -21,6 +21,7 @@ from furca.lang.backends.base import Backend, GenerateRequest, SelectRequest
 from furca.lang.chat import Message
 from furca.lang.choices import token_length_normalized
 from furca.lang.errors import ProgramError, ProgramFailedError, VariableNotSetError
+from furca.lang.program_session import ProgramSession
 from furca.lang.ir import (
     DTYPE_REGEX, DTYPE_STOPS, Argument, CommitPrefix, ConcatStates, Expr, Gen, GenParams, RoleBegin, RoleEnd,
     Select, Seq, Text, Variable, VarScopeBegin, VarScopeEnd, as_expr,
@@ -81,9 +82,12 @@ def convert_value(node: Gen, text: str) -> Any:
 
 
 class Executor:
-    def __init__(self, backend: Backend, defaults: GenParams, *, stream: bool = False, chat=None):
+    def __init__(self, backend: Backend, defaults: GenParams, *, stream: bool = False, chat=None,
+                 session: ProgramSession | None = None):
         self.sid = uuid.uuid4().hex
         self.backend = backend
+        # the run's session on the backend (its KV pinned between gens), shared with forks
+        self.session = (session or ProgramSession(backend)).acquire()
         self.defaults = defaults
         self.stream = stream
         self.chat = chat if chat is not None else backend.chat_format()
@@ -177,6 +181,7 @@ class Executor:
                 self.fail(self.error_)
             self._queue.task_done()
             self.text_event.set()
+        self.session.release()
         self.is_finished = True
         self.text_event.set()
 
@@ -213,7 +218,8 @@ class Executor:
         self.stream_var_events[name].set()
 
     def _exec_gen(self, expr: Gen) -> None:
-        request = GenerateRequest(params=resolve_params(expr, self.defaults), **self._request_fields())
+        request = GenerateRequest(params=resolve_params(expr, self.defaults), session_id=self.session.session_id(),
+                                  **self._request_fields())
         if self.stream and (request.params.n or 1) == 1:
             self._stream_gen(expr, request)
             return
@@ -299,7 +305,7 @@ class Executor:
         self.raise_if_failed()
         children = []
         for _ in range(int(size)):
-            child = Executor(self.backend, self.defaults, stream=self.stream, chat=self.chat)
+            child = Executor(self.backend, self.defaults, stream=self.stream, chat=self.chat, session=self.session)
             child.variables = dict(self.variables)
             child.meta_info = dict(self.meta_info)
             child.text_ = self.text_

@@ -66,3 +66,26 @@ def test_a_lease_expires_and_its_id_is_then_404(http):
     r = http.post("/generate", json={"text": "Expiring soon", "sampling_params": GREEDY, "session_id": sid})
     assert r.status_code == 404 and r.json()["error"]["param"] == "session_id", r.text
     assert assert_idle(http)["pinned"] == 0
+
+
+def test_runtime_endpoint_runs_a_program_in_one_session_and_closes_it(server, http):
+    import furca as sgl
+    from furca.lang.backends.runtime_endpoint import RuntimeEndpoint
+
+    @sgl.function
+    def two_turns(s):
+        s += "Q: Name a colour.\nA:" + sgl.gen("a", max_tokens=3, temperature=0)
+        s += "\nQ: Name another.\nA:" + sgl.gen("b", max_tokens=3, temperature=0)
+
+    before = _sessions(http)
+    endpoint = RuntimeEndpoint(server.url, api_key=server.api_key)
+    try:
+        state = two_turns.run(backend=endpoint)
+    finally:
+        endpoint.close()
+    a, b = state.get_meta_info("a"), state.get_meta_info("b")
+    assert a["session_id"] == b["session_id"] and a["pinned_tokens"] > 0
+    assert b["cached_tokens"] >= a["prompt_tokens"]
+    after = _sessions(http)
+    assert after["open"] == before["open"] and after["sessions_closed"] == before["sessions_closed"] + 1
+    assert_idle(http)

@@ -8,6 +8,11 @@ a backend may hand them to other threads, log them or replay them.
 Errors: a backend raises `BackendCapabilityError` for what it cannot do (naming the
 alternative), `BackendRequestError` for a failed call (with the server's message), and
 lets `FurcaError`s from an in-process engine through unchanged.
+
+Sessions (optional): a backend with ``open_session() -> str | None`` (None: no sessions
+there) and ``close_session(session_id)`` gets one session per program run
+(`furca.lang.program_session`), its id in each `GenerateRequest`, so the run's KV stays
+pinned between its calls (docs/runtime.md "Sessions").
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ class GenerateRequest:
     messages: History = ()
     open_role: str | None = None
     open_content: str = ""
+    session_id: str | None = None  # the program run's session (furca.lang.program_session), if any
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,8 @@ class LocalBackend:
     # -- Backend ------------------------------------------------------------------------
 
     def generate(self, request: GenerateRequest) -> GenerateResult:
-        out = self.engine.generate(input_ids=self.encode(request.text), sampling_params=engine_params(request.params))
+        out = self.engine.generate(input_ids=self.encode(request.text), sampling_params=engine_params(request.params),
+                                   session_id=request.session_id)
         if isinstance(out, list):
             return GenerateResult(out[0].text, out[0].meta_info, tuple(o.text for o in out),
                                   tuple(o.meta_info for o in out))
@@ -92,7 +93,8 @@ class LocalBackend:
 
     def generate_stream(self, request: GenerateRequest) -> Iterator[StreamChunk]:
         deltas = self.engine.generate(input_ids=self.encode(request.text),
-                                      sampling_params=engine_params(request.params), stream=True)
+                                      sampling_params=engine_params(request.params), stream=True,
+                                      session_id=request.session_id)
         for delta in deltas:
             yield StreamChunk(delta.text, delta.meta_info if delta.finished else None)
 
@@ -118,6 +120,13 @@ class LocalBackend:
     def cache_prefix(self, text: str) -> None:
         if text:
             self.engine.generate(input_ids=self.encode(text), sampling_params={"max_new_tokens": 0})
+
+    def open_session(self) -> str:
+        """A session of the engine for one program run (furca.lang.program_session)."""
+        return self.engine.open_session()
+
+    def close_session(self, session_id: str) -> None:
+        self.engine.close_session(session_id)
 
     def flush_cache(self) -> bool:
         return bool(self.engine.flush_cache())

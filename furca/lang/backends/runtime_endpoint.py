@@ -7,6 +7,10 @@ reports it with ``bos_token`` / ``eos_token``; null: the server renders ChatML),
 for a server that does not report it (SGLang), the tokenizer files under the reported
 ``model_path`` when that is a directory on this machine; last ChatML (with a warning).
 
+Each program run opens a server session (``/open_session``, SGLang's route; none where
+the server lacks it), sends its id with every ``gen`` and closes it at the end, so the
+run's KV stays pinned between its calls.
+
 ``select`` tokenizes through ``/tokenize`` when the server has it (furca's does), so
 each option is scored on exactly its own tokens; otherwise it asks for a few tokens
 more than the prefix and keeps the shortest run of trailing tokens that spells the
@@ -28,6 +32,7 @@ from furca.lang.errors import BackendRequestError
 logger = logging.getLogger("furca.lang")
 
 _SCORE = {"max_new_tokens": 0, "temperature": 0.0}
+_SESSION_CAPACITY = 1 << 20  # SGLang's required open_session field (furca ignores it)
 
 
 def _common_prefix_len(a: list[int], b: list[int]) -> int:
@@ -109,6 +114,7 @@ class RuntimeEndpoint:
         self._template = chat_template
         self._chat: ChatFormat | None = None
         self._can_tokenize: bool | None = None
+        self._sessions: bool | None = None  # whether the server has /open_session (None: not tried)
 
     # -- HTTP --------------------------------------------------------------------------------
 
@@ -160,6 +166,8 @@ class RuntimeEndpoint:
             if key in params:  # top-level in SGLang's API
                 body[key] = params.pop(key)
         body["sampling_params"] = params
+        if request.session_id is not None:
+            body["session_id"] = request.session_id
         return body
 
     def generate(self, request: GenerateRequest) -> GenerateResult:
@@ -265,6 +273,25 @@ class RuntimeEndpoint:
             if e.status_code == 400:
                 return False
             raise
+
+    def open_session(self) -> str | None:
+        """A server session for one program run (furca.lang.program_session): its KV stays
+        pinned between the run's calls. None, from then on, where the server has no
+        ``/open_session`` (404 or 405)."""
+        if self._sessions is False:
+            return None
+        try:
+            sid = self._post("/open_session", {"capacity_of_str_len": _SESSION_CAPACITY})
+        except BackendRequestError as e:
+            if e.status_code in (404, 405):
+                self._sessions = False
+                return None
+            raise
+        self._sessions = True
+        return sid
+
+    def close_session(self, session_id: str) -> None:
+        self._post("/close_session", {"session_id": session_id})
 
     def get_server_info(self) -> dict[str, Any]:
         try:
