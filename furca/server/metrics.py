@@ -74,6 +74,10 @@ class Metrics:
                                  "recomputed later) when the KV pool ran short", registry=r)
         self.new_token_ratio = Gauge("furca_new_token_ratio", "Fraction of max_new_tokens the scheduler "
                                      "reserves for admitted requests", registry=r)
+        self.sessions_open = Gauge("furca_sessions_open", "Sessions open (/open_session)", registry=r)
+        self.pinned_tokens = Gauge("furca_pinned_tokens", "KV tokens pinned by sessions", registry=r)
+        self.pins_refused = Gauge("furca_session_pins_refused", "Session pins refused as past --pinned-share, "
+                                  "since start", registry=r)
 
     def observe_step(self, s: Any) -> None:
         """The engine's step observer (`furca.runtime.step_stats.StepStats`); called on the
@@ -107,6 +111,10 @@ class Metrics:
         stats = info.get("stats", {})
         self.prefix_queries.set(stats.get("prompt_tokens", 0))
         self.prefix_hits.set(stats.get("cached_tokens", 0))
+        sessions = info.get("sessions", {})
+        self.sessions_open.set(sessions.get("open", 0))
+        self.pins_refused.set(sessions.get("pins_refused", 0))
+        self.pinned_tokens.set(info.get("pinned", 0))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -4,6 +4,8 @@ after close. Pinning under eviction is tests/runtime/test_sessions.py's (a small
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.conftest import wait_until
@@ -27,6 +29,9 @@ def test_a_session_pins_its_conversation_and_close_releases_it(http):
     assert meta["session_id"] == sid and meta["pin_refused"] is False
     assert meta["pinned_tokens"] == len(ids) + 2  # prompt + output but the last sampled token
     assert http.get("/server_info").json()["pinned"] >= meta["pinned_tokens"]
+    metrics = http.get("/metrics").text
+    assert float(re.search(r"^furca_pinned_tokens (\S+)$", metrics, re.M).group(1)) >= meta["pinned_tokens"]
+    assert float(re.search(r"^furca_sessions_open (\S+)$", metrics, re.M).group(1)) >= 1
     context = ids + first["output_ids"]
     second = http.post("/generate", json={"input_ids": context + ids[1:4], "sampling_params": GREEDY,
                                           "session_id": sid}).json()
