@@ -70,6 +70,30 @@ def test_silu_mul_extremes():
     torch.testing.assert_close(got, expect, rtol=1e-6, atol=1e-30, equal_nan=True)
 
 
+@pytest.mark.parametrize("rows", [1, 9])
+@pytest.mark.parametrize("in_dtype", DTYPES)
+@pytest.mark.parametrize("kv_dtype", DTYPES)
+def test_rope_qkv_matches_apply_rope(rows, in_dtype, kv_dtype):
+    from furca.runtime.models.rope import RotaryEmbedding, apply_rope
+
+    heads, kv_heads, dim = 6, 2, 16
+    g = torch.Generator().manual_seed(rows)
+    qkv = torch.randn(rows, (heads + 2 * kv_heads) * dim, generator=g).to(in_dtype)
+    rope = RotaryEmbedding(dim, 10000.0, None, 64, "cpu")
+    positions = torch.randint(0, 60, (rows,), generator=g)
+    cos, sin = rope.cos_sin(positions, torch.float32)
+    split = qkv.float().view(rows, heads + 2 * kv_heads, dim)
+    qk = apply_rope(split[:, :heads + kv_heads], cos, sin)
+
+    q, k, v = cpu_glue.rope_qkv(qkv, cos, sin, heads, kv_heads, kv_dtype)
+
+    assert q.dtype == torch.float32 and k.dtype == v.dtype == kv_dtype
+    torch.testing.assert_close(q, qk[:, :heads], rtol=1e-6, atol=1e-6)
+    tol = dict(rtol=1e-6, atol=1e-6) if kv_dtype == torch.float32 else dict(rtol=8e-3, atol=1e-2)
+    torch.testing.assert_close(k.float(), qk[:, heads:].to(kv_dtype).float(), **tol)
+    assert torch.equal(v, split[:, heads + kv_heads:].to(kv_dtype))  # v is only split and narrowed
+
+
 def test_bf16_rounding_is_round_to_nearest_even():
     # values exactly between two bf16 neighbours, and ones just off the tie
     base = torch.tensor([1.0, 1.0078125, -3.0, 65280.0]).float()

@@ -111,11 +111,16 @@ class LocalBackend:
         unconditional = None
         if getattr(request.choices_method, "requires_unconditional_logprobs", False):
             alone = [[e[1] for e in option] for option in entries]
-            outs = self.engine.generate(input_ids=alone, sampling_params={
+            alone_outs = self.engine.generate(input_ids=alone, sampling_params={
                 "max_new_tokens": 0, "return_logprob": True, "logprob_start_len": 0, "return_text_in_logprobs": True})
             # a one-token option comes back as its one [None, id, text] entry
-            unconditional = [list(o.meta_info["input_token_logprobs"]) for o in outs]
-        return decide(request.choices_method, request.choices, entries, unconditional)
+            unconditional = [list(o.meta_info["input_token_logprobs"]) for o in alone_outs]
+        decision = decide(request.choices_method, request.choices, entries, unconditional)
+        # per option: the options are submitted together, so the engine computes their
+        # shared prefix once and the others find it cached
+        usage = {"prompt_tokens": [o.meta_info.get("prompt_tokens") for o in outs],
+                 "cached_tokens": [o.meta_info.get("cached_tokens") for o in outs]}
+        return ChoicesDecision(decision.decision, {**(decision.meta_info or {}), **usage})
 
     def cache_prefix(self, text: str) -> None:
         if text:

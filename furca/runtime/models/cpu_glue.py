@@ -71,6 +71,20 @@ def silu_mul(gate_up: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return out
 
 
+def rope_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, num_heads: int, num_kv_heads: int,
+             kv_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``qkv`` (T, (H + 2 KV) * D) fp32 or bf16, ``cos``/``sin`` (T, 1, D/2) fp32 ->
+    q (T, H, D) fp32 and k, v (T, KV, D) in ``kv_dtype``, q and k rotated (``apply_rope``)."""
+    rows, width = qkv.shape
+    head_dim = width // (num_heads + 2 * num_kv_heads)
+    q = torch.empty((rows, num_heads, head_dim), dtype=torch.float32)
+    k, k_arr = _empty((rows * num_kv_heads, head_dim), kv_dtype)
+    v, v_arr = _empty((rows * num_kv_heads, head_dim), kv_dtype)
+    _KERNELS[0].rope_qkv_rows(_array(qkv.contiguous()), cos.numpy()[:, 0], sin.numpy()[:, 0], q.numpy(),
+                              k_arr, v_arr)
+    return q, k.view(rows, num_kv_heads, head_dim), v.view(rows, num_kv_heads, head_dim)
+
+
 def available() -> bool:
     """Whether the kernels are compiled (or loaded from numba's cache) and usable."""
     if not _KERNELS:
@@ -95,6 +109,9 @@ def _build():
                                               True)
             cpu_glue_kernel.add_rms_norm_rows(res, res, w, np.float32(1e-5), np.empty((1, 4), dt), False)
             cpu_glue_kernel.silu_mul_rows(np.ones((1, 8), dt), np.empty((1, 4), dt))
+            cs = np.ones((1, 2), np.float32)
+            cpu_glue_kernel.rope_qkv_rows(np.ones((1, 12), dt), cs, cs, np.empty((1, 1, 4), np.float32),
+                                          np.empty((1, 4), dt), np.empty((1, 4), dt))
     except Exception as e:  # noqa: BLE001 - any compile or lowering error
         logging.getLogger("furca").warning("CPU glue kernels unavailable (%s: %s); the model uses torch ops",
                                            type(e).__name__, e)

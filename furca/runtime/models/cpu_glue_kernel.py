@@ -108,3 +108,34 @@ def silu_mul_rows(gate_up, out):
             num = np.float32(1.0) if g >= np.float32(0.0) else e[d]
             act[d] = g * num / (np.float32(1.0) + e[d]) * gu[inner + d]
         put_row(out, t, act)
+
+
+@njit(nogil=True, cache=True, fastmath=_FAST, error_model="numpy")
+def rope_qkv_rows(qkv, cos, sin, q_out, k_out, v_out):
+    """Split each row of ``qkv`` (T, (H + 2 KV) * D) into q (T, H, D), k and v (T * KV, D),
+    rotating q and k by the row's ``cos``/``sin`` (T, D/2): for d < D/2,
+    ``x'[d] = x[d] cos - x[d + D/2] sin`` and ``x'[d + D/2] = x[d + D/2] cos + x[d] sin``
+    (HF's rotate_half form)."""
+    rows, num_heads, head_dim = q_out.shape
+    num_kv = k_out.shape[0] // rows
+    half = head_dim // 2
+    wide = np.empty(qkv.shape[1], np.float32)
+    rot = np.empty(head_dim, np.float32)
+    for t in range(rows):
+        row = row_f32(qkv, t, wide)
+        c = cos[t]
+        s = sin[t]
+        for h in range(num_heads + num_kv):
+            base = h * head_dim
+            for d in range(half):
+                x1 = row[base + d]
+                x2 = row[base + half + d]
+                rot[d] = x1 * c[d] - x2 * s[d]
+                rot[half + d] = x2 * c[d] + x1 * s[d]
+            if h < num_heads:
+                q_out[t, h, :] = rot
+            else:
+                put_row(k_out, t * num_kv + h - num_heads, rot)
+        for h in range(num_kv):
+            base = (num_heads + num_kv + h) * head_dim
+            put_row(v_out, t * num_kv + h, row[base:base + head_dim])
