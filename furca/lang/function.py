@@ -79,23 +79,41 @@ class Function:
         failed program's state re-raises its error when read; ``state.error()`` shows
         it), or with ``generator_style=True`` yields them in order as they finish.
 
-        The program's constant prefix (found by tracing) is cached once first."""
+        Cache-aware order (`furca.lang.prefix_tree`): each item is traced with its own
+        arguments, the programs are submitted in the depth-first order of their prefix
+        tree, and the shared prefixes are computed once before any program starts."""
         unknown = [k for k in sampling if k not in _SAMPLING_KEYS]
         if unknown:
             raise ProgramError(f"run_batch got unknown keyword(s) {unknown}; sampling keys: {list(_SAMPLING_KEYS)}")
         items = [self._as_kwargs(item) for item in batch_kwargs]
         be = _resolve_backend(backend)
         defaults = _defaults(**sampling)
-        if len(items) > 1:
-            self.cache(be)
+        order = self.plan_batch(items, be) if len(items) > 1 else list(range(len(items)))
         if num_threads == "auto":
             num_threads = max(96, (os.cpu_count() or 1) * 16)
         num_threads = max(1, min(int(num_threads), max(1, len(items))))
-        iterator = self._batch_iter(be, items, defaults, num_threads, progress_bar)
+        iterator = self._batch_iter(be, items, order, defaults, num_threads, progress_bar)
         return iterator if generator_style else list(iterator)
 
-    def _batch_iter(self, backend: Backend, items: list[dict], defaults: GenParams, num_threads: int,
-                    progress_bar: bool) -> Iterator[ProgramState]:
+    def plan_batch(self, items: list[dict], backend: Any = None, warm: bool = True) -> list[int]:
+        """The submission order of ``items`` (argument dicts): the DFS of their traced
+        prefixes' tree. With ``warm``, computes the shared prefixes in the backend first
+        (together: the engine computes what they share once)."""
+        from furca.lang.prefix_tree import plan_batch
+        from furca.lang.tracer import trace_program
+
+        be = _resolve_backend(backend)
+        plan = plan_batch([trace_program(self, kwargs, be).constant_prefix for kwargs in items], MIN_PRECACHE_CHARS)
+        if warm and plan.warm:
+            try:
+                with ThreadPoolExecutor(min(len(plan.warm), 32), thread_name_prefix="furca-warm") as pool:
+                    list(pool.map(be.cache_prefix, plan.warm))
+            except Exception:  # noqa: BLE001 - warming is an optimisation only
+                logger.debug("warming %s's shared prefixes failed", self.__name__, exc_info=True)
+        return list(plan.order)
+
+    def _batch_iter(self, backend: Backend, items: list[dict], order: list[int], defaults: GenParams,
+                    num_threads: int, progress_bar: bool) -> Iterator[ProgramState]:
         bar = None
         if progress_bar:
             from tqdm.auto import tqdm
@@ -113,8 +131,8 @@ class Function:
 
         try:
             with ThreadPoolExecutor(num_threads, thread_name_prefix="furca-batch") as pool:
-                futures = [pool.submit(one, kwargs) for kwargs in items]
-                for future in futures:
+                futures = {i: pool.submit(one, items[i]) for i in order}
+                for future in (futures[i] for i in range(len(items))):
                     state = future.result()
                     if state.executor.error_ is not None:
                         logger.warning("%s failed: %r", self.__name__, state.executor.error_)

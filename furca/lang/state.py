@@ -180,8 +180,8 @@ class ProgramStateGroup(ForkGroup):
 
     def join(self, mode: str = "gather_variable") -> None:
         """``gather_variable``: each variable the branches set becomes a list (one value
-        per branch) in the parent. ``concate_and_append``: the text each branch added
-        is appended to the parent, in order."""
+        per branch) in the parent, and so does its meta info. ``concate_and_append``:
+        the text each branch added is appended to the parent, in order."""
         if self.src_state is None:
             raise ProgramError("this group has no parent state to join into")
         if mode == "gather_variable":
@@ -193,6 +193,7 @@ class ProgramStateGroup(ForkGroup):
                 child.raise_if_failed()
                 for name in child.variables.keys() - before:
                     parent.variables.setdefault(name, []).append(child.variables[name])
+                    parent.meta_info.setdefault(name, []).append(child.meta_info.get(name))
         elif mode == "concate_and_append":
             self.src_state += ConcatStates(tuple(self.states))
             self.src_state.executor.sync()

@@ -11,7 +11,9 @@ a branch on a generated variable. What was recorded up to there stays valid.
 
 ``Graph.constant_prefix`` is the text every run of the program starts with (up to the
 first argument, gen or select; roles rendered by the backend's chat template).
-``run_batch`` caches it once before fanning out.
+``run_batch`` traces each item with its arguments and orders the batch by these
+prefixes (`furca.lang.prefix_tree`). ``Graph.to_svg()`` / ``to_html()`` draw the graph
+(`furca.lang.trace_view`).
 """
 
 from __future__ import annotations
@@ -114,6 +116,20 @@ class Graph:
             out.extend(f"  n{d} -> n{n.id} [style=dashed];" for d in n.deps)
         out.append("}")
         return "\n".join(out)
+
+
+    def to_svg(self, name: str = "program", state: Any = None) -> str:
+        """A self-contained SVG of the graph, shared prefixes coloured; given a run's
+        ``state``, each gen and select shows its cache hits (see `furca.lang.trace_view`)."""
+        from furca.lang.trace_view import to_svg
+
+        return to_svg(self, name, state)
+
+    def to_html(self, name: str = "program", state: Any = None) -> str:
+        """A standalone HTML page with the SVG and the text listing."""
+        from furca.lang.trace_view import to_html
+
+        return to_html(self, name, state)
 
 
 def _dot_id(name: str) -> str:

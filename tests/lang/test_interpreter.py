@@ -319,7 +319,8 @@ def test_run_batch_precaches_a_long_constant_prefix(fake):
         s += prefix + "Q: " + q + "\nA:" + sgl.gen("a")
 
     prog.run_batch([{"q": "x"}, {"q": "y"}], progress_bar=False)
-    assert fake.cached == [prefix + "Q: "]
+    # the items' shared prefix, cut back to a word boundary (where BPE splits it the same way)
+    assert fake.cached == [prefix + "Q:"]
 
 
 def test_program_errors_reach_the_caller(fake):
