@@ -45,6 +45,9 @@ class EngineConfig:
                                             "model's (default: the model's)")
     attention_backend: str = _opt("auto", "auto: triton on CUDA when installed, torch elsewhere",
                                   choices=attention_registry.config_choices())
+    deterministic: bool = _opt(False, "batch-invariant outputs: greedy and seeded sampling give bit-identical tokens "
+                                      "and logprobs whatever the batch, chunking or cache state (CPU, float "
+                                      "weights; attention_backend auto or invariant; slower, see docs/runtime.md)")
     # KV pool: exactly one of these decides its size (max_total_tokens wins)
     max_total_tokens: int | None = _opt(None, "KV pool capacity in tokens; wins over the two below (default: a "
                                               "fraction of free memory, at most max_running_requests x context)")
@@ -112,6 +115,7 @@ class EngineConfig:
         if not isinstance(self.device, str) or not self.device:
             raise ConfigError(f"device must be a string like 'cpu', 'cuda', 'cuda:1' or 'auto', got {self.device!r}")
         attention_registry.check_name(self.attention_backend)
+        _check_deterministic(self)
         positive("context_length", self.context_length)
         if self.max_total_tokens is not None:
             positive("max_total_tokens", self.max_total_tokens)
@@ -178,3 +182,21 @@ class EngineConfig:
         if unknown:
             raise ConfigError(f"unknown engine option(s) {unknown}; known: {sorted(known)}")
         return cls(**kwargs)
+
+
+def _check_deterministic(config: EngineConfig) -> None:
+    """The combinations ``deterministic=True`` supports (the loaded model is checked too:
+    `furca.runtime.batch_invariant.check_model`)."""
+    if not isinstance(config.deterministic, bool):
+        raise ConfigError(f"deterministic must be true or false, got {config.deterministic!r}")
+    if not config.deterministic:
+        return
+    if config.attention_backend not in ("auto", "invariant"):
+        raise ConfigError(f"deterministic=True computes attention with the 'invariant' backend: attention_backend "
+                          f"must be 'auto' or 'invariant', got {config.attention_backend!r}")
+    if config.quantization not in ("auto", "none"):
+        raise ConfigError(f"deterministic=True needs float weights: quantization must be 'auto' or 'none', got "
+                          f"{config.quantization!r}")
+    for name in ("dtype", "linear_dtype", "kv_cache_dtype"):
+        if getattr(config, name) == "float16":
+            raise ConfigError(f"deterministic=True supports float32 and bfloat16: {name} must not be 'float16'")

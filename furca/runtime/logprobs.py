@@ -22,15 +22,18 @@ def compute_logprobs(
     None when every entry of ``top_k_per_row`` is 0; otherwise rows with 0 get ``[]``.
     """
     logits = logits.float()
-    lse = torch.logsumexp(logits, dim=-1)
-    chosen = logits.gather(1, token_ids.view(-1, 1).long()).squeeze(1) - lse
-    chosen = torch.where(torch.isneginf(lse), torch.full_like(chosen, _NEG_INF), chosen)
+    # log_softmax reduces every row alone, in the same order for one row or 64, so a row's
+    # logprobs do not depend on the batch (deterministic engines need that bitwise);
+    # logsumexp does not: its sum over a lone row is split differently.
+    lp = torch.log_softmax(logits, dim=-1)
+    chosen = lp.gather(1, token_ids.view(-1, 1).long()).squeeze(1)
+    chosen = torch.where(torch.isneginf(logits.amax(dim=-1)), torch.full_like(chosen, _NEG_INF), chosen)
     k_max = min(max(top_k_per_row, default=0), logits.shape[-1])
     if k_max <= 0:
         return chosen, None
     rows = [i for i, k in enumerate(top_k_per_row) if k > 0]
-    vals, ids = logits[rows].topk(k_max, dim=-1)
-    vals = (vals - lse[rows, None]).tolist()
+    _, ids = logits[rows].topk(k_max, dim=-1)
+    vals = lp[rows].gather(1, ids).tolist()
     ids = ids.tolist()
     top: list[list[tuple[float, int]]] = [[] for _ in top_k_per_row]
     for j, i in enumerate(rows):

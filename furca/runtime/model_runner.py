@@ -10,6 +10,7 @@ import logging
 
 import torch
 
+from furca.runtime import batch_invariant
 from furca.runtime.attention.registry import make_attention_backend
 from furca.runtime.config import EngineConfig
 from furca.runtime.kv_cache import KVCache
@@ -72,7 +73,11 @@ class ModelRunner:
             self.kv_dtype,
             self.device,
         )
-        self.attn_backend = make_attention_backend(config.attention_backend, self.device)
+        self.deterministic = config.deterministic
+        if self.deterministic:
+            batch_invariant.check_model(model, self.device, self.kv_dtype)
+        self.attn_backend = make_attention_backend("invariant" if self.deterministic else config.attention_backend,
+                                                   self.device)
         self.bytes_per_token = bytes_per_token
         if config.log_capacity:
             logger.info(
@@ -84,4 +89,5 @@ class ModelRunner:
     def forward(self, step) -> torch.Tensor:
         """fp32 logits [rows asked for in ``step.batch.logits_indices`` (>= 1), vocab] for
         `step` (a `StepInputs`)."""
-        return self.model(step.input_ids, step.positions, step.batch)
+        with batch_invariant.mode(self.deterministic):
+            return self.model(step.input_ids, step.positions, step.batch)

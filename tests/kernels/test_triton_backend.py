@@ -80,12 +80,12 @@ def test_auto_backend_is_triton_on_cuda_and_torch_on_cpu():
 def test_registry_names_are_the_backend_modules_and_the_config_choices():
     """Every ``<name>_backend`` module is a name; EngineConfig and the CLI accept exactly
     those and "auto", and refuse anything else naming them."""
-    assert backend_names() == ("torch", "triton")
-    assert config_choices() == ("auto", "torch", "triton")
+    assert backend_names() == ("invariant", "torch", "triton")
+    assert config_choices() == ("auto", "invariant", "torch", "triton")
     assert EngineConfig.__dataclass_fields__["attention_backend"].metadata["choices"] == config_choices()
     for name in config_choices():
         assert EngineConfig(attention_backend=name).attention_backend == name
-    with pytest.raises(ConfigError, match=r"attention_backend must be 'auto', 'torch' or 'triton', got 'flash'"):
+    with pytest.raises(ConfigError, match=r"attention_backend must be 'auto', 'invariant', 'torch' or 'triton', got 'flash'"):
         EngineConfig(attention_backend="flash")
     with pytest.raises(ConfigError, match="attention_backend must be"):
         make_attention_backend("flash")

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from furca.errors import ModelLoadError
+from furca.runtime import batch_invariant
 from furca.runtime.forward_batch import ForwardBatch
 from furca.runtime.model_config import ModelConfig
 from furca.runtime.models.rope import RotaryEmbedding, apply_rope
@@ -74,7 +75,10 @@ class RMSNorm(nn.Module):
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear`` in the weight's dtype, returned in ``x``'s."""
+    """``F.linear`` in the weight's dtype, returned in ``x``'s (batch-invariant tiles
+    inside ``batch_invariant.mode(True)``: deterministic engines)."""
+    if batch_invariant.enabled():
+        return batch_invariant.linear(x, weight, bias)
     if x.dtype == weight.dtype:
         return F.linear(x, weight, bias)
     return F.linear(x.to(weight.dtype), weight, bias).to(x.dtype)
@@ -124,26 +128,18 @@ class LlamaAttention(nn.Module):
         self.rope = [rope]  # a list, so the shared module is not registered once per layer
 
     def forward(self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor],
-                batch: ForwardBatch, glue_dtype: torch.dtype | None = None) -> torch.Tensor:
+                batch: ForwardBatch) -> torch.Tensor:
         num_tokens = x.shape[0]
-        if glue_dtype is not None and self.q_norm is None:  # one glue call: split, rotate, k/v in the cache's dtype
-            kv_dtype = batch.kv_cache.dtype
-            q, k, v = cpu_glue.rope_qkv(self.qkv_proj(x), *cos_sin, self.num_heads, self.num_kv_heads,
-                                        kv_dtype if kv_dtype in cpu_glue.DTYPES else torch.float32)
-        else:
-            q, k, v = self._rotated_qkv(self.qkv_proj(x).to(cos_sin[0].dtype), num_tokens, cos_sin)
-        out = batch.attn_backend.forward(q, k, v, self.layer_id, batch, self.scaling)
-        return self.o_proj(out.reshape(num_tokens, self.q_size).to(x.dtype))  # in x's dtype, as qkv_proj
-
-    def _rotated_qkv(self, qkv: torch.Tensor, num_tokens: int, cos_sin: tuple[torch.Tensor, torch.Tensor]):
-        """q (T, H, D), k, v (T, KV, D) from the projection's rows, q and k normed (Qwen3) and rotated."""
         num_qk_heads = self.num_heads + self.num_kv_heads
+        qkv = self.qkv_proj(x).to(cos_sin[0].dtype)  # q, k, v in the activations' dtype
         qkv = qkv.view(num_tokens, num_qk_heads + self.num_kv_heads, self.head_dim)
         qk, v = qkv[:, :num_qk_heads], qkv[:, num_qk_heads:]  # (T, H + KV, D), (T, KV, D)
         if self.q_norm is not None:
             qk = torch.cat((self.q_norm(qk[:, :self.num_heads]), self.k_norm(qk[:, self.num_heads:])), dim=1)
         qk = apply_rope(qk, *cos_sin)  # q and k heads rotated together: one pass
-        return qk[:, :self.num_heads], qk[:, self.num_heads:], v
+        q, k = qk[:, :self.num_heads], qk[:, self.num_heads:]
+        out = batch.attn_backend.forward(q, k, v, self.layer_id, batch, self.scaling)
+        return self.o_proj(out.reshape(num_tokens, self.q_size).to(x.dtype))  # in x's dtype, as qkv_proj
 
 
 class LlamaMLP(nn.Module):
@@ -178,7 +174,7 @@ class LlamaDecoderLayer(nn.Module):
         the first layer), its output ``residual' + delta``; the sum is taken by the next
         norm (one glue call with ``glue_dtype``, see ``cpu_glue``)."""
         x, residual = self.input_layernorm.add_forward(h, residual, glue_dtype)
-        h = self.self_attn(x, cos_sin, batch, glue_dtype)
+        h = self.self_attn(x, cos_sin, batch)
         x, residual = self.post_attention_layernorm.add_forward(h, residual, glue_dtype)
         return self.mlp(x, glue_dtype), residual
 
