@@ -30,11 +30,18 @@ from furca.errors import InvalidRequestError
 from furca.radix.radix_cache import Node, RadixCache
 
 
+MAX_SESSIONS = 65536  # open at once: each is a few hundred bytes, a pin is bounded by the share
+
+
 class SessionError(InvalidRequestError):
     """A session id that is not open: never opened, closed, or expired (its TTL passed
-    without a call). ``param`` is ``"session_id"``."""
+    without a call), or one that cannot be opened. ``param`` is ``"session_id"``."""
 
     param = "session_id"
+
+
+class SessionLimitError(SessionError):
+    """`MAX_SESSIONS` sessions are open already."""
 
 
 @dataclass(eq=False)
@@ -82,6 +89,8 @@ class LeaseTable:
         with self._lock:
             if sid in self._sessions:
                 raise SessionError(f"session {sid!r} is already open")
+            if len(self._sessions) >= MAX_SESSIONS:
+                raise SessionLimitError(f"{MAX_SESSIONS} sessions are open; close one (or let one expire) first")
             self._sessions[sid] = Lease(sid, ttl, self.clock() + ttl)
             self.stats["sessions_opened"] += 1
         return sid
@@ -137,9 +146,11 @@ class LeaseTable:
         before). Returns the session's ``meta_info`` entries (``session_id``,
         ``pinned_tokens``: the length of the path it pins, ``pin_refused``: whether this
         pin would have passed the share, so the previous one stays), or None when the
-        session is no longer open."""
+        session is no longer open. The lease's TTL starts again (a call ended)."""
         with self._lock:
             lease = self._sessions.get(session_id)
+            if lease is not None:
+                lease.deadline = max(lease.deadline, self.clock() + lease.ttl)
         if lease is None or self.tree.disabled:
             return None if lease is None else self._meta(lease, refused=False)
         node = self.tree.match_prefix(token_ids).node

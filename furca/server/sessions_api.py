@@ -5,7 +5,7 @@ between them (furca/radix/leases.py, docs/runtime.md "Sessions").
 
 An id that is not open (never opened, closed, or expired: no call within its timeout) is
 a 404 naming ``session_id`` with code ``session_not_found``; opening an id already open
-is a 400. POST only: a cross-site GET must not change state.
+is a 400, opening past `MAX_SESSIONS` open a 503. POST only: a cross-site GET must not change state.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import asyncio
 from fastapi import APIRouter, Request, Response
 from pydantic import Field
 
-from furca.radix.leases import SessionError
+from furca.radix.leases import SessionError, SessionLimitError
 from furca.server import openapi_doc as doc
 from furca.server.errors import APIError
 from furca.server.protocol_native import Count
@@ -60,6 +60,8 @@ async def open_session(req: OpenSessionRequest, request: Request) -> str:
     engine = request.app.state.furca.require_engine()
     try:
         return engine.open_session(req.session_id, timeout=req.timeout)
+    except SessionLimitError as e:
+        raise APIError(503, str(e), code="too_many_sessions", headers={"Retry-After": "5"}) from None
     except SessionError as e:
         raise APIError(400, str(e), param="session_id", code="session_exists") from None
 

@@ -113,3 +113,21 @@ def test_bad_ids_and_timeouts_raise_session_errors():
     with pytest.raises(SessionError):
         leases.close("y")
     assert SessionError("m").param == "session_id"
+
+
+def test_past_max_sessions_open_refuses_and_a_pin_restarts_the_ttl(monkeypatch):
+    import furca.radix.leases as leases_module
+
+    tree, leases, clock = make(ttl=10.0)
+    monkeypatch.setattr(leases_module, "MAX_SESSIONS", 2)
+    a, b = leases.open(), leases.open()
+    with pytest.raises(leases_module.SessionLimitError, match="2 sessions are open"):
+        leases.open()
+    leases.close(b)
+    leases.open()
+    cache(tree, [4, 5, 6])
+    clock.now = 9.0
+    leases.pin(a, [4, 5, 6])  # a call of a ended at 9: the lease lives until 19
+    clock.now = 15.0
+    assert leases.expire() == 1  # the one opened at 0 and never called
+    leases.touch(a)

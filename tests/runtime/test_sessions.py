@@ -155,3 +155,19 @@ def test_bad_session_ids_raise_and_lose_nothing(tiny_engine_model):
         engine.close_session(sid)
         counts = engine.check_memory(idle=True)
         assert counts["free"] + counts["evictable"] == POOL and counts["locked"] == 0
+
+
+def test_flush_cache_drops_the_pins_and_keeps_the_sessions(tiny_engine_model):
+    loaded, _ = tiny_engine_model
+    rng = random.Random(6)
+    with Engine(loaded, max_total_tokens=POOL) as engine:
+        sid = engine.open_session()
+        engine.generate(input_ids=_ids(rng, 30, 3, 299), sampling_params=GREEDY, session_id=sid)
+        assert engine.get_server_info()["pinned"] == 33
+        assert engine.flush_cache()
+        counts = engine.check_memory(idle=True)
+        assert counts["free"] == POOL and counts["pinned"] == counts["locked"] == 0
+        out = engine.generate(input_ids=_ids(rng, 20, 3, 299), sampling_params=GREEDY, session_id=sid)
+        assert out.meta_info["pinned_tokens"] == 23
+        engine.close_session(sid)
+        engine.check_memory(idle=True)
