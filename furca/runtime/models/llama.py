@@ -128,18 +128,26 @@ class LlamaAttention(nn.Module):
         self.rope = [rope]  # a list, so the shared module is not registered once per layer
 
     def forward(self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor],
-                batch: ForwardBatch) -> torch.Tensor:
+                batch: ForwardBatch, glue_dtype: torch.dtype | None = None) -> torch.Tensor:
         num_tokens = x.shape[0]
+        if glue_dtype is not None and self.q_norm is None:  # one glue call: split, rotate, k/v in the cache's dtype
+            kv_dtype = batch.kv_cache.dtype
+            q, k, v = cpu_glue.rope_qkv(self.qkv_proj(x), *cos_sin, self.num_heads, self.num_kv_heads,
+                                        kv_dtype if kv_dtype in cpu_glue.DTYPES else torch.float32)
+        else:
+            q, k, v = self._rotated_qkv(self.qkv_proj(x).to(cos_sin[0].dtype), num_tokens, cos_sin)
+        out = batch.attn_backend.forward(q, k, v, self.layer_id, batch, self.scaling)
+        return self.o_proj(out.reshape(num_tokens, self.q_size).to(x.dtype))  # in x's dtype, as qkv_proj
+
+    def _rotated_qkv(self, qkv: torch.Tensor, num_tokens: int, cos_sin: tuple[torch.Tensor, torch.Tensor]):
+        """q (T, H, D), k, v (T, KV, D) from the projection's rows, q and k normed (Qwen3) and rotated."""
         num_qk_heads = self.num_heads + self.num_kv_heads
-        qkv = self.qkv_proj(x).to(cos_sin[0].dtype)  # q, k, v in the activations' dtype
         qkv = qkv.view(num_tokens, num_qk_heads + self.num_kv_heads, self.head_dim)
         qk, v = qkv[:, :num_qk_heads], qkv[:, num_qk_heads:]  # (T, H + KV, D), (T, KV, D)
         if self.q_norm is not None:
             qk = torch.cat((self.q_norm(qk[:, :self.num_heads]), self.k_norm(qk[:, self.num_heads:])), dim=1)
         qk = apply_rope(qk, *cos_sin)  # q and k heads rotated together: one pass
-        q, k = qk[:, :self.num_heads], qk[:, self.num_heads:]
-        out = batch.attn_backend.forward(q, k, v, self.layer_id, batch, self.scaling)
-        return self.o_proj(out.reshape(num_tokens, self.q_size).to(x.dtype))  # in x's dtype, as qkv_proj
+        return qk[:, :self.num_heads], qk[:, self.num_heads:], v
 
 
 class LlamaMLP(nn.Module):
@@ -174,7 +182,7 @@ class LlamaDecoderLayer(nn.Module):
         the first layer), its output ``residual' + delta``; the sum is taken by the next
         norm (one glue call with ``glue_dtype``, see ``cpu_glue``)."""
         x, residual = self.input_layernorm.add_forward(h, residual, glue_dtype)
-        h = self.self_attn(x, cos_sin, batch)
+        h = self.self_attn(x, cos_sin, batch, glue_dtype)
         x, residual = self.post_attention_layernorm.add_forward(h, residual, glue_dtype)
         return self.mlp(x, glue_dtype), residual
 
