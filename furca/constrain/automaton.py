@@ -31,6 +31,7 @@ import numpy as np
 from .closures import Closures
 from .deadline import check as check_deadline
 from .nfa import NFA
+from .rows import Rows
 from .stacks import CUT_RET, AutomatonLimit, Stacks
 from .tokenizer import TokenizerInfo
 
@@ -69,7 +70,7 @@ class LazyAutomaton:
         self._jump: dict[int, bytes] = {}
         self._steps: dict[tuple, int] = {}  # (s, data) -> step(s, data)
         self._byte_steps: dict[int, int] = {}  # s * 256 + b -> trans[s, b] of a state without a row (_step_byte)
-        self._succ: dict[tuple, int] = {}  # targets ((node, stack), ...) -> state of their closure (_expand_multi)
+        self.rows = Rows(nfa)  # computes the transition rows (expand)
         self.intern((), False)  # dead state 0
         self.expanded[0] = True
         self.cut = self.stacks.push(CUT_RET, 0)  # the context frame of abstract states (masks.py)
@@ -131,71 +132,19 @@ class LazyAutomaton:
 
     # ---- transitions ---------------------------------------------------------------
     def expand(self, s: int):
-        """Computes state s's transition row (idempotent): one closure and intern per
-        distinct successor of its byte classes."""
+        """Computes state s's transition row (idempotent; rows.Rows: one closure and intern
+        per distinct successor of its byte classes)."""
         if self.expanded[s]:
             return
         with self.lock:
             if self.expanded[s]:
                 return
             configs = self.configs[s]
-            closure, intern = self.closure, self.intern
             if len(configs) == 1:  # most states (one position in a rule): the node's template
-                n, st = configs[0]
-                st = self.byte_stack(n, st)
-                memo = {}
-                spans = []
-                for a, b, targets in (self.template(n) if st >= 0 else ()):
-                    sid = memo.get(targets)
-                    if sid is None:
-                        if len(targets) == 1:
-                            sid = intern(*closure(targets[0], st))
-                        else:
-                            sid = intern(*self.closure_of([(t, st) for t in targets]))
-                        memo[targets] = sid
-                    spans.append((a, b, sid))
-                row = self.trans[s]  # after the interning: it may have grown (reallocated) the table
-                row[:] = 0
-                for a, b, sid in spans:
-                    row[a:b] = sid
+                self.rows.single(self, s, *configs[0])
             else:
-                self._expand_multi(s, configs)
+                self.rows.multi(self, s, configs)
             self.expanded[s] = True
-
-    def _expand_multi(self, s, configs):
-        """The row of a state of several configurations: the bytes cut into runs that meet
-        the same edges of every configuration, one successor per distinct run of targets.
-        A successor is looked up by its targets first (_succ): states that converge on the
-        same configurations skip the closure and intern."""
-        edges = self.nfa.edges
-        cuts = {0, 256}
-        for n, _ in configs:
-            for lo, hi, _t in edges[n]:
-                cuts.add(lo)
-                cuts.add(hi + 1)
-        cuts = sorted(cuts)
-        pos = {c: i for i, c in enumerate(cuts)}
-        buckets = [[] for _ in range(len(cuts) - 1)]
-        for n, st in configs:
-            st = self.byte_stack(n, st)
-            if st < 0:
-                continue
-            for lo, hi, t in edges[n]:
-                for j in range(pos[lo], pos[hi + 1]):
-                    buckets[j].append((t, st))
-        succ = self._succ
-        sids = []
-        for targets in buckets:
-            if targets:
-                key = tuple(targets)
-                sid = succ.get(key)
-                if sid is None:
-                    sid = succ[key] = self.intern(*self.closure_of(targets))
-                sids.append(sid)
-            else:
-                sids.append(0)
-        lens = [b - a for a, b in zip(cuts, cuts[1:])]
-        self.trans[s] = np.repeat(np.array(sids, dtype=np.int32), np.array(lens, dtype=np.intp))
 
     def step(self, s: int, data: bytes) -> int:
         """State after consuming data from s (0 = dead), cached per (s, data) for data of
