@@ -39,6 +39,7 @@ from furca.errors import ModelLoadError
 from furca.runtime import batch_invariant
 from furca.runtime.forward_batch import ForwardBatch
 from furca.runtime.model_config import ModelConfig
+from furca.runtime.models import cpu_glue
 from furca.runtime.models.rope import RotaryEmbedding, apply_rope
 from furca.runtime.quant.groups import QuantGroups
 from furca.runtime.quant.linear import QuantLinear, QuantPlan, QuantTable, float_weight
@@ -72,6 +73,20 @@ class RMSNorm(nn.Module):
         xf = x.float()
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * xf.to(x.dtype)
+
+    def add_forward(self, delta: torch.Tensor, residual: torch.Tensor | None,
+                    glue_dtype: torch.dtype | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``residual + delta`` (``delta`` alone when ``residual`` is None) and its norm.
+        ``glue_dtype``: one ``cpu_glue`` call, the residual updated in place and the norm
+        returned in that dtype (the next projection's)."""
+        if glue_dtype is not None:
+            if self._weight_array is None or self._weight_array[0] != self.weight.data_ptr():
+                self._weight_array = (self.weight.data_ptr(), self.weight.detach().numpy())
+            if residual is None:
+                residual, delta = delta.contiguous(), None
+            return cpu_glue.add_rms_norm(delta, residual, self._weight_array[1], self.eps, glue_dtype), residual
+        residual = delta if residual is None else residual + delta
+        return self.forward(residual), residual
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
