@@ -1,6 +1,7 @@
 """Transition rows (automaton.LazyAutomaton.expand): a state of one configuration from its
 node's byte classes, a state of several from the runs of bytes that meet the same edges
-of every configuration, with successors looked up by their targets (states that
+of every configuration (a layout per tuple of NFA nodes, shared by the states on the
+same nodes with other stacks), with successors looked up by their targets (states that
 converge on the same configurations share one). Every row is checked byte by byte
 against the NFA's edges directly."""
 
@@ -56,6 +57,8 @@ def test_rows_match_the_nfa_byte_by_byte(name):
     assert len(multi) >= 5
     if name == "nested":
         assert any(len(stacks) > 1 for stacks in by_nodes.values())
+        # states on the same nodes share one byte layout (rows.Rows._layout)
+        assert set(a.rows._layouts) - {()} == set(by_nodes) and len(by_nodes) < len(multi)
     for s in expanded:
         assert a.trans[s].tolist() == reference_row(a, s), (s, a.configs[s])
 
