@@ -169,6 +169,7 @@ class Executor:
         while True:
             expr = self._queue.get()
             if expr is _DONE:
+                self.session.release()  # before task_done: a run's sync() sees its session closed
                 self._queue.task_done()
                 break
             if self.error_ is None:
@@ -181,7 +182,6 @@ class Executor:
                 self.fail(self.error_)
             self._queue.task_done()
             self.text_event.set()
-        self.session.release()
         self.is_finished = True
         self.text_event.set()
 
