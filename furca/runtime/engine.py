@@ -253,6 +253,11 @@ class Engine:
         self._loop.raise_if_closed()
         return self.scheduler.cache.leases.open(session_id, timeout)
 
+    def touch_session(self, session_id: str) -> None:
+        """Refresh ``session_id``'s lease, as a call of it does; `SessionError` when the id
+        is not open."""
+        self.scheduler.cache.leases.touch(session_id)
+
     def close_session(self, session_id: str) -> None:
         """Close a session and release its pinned KV (it stays cached, evictable).
         `SessionError` when the id is not open (never opened, closed or expired)."""
@@ -335,7 +340,7 @@ class Engine:
     def _prepare(self, prompt, input_ids, sampling_params, rid, stream, make_emit, session_id=None):
         self._loop.raise_if_closed()
         if session_id is not None:
-            self.scheduler.cache.leases.touch(session_id)
+            self.touch_session(session_id)
         reqs, as_list = build_requests(
             tokenizer=self.tokenizer, prompt=prompt, input_ids=input_ids, sampling_params=sampling_params,
             rid=rid, stream=stream, limits=self._limits, eos_ids=self.eos_token_ids,

@@ -50,7 +50,7 @@ def check_session(state: ServerState, session_id: str | None) -> None:
     if session_id is None:
         return
     try:
-        state.require_engine().scheduler.cache.leases.touch(session_id)
+        state.require_engine().touch_session(session_id)
     except SessionError as e:
         raise session_not_found(e) from None
 
