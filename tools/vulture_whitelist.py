@@ -93,3 +93,5 @@ json_object
 beam_width
 watermark
 custom_params
+capacity_of_str_len  # SGLang's /open_session fields (sessions_api.py)
+streaming
