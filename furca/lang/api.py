@@ -62,13 +62,16 @@ def gen(
     regex: str | None = None,
     json_schema: Any = None,
     grammar: str | None = None,
+    token_healing: bool | None = None,
 ) -> Expr:
     """Generate text into variable ``name``. Unset parameters come from ``run``'s.
 
     At most one constraint: ``dtype`` (int / float / bool / str; the variable holds the
     converted value), ``regex``, ``json_schema`` (a dict, JSON text or a pydantic model
     class, whose instance the variable then holds), ``grammar`` (EBNF or Lark text) or
-    ``choices`` (then this is a `select`)."""
+    ``choices`` (then this is a `select`). ``token_healing``: back up a prompt that ends
+    inside a token and make the output spell the removed text first (docs/lang.md; None:
+    the backend's default: on for the local engine and the native API, off over OpenAI)."""
     if choices is not None:
         return select(name, choices, 0.0 if temperature is None else temperature,
                       choices_method or token_length_normalized)
@@ -88,6 +91,7 @@ def gen(
         frequency_penalty=frequency_penalty, presence_penalty=presence_penalty, ignore_eos=ignore_eos,
         return_logprob=return_logprob, logprob_start_len=logprob_start_len, top_logprobs_num=top_logprobs_num,
         return_text_in_logprobs=return_text_in_logprobs, regex=regex, json_schema=schema_text, ebnf=grammar,
+        token_healing=token_healing,
     )
     return Gen(name, params, normalize_dtype(dtype), schema_class)
 

@@ -71,6 +71,7 @@ class GenParams:
     regex: str | None = None
     json_schema: str | None = None
     ebnf: str | None = None
+    token_healing: bool | None = None  # None: the backend's default (on for the local engine)
 
     def __post_init__(self) -> None:
         for name in ("stop", "stop_token_ids", "stop_regex"):

@@ -29,8 +29,11 @@ def _common_prefix_len(a: list[int], b: list[int]) -> int:
 
 def engine_params(params: GenParams) -> dict[str, Any]:
     """``GenParams`` as the engine's ``sampling_params`` dict (every key, stop_regex included,
-    is the engine's own; the engine validates them)."""
-    return params.to_dict()
+    is the engine's own; the engine validates them). Token healing is on unless the
+    program turns it off (the engine leaves input_ids unhealed by default)."""
+    d = params.to_dict()
+    d.setdefault("token_healing", True)
+    return d
 
 
 class LocalBackend:
