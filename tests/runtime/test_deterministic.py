@@ -108,11 +108,14 @@ def default_prompts() -> list[str]:
             enumerate(subjects + subjects[::-1])]
 
 
+@pytest.mark.default_model
+@pytest.mark.slow
 def test_default_model_is_batch_invariant(default_model, default_prompts):
     results = scenarios(default_model, default_prompts, n=2, chunk=3)
     assert_all_equal(results)
 
 
+@pytest.mark.default_model
 def test_default_model_differs_without_deterministic(default_model, default_prompts):
     """The comparison above is not vacuous here: without deterministic mode, batching
     changes some logprob's bits (where this CPU's products vary with the row count)."""

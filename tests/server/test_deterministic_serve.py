@@ -12,6 +12,8 @@ import pytest
 from tests.conftest import CLIENT_TIMEOUT
 from tests.server.conftest import ServerProcess, assert_idle
 
+pytestmark = pytest.mark.default_model
+
 PROMPTS = [f"Here is a fact about {s}:" for s in ("the sea", "a cat", "Paris", "rain")] + \
           [f"Write one short sentence about {s}." for s in ("chess", "bread", "the moon", "a robot")]
 
