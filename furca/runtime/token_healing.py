@@ -156,6 +156,14 @@ def wants_healing(params: SamplingParams, is_text: bool) -> bool:
     return params.token_healing
 
 
+def for_text_prompt(params: SamplingParams) -> SamplingParams:
+    """``params`` of a text prompt that its front end tokenizes itself and passes on as
+    ids (the native API): an unset ``token_healing`` resolved as for a text prompt."""
+    if params.token_healing is None and wants_healing(params, is_text=True):
+        return params.replace(token_healing=True)
+    return params
+
+
 class HealingMatcher:
     """The scheduler's grammar hook while the removed bytes are being re-spelled (see the
     module docstring, "First tokens"), over an optional grammar matcher ``inner``.

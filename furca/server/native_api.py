@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, Response
 from furca.runtime.output import StreamDelta
 from furca.runtime.request_builder import MODEL_DEFAULT_KEYS
 from furca.runtime.sampling_params import SamplingParams
+from furca.runtime.token_healing import for_text_prompt
 from furca.server import openapi_doc as doc
 from furca.server.errors import APIError, error_body, stream_error_body
 from furca.server.protocol import AbortRequest, DetokenizeRequest, GenerateRequest, TokenizeRequest
@@ -77,6 +78,8 @@ async def generate(req: GenerateRequest, request: Request):
         if not prompts or any(not x for x in prompts):
             raise APIError(400, "input_ids must be a non-empty list[int] or list[list[int]]", param="input_ids")
     params = _params(req, len(prompts), state.engine.generation_defaults)
+    if req.text is not None:  # tokenized here: token healing's default is a text prompt's
+        params = [for_text_prompt(p) for p in params]
     for x, p in zip(prompts, params):
         state.check_context(len(x), p.max_new_tokens, where="prompt")
     rids = _rids(req.rid, len(prompts), is_batch)

@@ -11,7 +11,8 @@ import pytest
 
 from furca.errors import SamplingParamsError
 from furca.runtime.sampling_params import SamplingParams
-from furca.runtime.token_healing import HealingMatcher, VocabIndex, plan_healing, wants_healing
+from furca.runtime.token_healing import (HealingMatcher, VocabIndex, for_text_prompt, plan_healing,
+                                        wants_healing)
 
 VOCAB = [None, b"T", b"he", b" url", b" is", b" http", b":", b"://", b":/", b"/", b"//", b"s",
          b" Celsius", b"x", b"\xc3", b"\xc3\xa9", b"\xc3\xa9t", b" https"]
@@ -50,6 +51,9 @@ def test_wants_healing_defaults():
     assert wants_healing(SamplingParams(token_healing=True), is_text=False)
     assert not wants_healing(SamplingParams(token_healing=False), is_text=True)
     assert not wants_healing(SamplingParams(return_logprob=True, logprob_start_len=0), is_text=True)
+    assert for_text_prompt(SamplingParams()).token_healing is True
+    assert for_text_prompt(SamplingParams(regex="a")).token_healing is None
+    assert for_text_prompt(SamplingParams(token_healing=False)).token_healing is False
     with pytest.raises(SamplingParamsError, match="token_healing"):
         SamplingParams(token_healing="yes")
 
