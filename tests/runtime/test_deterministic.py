@@ -169,3 +169,11 @@ def test_effective_config_names_the_invariant_backend(tiny_engine_model):
     with Engine(loaded, max_total_tokens=512, deterministic=True) as engine:
         eff = engine.effective_config()
     assert eff["deterministic"] is True and eff["attention_backend"] == "invariant"
+
+
+def test_a_quantized_checkpoint_is_a_config_error(tiny_gguf):
+    """quantization='auto' keeps a GGUF file's own quantization: the loaded model is
+    checked, and the error names what to change."""
+    path, _ = tiny_gguf
+    with pytest.raises(ConfigError, match=r"model is quantized \(.*\).*quantization='none'"):
+        Engine(str(path), deterministic=True, max_total_tokens=512)
