@@ -113,11 +113,10 @@ class VocabIndex:
 
 @dataclass(frozen=True)
 class HealPlan:
-    """``kept_ids`` + ``removed_ids`` is the prompt; ``prefix`` the removed tokens' bytes
-    (whole UTF-8), which the first generated tokens must spell."""
+    """``kept_ids``: the prompt less its last token(s); ``prefix``: the removed tokens'
+    bytes (whole UTF-8), which the first generated tokens must spell."""
 
     kept_ids: tuple[int, ...]
-    removed_ids: tuple[int, ...]
     prefix: bytes
 
     @property
@@ -141,7 +140,7 @@ def plan_healing(ids: Sequence[int], index: VocabIndex, max_tokens: int = MAX_HE
             data.decode("utf-8")
         except UnicodeDecodeError:
             continue
-        best = HealPlan(tuple(ids[:-k]), tuple(ids[-k:]), data)
+        best = HealPlan(tuple(ids[:-k]), data)
     return best
 
 

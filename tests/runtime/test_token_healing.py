@@ -33,13 +33,14 @@ def test_vocab_index_prefix_queries():
 def test_plan_backs_up_only_extendable_tails():
     idx = VocabIndex(VOCAB)
     plan = plan_healing(ids_of(b"T", b" url", b" is", b" http", b":"), idx)
-    assert plan.removed_ids == tuple(ids_of(b":")) and plan.text == ":"
+    assert plan.prefix == b":" and plan.text == ":"
     assert plan.kept_ids == tuple(ids_of(b"T", b" url", b" is", b" http"))
     assert plan_healing(ids_of(b"T", b" is", b" Celsius"), idx) is None  # no token extends it
     assert plan_healing(ids_of(b":"), idx) is None  # the first token is always kept
     assert plan_healing([*ids_of(b"x"), 0], idx) is None  # a special token is never backed up
     # ":" + "/" is extended by "://", so both go; "\xc3" alone is not whole UTF-8
-    assert plan_healing(ids_of(b"x", b":", b"/"), idx).removed_ids == tuple(ids_of(b":", b"/"))
+    both = plan_healing(ids_of(b"x", b":", b"/"), idx)
+    assert both.kept_ids == tuple(ids_of(b"x")) and both.prefix == b":/"
     assert plan_healing(ids_of(b"x", b"\xc3"), idx) is None
 
 
