@@ -218,8 +218,13 @@ class Executor:
         self.stream_var_events[name].set()
 
     def _exec_gen(self, expr: Gen) -> None:
-        request = GenerateRequest(params=resolve_params(expr, self.defaults), session_id=self.session.session_id(),
-                                  **self._request_fields())
+        params = resolve_params(expr, self.defaults)
+        if params.token_healing is None and self.role is not None and len(self.text_) == self.role_begin_pos:
+            # the prompt ends with the chat template's own marker, tokenized as the model saw
+            # it in training: backing up its last token ("\n" after "assistant") would let
+            # the answer start with a merged "\n\n" instead
+            params = replace(params, token_healing=False)
+        request = GenerateRequest(params=params, session_id=self.session.session_id(), **self._request_fields())
         if self.stream and (request.params.n or 1) == 1:
             self._stream_gen(expr, request)
             return

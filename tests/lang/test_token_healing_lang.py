@@ -36,3 +36,21 @@ def test_gen_heals_by_default_and_not_when_asked(engine):
     off = url.run(healing=False, backend=engine)
     assert default["rest"] == healed.text and default.text() == PROMPT + healed.text
     assert off["rest"] == plain.text
+
+
+@sgl.function
+def chat(s, question):
+    s += sgl.user(question)
+    s += sgl.assistant(sgl.gen("answer", max_tokens=4, temperature=0))
+
+
+def test_gen_right_after_the_assistant_marker_is_not_healed(engine):
+    """The template's own "...assistant\\n" is tokenized as in training: nothing is backed
+    up there (prompt_tokens is the whole prompt), though the prompt's "\\n" could merge."""
+    state = chat.run(question="What is 2+2?", backend=engine)
+    full = state.text()
+    assert state["answer"]
+    prompt = full[:full.rindex(state["answer"])]
+    ids = engine.tokenizer.encode(prompt, add_special_tokens=False)
+    assert prompt.endswith("\n")
+    assert state.get_meta_info("answer")["prompt_tokens"] == len(ids)
