@@ -344,5 +344,7 @@ def test_tool_call_chunks_carry_logprobs(http, tool_choice):
     got = [x for raw in raws for c in json.loads(raw)["choices"] if c["logprobs"] for x in c["logprobs"]["content"]]
     expected = want["choices"][0]["logprobs"]["content"]
     assert [x["token"] for x in got] == [x["token"] for x in expected]
-    assert [x["logprob"] for x in got] == pytest.approx([x["logprob"] for x in expected], abs=0.05)
+    # the streamed request finds the prompt cached, so its bf16 projections see other row
+    # counts than the first one's (docs/runtime.md: bf16 scores vary with the batch's shape)
+    assert [x["logprob"] for x in got] == pytest.approx([x["logprob"] for x in expected], abs=0.1)
     assert len(got) == want["usage"]["completion_tokens"]
