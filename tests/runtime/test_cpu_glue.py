@@ -125,3 +125,16 @@ def test_model_logits_with_and_without_glue(tiny_engine_model):
     assert outs[0]["output_ids"] == outs[1]["output_ids"]
     a, b = (np.array([e[0] for e in o["meta_info"]["output_token_logprobs"]]) for o in outs)
     np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+def test_outputs_are_64_byte_aligned():
+    """torch's int8 x bf16 matmul faults on an input only 16-byte aligned (numpy's own
+    allocations); the glue's outputs feed the projections."""
+    for dtype in DTYPES:
+        for rows in (1, 3):
+            res = torch.randn(rows, 40)
+            outs = [cpu_glue.add_rms_norm(None, res, torch.ones(40).numpy(), 1e-6, dtype),
+                    cpu_glue.silu_mul(torch.randn(rows, 80), dtype)]
+            cos_sin = torch.ones(rows, 1, 4), torch.zeros(rows, 1, 4)
+            outs += cpu_glue.rope_qkv(torch.randn(rows, 5 * 8), *cos_sin, 3, 1, dtype)
+            assert all(t.data_ptr() % 64 == 0 for t in outs)

@@ -37,19 +37,16 @@ _KERNELS: list = []  # [module or None] once resolved
 DTYPES = (torch.float32, torch.bfloat16)  # what the glue reads and writes
 
 
-_NP = {torch.float32: np.float32, torch.bfloat16: np.uint16}
-
-
 def _array(t: torch.Tensor) -> np.ndarray:
     """A contiguous CPU tensor as a numpy array (no copy): fp32 as it is, bf16 as its uint16 bits."""
     return t.view(torch.uint16).numpy() if t.dtype == torch.bfloat16 else t.numpy()
 
 
 def _empty(shape: tuple[int, int], dtype: torch.dtype) -> tuple[torch.Tensor, np.ndarray]:
-    """A new (tensor, array) pair over the same memory."""
-    arr = np.empty(shape, _NP[dtype])
-    t = torch.from_numpy(arr)
-    return (t.view(torch.bfloat16) if dtype == torch.bfloat16 else t), arr
+    """A new (tensor, array) pair over the same memory. Allocated by torch, so 64-byte
+    aligned: torch's int8 matmul faults on the 16-byte alignment of numpy's own buffers."""
+    t = torch.empty(shape, dtype=dtype)
+    return t, _array(t)
 
 
 def add_rms_norm(delta: torch.Tensor | None, residual: torch.Tensor, weight: np.ndarray, eps: float,
