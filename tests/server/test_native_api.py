@@ -33,9 +33,14 @@ def test_generate_single_and_ids(http):
     assert meta["finish_reason"] == {"type": "length", "length": 4}
     assert meta["prompt_tokens"] > 0 and "cached_tokens" in meta
     ids = http.post("/tokenize", json={"prompt": "The capital of France is"}).json()["tokens"]
-    same = http.post("/generate", json={"input_ids": ids, "sampling_params": GREEDY}).json()
+    # a text prompt heals by default (its last token " is" could grow), input_ids only on request
+    same = http.post("/generate", json={"input_ids": ids, "sampling_params": {**GREEDY, "token_healing": True}}).json()
     assert same["output_ids"] == r["output_ids"] and same["text"] == r["text"]
     assert same["meta_info"]["cached_tokens"] > 0
+    plain_text = http.post("/generate", json={"text": "The capital of France is",
+                                              "sampling_params": {**GREEDY, "token_healing": False}}).json()
+    plain_ids = http.post("/generate", json={"input_ids": ids, "sampling_params": GREEDY}).json()
+    assert plain_text["output_ids"] == plain_ids["output_ids"] and plain_text["text"] == plain_ids["text"]
 
 
 def test_generate_batch_and_n(http):

@@ -310,7 +310,8 @@ def test_logit_bias_steers_and_bans_tokens(engine):
     tok = engine.tokenizer
     assert steer.json()["choices"][0]["text"] == tok.decode([forced] * 3, skip_special_tokens=True)
     assert chat.json()["choices"][0]["message"]["content"] == tok.decode([forced] * 2, skip_special_tokens=True)
-    banned_out = engine.generate(prompt=body["prompt"], sampling_params={"max_new_tokens": 1, "temperature": 0})
+    banned_out = engine.generate(prompt=body["prompt"], sampling_params={"max_new_tokens": 1, "temperature": 0,
+                                                                         "token_healing": False})  # as the OpenAI route
     assert banned_out.output_ids[0] == greedy_first  # without the bias, greedy picks it...
     assert ban.json()["choices"][0]["text"] != tok.decode([greedy_first], skip_special_tokens=True)  # ...with it, not
     assert bad.status_code == 400 and "99999999" in bad.json()["error"]["message"], bad.text
