@@ -73,26 +73,31 @@ class Function:
         return state
 
     def run_batch(self, batch_kwargs: list[Any], *, backend: Any = None, num_threads: int | str = "auto",
-                  progress_bar: bool = True, generator_style: bool = False, **sampling: Any):
+                  progress_bar: bool = True, generator_style: bool = False, order: str = "prefix", **sampling: Any):
         """Run once per item of ``batch_kwargs`` (dicts of arguments, or tuples in the
         argument order) on a pool of threads. Returns the states in input order (a
         failed program's state re-raises its error when read; ``state.error()`` shows
         it), or with ``generator_style=True`` yields them in order as they finish.
 
-        Cache-aware order (`furca.lang.prefix_tree`): each item is traced with its own
-        arguments, the programs are submitted in the depth-first order of their prefix
-        tree, and the shared prefixes are computed once before any program starts."""
+        Cache-aware order (``order="prefix"``, `furca.lang.prefix_tree`): each item is
+        traced with its own arguments (the program's Python body runs once more per item,
+        on placeholders, until it reads a generated value), the programs are submitted in
+        the depth-first order of their prefix tree, and the shared prefixes are computed
+        once before any program starts. ``order="input"``: no tracing, submitted as given."""
+        if order not in ("prefix", "input"):
+            raise ProgramError(f"run_batch order must be 'prefix' or 'input', got {order!r}")
         unknown = [k for k in sampling if k not in _SAMPLING_KEYS]
         if unknown:
             raise ProgramError(f"run_batch got unknown keyword(s) {unknown}; sampling keys: {list(_SAMPLING_KEYS)}")
         items = [self._as_kwargs(item) for item in batch_kwargs]
         be = _resolve_backend(backend)
         defaults = _defaults(**sampling)
-        order = self.plan_batch(items, be) if len(items) > 1 else list(range(len(items)))
+        planned = order == "prefix" and len(items) > 1
+        submit_order = self.plan_batch(items, be) if planned else list(range(len(items)))
         if num_threads == "auto":
             num_threads = max(96, (os.cpu_count() or 1) * 16)
         num_threads = max(1, min(int(num_threads), max(1, len(items))))
-        iterator = self._batch_iter(be, items, order, defaults, num_threads, progress_bar)
+        iterator = self._batch_iter(be, items, submit_order, defaults, num_threads, progress_bar)
         return iterator if generator_style else list(iterator)
 
     def plan_batch(self, items: list[dict], backend: Any = None, warm: bool = True) -> list[int]:

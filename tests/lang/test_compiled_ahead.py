@@ -11,6 +11,7 @@ import pytest
 
 import furca as sgl
 from furca.lang.backends.local import LocalBackend
+from furca.lang.errors import ProgramError
 from furca.lang.prefix_tree import plan_batch
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -165,3 +166,24 @@ def test_run_batch_warms_shared_prefixes_and_submits_in_dfs_order(engine):
         shared = len(backend.encode(items[i]["topic"] + "Question"))
         assert states[i].get_meta_info("a")["cached_tokens"] >= shared - 1, (i, shared)
     assert [st["a"] for st in states] == [answer.run(**item, backend=backend)["a"] for item in items]
+
+
+def test_run_batch_order_input_runs_each_body_once(engine):
+    """The prefix-tree order traces each item: its body runs once more, up to its first
+    read of a generated value; ``order="input"`` skips the trace and keeps the input order."""
+    calls: list[str] = []
+
+    @sgl.function
+    def note(s, q):
+        calls.append(q)  # a side effect before the first gen
+        s += A + "Question " + q + ":" + sgl.gen("a", max_tokens=1, temperature=0)
+
+    items = [{"q": "one"}, {"q": "two"}, {"q": "three"}]
+    backend = LocalBackend(engine)
+    note.run_batch(items, backend=backend, num_threads=1, progress_bar=False)
+    assert sorted(calls) == sorted(["one", "two", "three"] * 2)
+    calls.clear()
+    states = note.run_batch(items, backend=backend, num_threads=1, progress_bar=False, order="input")
+    assert calls == ["one", "two", "three"] and all(st.error() is None for st in states)
+    with pytest.raises(ProgramError, match="order"):
+        note.run_batch(items, backend=backend, order="random")
