@@ -74,6 +74,9 @@ class LeaseTable:
         self.clock = clock
         self._lock = threading.Lock()
         self._sessions: dict[str, Lease] = {}
+        # no lease expires before this (a lower bound: a call only moves a deadline later),
+        # so `expire`, called every scheduler step, scans the table only when one may have
+        self._earliest = float("inf")
         self.stats = {"sessions_opened": 0, "sessions_closed": 0, "sessions_expired": 0,
                       "pins_refused": 0, "pins_shed": 0}
 
@@ -91,7 +94,8 @@ class LeaseTable:
                 raise SessionError(f"session {sid!r} is already open")
             if len(self._sessions) >= MAX_SESSIONS:
                 raise SessionLimitError(f"{MAX_SESSIONS} sessions are open; close one (or let one expire) first")
-            self._sessions[sid] = Lease(sid, ttl, self.clock() + ttl)
+            lease = self._sessions[sid] = Lease(sid, ttl, self.clock() + ttl)
+            self._earliest = min(self._earliest, lease.deadline)
             self.stats["sessions_opened"] += 1
         return sid
 
@@ -185,10 +189,13 @@ class LeaseTable:
     def expire(self) -> int:
         """Release every lease whose TTL passed; returns how many."""
         now = self.clock()
+        if now < self._earliest:
+            return 0
         with self._lock:
             gone = [s for s in self._sessions.values() if s.deadline <= now]
             for lease in gone:
                 del self._sessions[lease.session_id]
+            self._earliest = min((s.deadline for s in self._sessions.values()), default=float("inf"))
             self.stats["sessions_expired"] += len(gone)
         for lease in gone:
             self._unpin(lease)
