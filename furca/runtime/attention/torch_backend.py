@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from furca.runtime.attention.cpu_decode import get_decode
 from furca.runtime.attention.registry import register_backend
+from furca.runtime.cpu_arrays import numpy_view
 from furca.runtime.forward_batch import ForwardBatch
 
 # A decode group's fixed cost (index_selects, one SDPA call, output copy) expressed in
@@ -104,7 +105,7 @@ class TorchAttentionBackend:
         if plan.direct is not None:
             out = torch.empty((num_tokens, num_heads, head_dim), dtype=torch.float32)
             d = plan.direct
-            get_decode()(q.to(torch.float32).contiguous().numpy(), _pool_array(k_buf), _pool_array(v_buf), d.rows,
+            get_decode()(q.to(torch.float32).contiguous().numpy(), numpy_view(k_buf), numpy_view(v_buf), d.rows,
                          d.kv_start, d.kv_len, d.kv_indices, float(scaling), out.numpy())
             if plan.is_decode_only:
                 return out.to(q.dtype)
@@ -204,13 +205,6 @@ def _split_groups(decodes: list[tuple[int, int, int]]) -> list[list[tuple[int, i
     if len(parts) == 1:  # one group: keep the batch order (rows may then be a slice)
         return [decodes]
     return parts
-
-
-def _pool_array(buf: torch.Tensor) -> np.ndarray:
-    """A CPU pool for ``cpu_decode``: fp32 as it is, bf16 as its uint16 bits (no copy)."""
-    if buf.dtype == torch.bfloat16:
-        return buf.view(torch.int16).numpy().view(np.uint16)
-    return buf.numpy()
 
 
 def _make_group(part: list[tuple[int, int, int]], kv_indices: torch.Tensor, dtype: torch.dtype) -> _DecodeGroup:

@@ -32,21 +32,18 @@ import threading
 import numpy as np
 import torch
 
+from furca.runtime.cpu_arrays import numpy_view
+
 _LOCK = threading.Lock()
 _KERNELS: list = []  # [module or None] once resolved
 DTYPES = (torch.float32, torch.bfloat16)  # what the glue reads and writes
-
-
-def _array(t: torch.Tensor) -> np.ndarray:
-    """A contiguous CPU tensor as a numpy array (no copy): fp32 as it is, bf16 as its uint16 bits."""
-    return t.view(torch.uint16).numpy() if t.dtype == torch.bfloat16 else t.numpy()
 
 
 def _empty(shape: tuple[int, int], dtype: torch.dtype) -> tuple[torch.Tensor, np.ndarray]:
     """A new (tensor, array) pair over the same memory. Allocated by torch, so 64-byte
     aligned: torch's int8 matmul faults on the 16-byte alignment of numpy's own buffers."""
     t = torch.empty(shape, dtype=dtype)
-    return t, _array(t)
+    return t, numpy_view(t)
 
 
 def add_rms_norm(delta: torch.Tensor | None, residual: torch.Tensor, weight: np.ndarray, eps: float,
@@ -55,7 +52,7 @@ def add_rms_norm(delta: torch.Tensor | None, residual: torch.Tensor, weight: np.
     array (the caller keeps it: it is read by every call); returns the normed rows in ``dtype``."""
     out, out_arr = _empty(tuple(residual.shape), dtype)
     res = residual.numpy()
-    _KERNELS[0].add_rms_norm_rows(res if delta is None else _array(delta.contiguous()), res, weight,
+    _KERNELS[0].add_rms_norm_rows(res if delta is None else numpy_view(delta.contiguous()), res, weight,
                                   np.float32(eps), out_arr, delta is not None)
     return out
 
@@ -64,7 +61,7 @@ def silu_mul(gate_up: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``gate_up`` (T, 2I) fp32 or bf16 -> (T, I) in ``dtype``."""
     rows, width = gate_up.shape
     out, out_arr = _empty((rows, width // 2), dtype)
-    _KERNELS[0].silu_mul_rows(_array(gate_up.contiguous()), out_arr)
+    _KERNELS[0].silu_mul_rows(numpy_view(gate_up.contiguous()), out_arr)
     return out
 
 
@@ -77,7 +74,7 @@ def rope_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, num_heads:
     q = torch.empty((rows, num_heads, head_dim), dtype=torch.float32)
     k, k_arr = _empty((rows * num_kv_heads, head_dim), kv_dtype)
     v, v_arr = _empty((rows * num_kv_heads, head_dim), kv_dtype)
-    _KERNELS[0].rope_qkv_rows(_array(qkv.contiguous()), cos.numpy()[:, 0], sin.numpy()[:, 0], q.numpy(),
+    _KERNELS[0].rope_qkv_rows(numpy_view(qkv.contiguous()), cos.numpy()[:, 0], sin.numpy()[:, 0], q.numpy(),
                               k_arr, v_arr)
     return q, k.view(rows, num_kv_heads, head_dim), v.view(rows, num_kv_heads, head_dim)
 
