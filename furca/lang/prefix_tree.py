@@ -19,6 +19,7 @@ shared prefix keeps its order); ``warm`` lists texts in the order the DFS reache
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -32,14 +33,6 @@ class _Node:
     count: int = 0  # programs in this subtree
 
 
-def _common_len(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
 def _insert(root: _Node, text: str, item: int) -> None:
     node, pos = root, 0
     node.count += 1
@@ -48,7 +41,7 @@ def _insert(root: _Node, text: str, item: int) -> None:
         if child is None:
             node.children[text[pos]] = _Node(text[pos:], len(text), [item], {}, 1)
             return
-        shared = _common_len(child.edge, text[pos:])
+        shared = len(os.path.commonprefix([child.edge, text[pos:]]))
         if shared < len(child.edge):  # split the edge where the texts part
             head = _Node(child.edge[:shared], child.depth - len(child.edge) + shared, [], {}, child.count)
             child.edge = child.edge[shared:]

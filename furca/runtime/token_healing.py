@@ -282,7 +282,8 @@ class HealedOutputText(OutputTextState):
 
 class TokenHealer:
     """Per engine: plans healing for prompts and builds the request parts that carry it.
-    The vocabulary index is built on first use (tens of ms for a 50k vocabulary)."""
+    The vocabulary index is built on first use (~1 s for a 50k vocabulary, mostly parsing
+    the tokenizer JSON; once per process and tokenizer)."""
 
     def __init__(self, tokenizer: Any, max_tokens: int = MAX_HEAL_TOKENS):
         self.tokenizer = tokenizer
