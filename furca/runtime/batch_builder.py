@@ -26,6 +26,7 @@ class ScheduledReq:
     logit_positions: list[int] = field(default_factory=list)  # absolute positions, ascending
     samples: bool = False  # the row of position start + num_new - 1 picks the next token
     logit_offset: int = 0  # first row of this request in the step's logits
+    draft: list[int] = field(default_factory=list)  # speculative tokens after fill (furca/runtime/speculative)
 
     @property
     def end(self) -> int:
@@ -33,13 +34,17 @@ class ScheduledReq:
 
     @property
     def is_prefill(self) -> bool:
-        return self.start < self.req.prompt_len or self.num_new > 1
+        return self.start < self.req.prompt_len or self.num_new - len(self.draft) > 1
 
 
 def plan_logits(item: ScheduledReq) -> None:
-    """Fill `item.logit_positions` and `item.samples`."""
+    """Fill `item.logit_positions` and `item.samples`. An item with a draft (a decoding
+    request's last token + its draft tokens) gets every one of its rows."""
     req, start, end = item.req, item.start, item.end
-    item.samples = end == req.fill_len and req.remaining_new_tokens > 0 and not req.is_finished
+    item.samples = end - len(item.draft) == req.fill_len and req.remaining_new_tokens > 0 and not req.is_finished
+    if item.draft:
+        item.logit_positions = list(range(start, end))
+        return
     positions: list[int] = []
     if req.wants_prompt_logprobs and len(req.logprobs.input_tokens) < req.num_prompt_logprobs:
         # logits at position q score prompt token q + 1, for q + 1 in [logprob_start_len, L)
@@ -72,7 +77,8 @@ def build_step(items: list[ScheduledReq], req_to_token: torch.Tensor, kv_cache, 
     row_base = 0
     for item in items:
         req = item.req
-        ids.extend(req.tokens(item.start, item.end))
+        ids.extend(req.tokens(item.start, item.end - len(item.draft)))
+        ids.extend(item.draft)
         positions.extend(range(item.start, item.end))
         kv = req_to_token[req.kv.row, : item.end]
         kv_parts.append(kv)

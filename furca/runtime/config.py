@@ -16,6 +16,7 @@ from furca.runtime.attention import registry as attention_registry
 _DTYPES = ("auto", "float32", "float16", "bfloat16")
 _POLICIES = ("lpm", "fcfs")
 _QUANTIZATIONS = ("auto", "none", "int8", "int4", "fp8")
+_SPEC_ALGORITHMS = ("ngram",)
 
 
 def _opt(default: Any, help: str, **cli: Any) -> Any:
@@ -89,6 +90,14 @@ class EngineConfig:
                              flag="--disable-early-masks")
     mask_wait_ms: float = _opt(2.0, "with overlap_masks, how long a step waits after its forward pass for a "
                                     "grammar mask; a request whose mask is later samples one step later")
+    # speculative decoding (furca/runtime/speculative): drafts verified in one extend pass
+    speculative_algorithm: str | None = _opt(None, "ngram: draft tokens from the longest suffix match of each request's "
+                                                   "own tokens (prompt lookup), verified by the model in one pass "
+                                                   "(default: none, one token per step)", choices=_SPEC_ALGORITHMS)
+    speculative_num_draft_tokens: int = _opt(6, "most draft tokens per request and step (each request's draft length "
+                                                "adapts below it to its acceptance)")
+    speculative_ngram_min: int = _opt(1, "ngram drafting: the shortest suffix match that proposes a draft")
+    speculative_ngram_max: int = _opt(4, "ngram drafting: the longest suffix match tried (longest first)")
     # sampling / misc
     random_seed: int | None = _opt(None, "seed torch's global generator (what requests without a seed draw "
                                          "from) at start")
@@ -161,6 +170,7 @@ class EngineConfig:
         w = self.mask_wait_ms
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
             raise ConfigError(f"mask_wait_ms must be a number of milliseconds >= 0, got {w!r}")
+        _check_speculative(self)
         if self.random_seed is not None and not isinstance(self.random_seed, int):
             raise ConfigError(f"random_seed must be an int, got {self.random_seed!r}")
         if not isinstance(self.decode_log_interval, int) or self.decode_log_interval < 0:
@@ -182,6 +192,19 @@ class EngineConfig:
         if unknown:
             raise ConfigError(f"unknown engine option(s) {unknown}; known: {sorted(known)}")
         return cls(**kwargs)
+
+
+def _check_speculative(config: EngineConfig) -> None:
+    if config.speculative_algorithm is not None and config.speculative_algorithm not in _SPEC_ALGORITHMS:
+        raise ConfigError(f"speculative_algorithm must be one of {_SPEC_ALGORITHMS} or None, got "
+                          f"{config.speculative_algorithm!r}")
+    for name in ("speculative_num_draft_tokens", "speculative_ngram_min", "speculative_ngram_max"):
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{name} must be a positive int, got {value!r}")
+    if config.speculative_ngram_min > config.speculative_ngram_max:
+        raise ConfigError(f"speculative_ngram_min ({config.speculative_ngram_min}) must not exceed "
+                          f"speculative_ngram_max ({config.speculative_ngram_max})")
 
 
 def _check_deterministic(config: EngineConfig) -> None:

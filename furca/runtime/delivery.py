@@ -117,6 +117,8 @@ class Delivery:
         meta["e2e_latency"] = req.e2e_latency
         if req.session_meta is not None:
             meta.update(req.session_meta)
+        if req.spec is not None:
+            meta.update(req.spec.meta_info())
         if req.grammar is not None:
             meta["jump_forward_tokens"] = req.jump.forced_tokens
             meta["jump_forward_retokenized"] = req.jump.dropped_tokens

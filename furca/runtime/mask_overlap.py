@@ -139,6 +139,14 @@ class MaskFiller:
         if self.early:
             self._submit(req, True)
 
+    def discard(self, req: Req) -> None:
+        """Wait for ``req``'s fill in flight, if any, and forget it: the caller is about to
+        move its matcher (speculative drafting checks draft tokens with it)."""
+        job = self._jobs.pop(req, None)
+        if job is not None:
+            with self._cond:
+                self._cond.wait_for(lambda: job.done)
+
     def _submit(self, req: Req, early: bool) -> None:
         if req.grammar is not None and req not in self._jobs:
             job = self._jobs[req] = _Job(req, self.words, self._cond, early)

@@ -60,6 +60,7 @@ class Postprocessor(Delivery):
         self.eos_ids = tuple(eos_ids)
         self.device = device
         self.jump_forward = None  # a JumpForward (jump_forward.py) when enabled; set by the scheduler
+        self.speculative = None  # a Speculator (furca/runtime/speculative) when enabled; set by the scheduler
         self.faults = None  # a FaultInjector (faults.py) in tests; set by the scheduler
         self.masks = MaskFiller(0, overlap=False)  # the scheduler installs one of the model's width
         self.late: list[Req] = []  # this step's requests whose mask was late (they sample next step)
@@ -75,6 +76,7 @@ class Postprocessor(Delivery):
         finished: list[Req] = []
         failed: list[Failure] = []
         sampling: list[ScheduledReq] = []
+        drafted: list[ScheduledReq] = []
         self.late, self.times, self._accept_s = [], None, 0.0
         for item in step.items:
             req = item.req
@@ -86,7 +88,7 @@ class Postprocessor(Delivery):
                     self._stage = "forced-token logprobs"
                     self._forced_logprobs(item, logits)
                 if item.samples:
-                    sampling.append(item)
+                    (drafted if item.draft else sampling).append(item)
                 elif req.is_finished:
                     if req.kv.kv_len == req.fill_len:  # its forced tokens are scored: deliver it now
                         finished.append(req)
@@ -99,7 +101,18 @@ class Postprocessor(Delivery):
                 failed.append(self._failure(req, self._stage, e))
         if sampling:
             finished.extend(self._sample(sampling, logits, failed))
+        if drafted:
+            finished.extend(self.speculative.verify(self, drafted, logits, failed))
         return finished, failed
+
+    def mask_row_(self, req: Req, x: torch.Tensor) -> None:
+        """Mask row ``x`` (``[1, V]``) with ``req``'s matcher's current mask, filled now on
+        this thread (speculative verification: the matcher moves between its rows)."""
+        bitmask = torch.full((1, self.masks.words), -1, dtype=torch.int32)
+        if self.faults is not None:
+            self.faults.check("grammar", req)
+        req.grammar.fill_bitmask(bitmask, 0)
+        mask_logits_(x, bitmask, [0])
 
     def _failure(self, req: Req, stage: str, exc: Exception) -> Failure:
         if is_fatal(exc):

@@ -134,6 +134,7 @@ class Req:
     logprobs: LogprobState = field(default_factory=LogprobState)
     stream_buf: StreamBuffer = field(default_factory=StreamBuffer)
     jump: JumpState = field(default_factory=JumpState)
+    spec: Any = None  # speculative decoding's SpecState (furca/runtime/speculative/state.py), when it drafts
 
     # -- token views -------------------------------------------------------------------
 

@@ -287,6 +287,14 @@ def _apply_penalties(logits: torch.Tensor, b: SamplingBatch) -> None:
 
 def _sample_from(x: torch.Tensor, b: SamplingBatch) -> torch.Tensor:
     """One draw per row from softmax(x) after top-k, top-p, min-p. ``x``: [S, V], owned."""
+    return _inverse_cdf(filtered_probs(x, b), _uniforms(b.generators_s, x.device))
+
+
+def filtered_probs(x: torch.Tensor, b: SamplingBatch) -> torch.Tensor:
+    """The distribution a sampled row draws from: softmax(x) after top-k, top-p and min-p
+    (not renormalised after min-p). ``x``: the sampled rows' penalised logits divided by
+    their temperatures, [S, V], owned (overwritten). Speculative verification
+    (furca/runtime/speculative/rejection.py) accepts draft tokens against it."""
     if b.top_ks_s is not None or b.top_ps_s is not None:
         if b.top_k_max is not None:  # every row has a top-k: only its k_max best can survive
             sorted_x, order = x.topk(b.top_k_max, dim=-1, sorted=True)
@@ -304,7 +312,7 @@ def _sample_from(x: torch.Tensor, b: SamplingBatch) -> torch.Tensor:
     probs = x.softmax(dim=-1)
     if b.min_ps_s is not None:
         probs.masked_fill_(probs < probs.amax(dim=-1, keepdim=True) * b.min_ps_s, 0.0)
-    return _inverse_cdf(probs, _uniforms(b.generators_s, x.device))
+    return probs
 
 
 def _inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:

@@ -59,6 +59,7 @@ class Scheduler(RequestFailures):
                                      wait_s=config.mask_wait_ms / 1e3, early=config.early_masks)
         if config.enable_jump_forward:
             self.post.jump_forward = JumpForward(tokenizer, runner.vocab_size)
+        self.spec = None  # a Speculator (furca/runtime/speculative) with speculative_algorithm
         self.waiting: list[Req] = []
         self.running: list[Req] = []
         self.live: set[Req] = set()  # every request not yet given its final result
@@ -68,6 +69,12 @@ class Scheduler(RequestFailures):
         self.faults = None  # a FaultInjector (faults.py) in tests; `set_faults`
         self.last_step: StepStats | None = None  # of the last step that ran a forward pass
         self._admitted: list[tuple[int, int]] = []  # (prompt, cached) of first admissions this step
+        if config.speculative_algorithm == "ngram":
+            from furca.runtime.speculative import Speculator
+
+            self.spec = self.post.speculative = Speculator(
+                config.speculative_num_draft_tokens, config.speculative_ngram_min, config.speculative_ngram_max,
+                runner.vocab_size, self.stats)
 
     # -- requests in and out ---------------------------------------------------------------
 
@@ -156,9 +163,14 @@ class Scheduler(RequestFailures):
             if self.waiting and self.cache.leases.shed():  # a session's pin blocks the queue
                 return True
             return expired > 0
+        if self.spec is not None:  # drafts for decoding requests, in the free KV slots left
+            self.spec.propose(items, self.cache.available() - sum(it.num_new for it in items),
+                              self.cache.table.shape[1], self.post.masks)
         finished = self._run(items)
         self.stats["steps"] += 1
         generated = sum(1 for it in items if it.samples) - len(self.post.late)
+        if self.spec is not None:
+            generated += self.spec.step_extra
         self.stats["generated_tokens"] += generated
         if all(not it.is_prefill for it in items):
             self.new_token_ratio = max(
@@ -198,7 +210,7 @@ class Scheduler(RequestFailures):
                 self.faults.check("forward", [it.req for it in items])
             step = build_step(items, self.cache.table, self.runner.kv_cache, self.runner.attn_backend,
                               self.runner.device)
-            self.post.masks.start([it.req for it in step.items if it.samples])
+            self.post.masks.start([it.req for it in step.items if it.samples and not it.draft])
             return step, self.runner.forward(step)
         except BaseException:
             self.cache.free(slots)
