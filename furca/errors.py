@@ -59,3 +59,9 @@ class RequestFailedError(FurcaError, RuntimeError):
 class QueueTimeoutError(FurcaError):
     """The request waited longer than the engine's ``max_queue_time`` to be admitted and
     was dropped before it ran (the server answers 503 with Retry-After)."""
+
+
+class TensorParallelError(FurcaError, RuntimeError):
+    """A tensor-parallel rank died, failed to start, or a collective between the ranks
+    failed. The ranks' state can no longer be kept in step: the engine closes (every
+    pending request fails with `EngineClosedError` whose cause is this error)."""

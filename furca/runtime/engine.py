@@ -81,6 +81,13 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def _stop(loop: SchedulerLoop, tp) -> None:
+    """Stop the scheduler thread, then (no forward pass running any more) the workers."""
+    loop.stop()
+    if tp is not None:
+        tp.close()
+
+
 def _resolve_device(name: str) -> str:
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -101,8 +108,16 @@ class Engine:
 
     def __init__(self, model: Any = None, *, grammar_backend: Any = None, **config: Any):
         self.config = EngineConfig.from_kwargs(**config)
-        in_short_lived_thread(lambda: self._set_up(model, grammar_backend))
+        self._tp = None  # a TensorParallelGroup when tp_size > 1 (furca/runtime/distributed)
+        try:
+            in_short_lived_thread(lambda: self._set_up(model, grammar_backend))
+        except BaseException:
+            if self._tp is not None:
+                self._tp.close()
+            raise
         self._loop = SchedulerLoop(self.scheduler, self.config.check_memory)
+        if self._tp is not None:
+            self._tp.watch(self._loop.fail)
         faults = FaultInjector.from_env()  # tests only: FURCA_FAULT_INJECT
         if faults is not None:
             logger.warning("fault injection is on (%s=%s): %r", FAULTS_ENV_VAR, os.environ[FAULTS_ENV_VAR], faults)
@@ -111,7 +126,7 @@ class Engine:
             self._loop.add_observer(StepLog(self.config.decode_log_interval, logger))
         self._loop.thread.start()
         # an engine nobody references stops its thread (the thread holds the loop, not self)
-        self._finalizer = weakref.finalize(self, self._loop.stop, False)
+        self._finalizer = weakref.finalize(self, _stop, self._loop, self._tp)
 
     def _set_up(self, model: Any, grammar_backend: Any) -> None:
         """Load the model, size the KV pool, build the scheduler (off the caller's thread)."""
@@ -131,7 +146,10 @@ class Engine:
         self.eos_token_ids = list(self.tokenizer.eos_token_ids)
         if self.config.random_seed is not None:  # the generator unseeded requests draw from
             torch.manual_seed(self.config.random_seed)
-        runner = ModelRunner(loaded.model, loaded.config, self.config, ctx)
+        if self._tp is None:
+            runner = ModelRunner(loaded.model, loaded.config, self.config, ctx)
+        else:
+            runner = self._tp.make_runner(loaded, self.config, ctx)
         cache = CacheManager(runner.capacity, self.config.max_running_requests, ctx, runner.device,
                              radix=not self.config.disable_radix_cache, pinned_share=self.config.pinned_share,
                              session_ttl=self.config.session_ttl)
@@ -147,6 +165,8 @@ class Engine:
 
     def _load(self, model: Any):
         if model is not None and hasattr(model, "model") and hasattr(model, "tokenizer"):
+            if self.config.tp_size > 1:
+                raise ConfigError("tp_size > 1 loads the model in every rank: pass a model path, not a LoadedModel")
             return model
         from furca.runtime.loader import load_model
 
@@ -155,9 +175,14 @@ class Engine:
         if linear_dtype != dtype:
             logger.info("linear projections (and by default the KV cache) in %s, the rest in %s; "
                         "dtype='float32' runs all in fp32", linear_dtype, dtype)
-        return load_model(None if model is None else Path(model), dtype=dtype, device=device,
-                          linear_dtype=linear_dtype, quantization=self.config.quantization,
-                          quantization_group_size=self.config.quantization_group_size)
+        load_args = dict(dtype=dtype, linear_dtype=linear_dtype, quantization=self.config.quantization,
+                         quantization_group_size=self.config.quantization_group_size)
+        if self.config.tp_size > 1:
+            from furca.runtime.distributed.launch import TensorParallelGroup
+
+            self._tp = TensorParallelGroup(self.config.tp_size, device)
+            return self._tp.start(None if model is None else Path(model), load_args, self.config)
+        return load_model(None if model is None else Path(model), device=device, **load_args)
 
     # -- public API ------------------------------------------------------------------------
 
@@ -311,8 +336,9 @@ class Engine:
         return out
 
     def shutdown(self) -> None:
-        """Stop the scheduler thread; pending requests get EngineClosedError. Idempotent."""
-        self._loop.stop()
+        """Stop the scheduler thread (and the tensor-parallel workers); pending requests get
+        EngineClosedError. Idempotent."""
+        _stop(self._loop, self._tp)
 
     def __enter__(self) -> "Engine":
         return self

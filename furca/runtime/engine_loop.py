@@ -135,6 +135,16 @@ class SchedulerLoop:
         if join:
             self.join()
 
+    def fail(self, error: BaseException) -> None:
+        """End the thread as a fatal error inside a step would: ``error`` becomes the
+        crash every pending request and later call is told about (any thread)."""
+        with self.cond:
+            if self.closed or self.stopping:
+                return
+            self.error = error
+            self.stopping = True
+            self.cond.notify()
+
     def join(self, timeout: float | None = None) -> None:
         """Wait for the thread to end (never from the thread itself, nor before it started)."""
         if threading.current_thread() is not self.thread and self.thread.is_alive():

@@ -5,7 +5,8 @@ Per-request work (logprobs, the grammar matcher, detokenizing and stop checks,
 jump-forward, building outputs) is guarded request by request; batched work (the model
 forward, sampling) that raises is retried request by request so only the culprit fails.
 An exception fails its request unless `is_fatal` says it means shared state may be
-broken: KV accounting, the radix tree, the device, the interpreter itself. Those, and
+broken: KV accounting, the radix tree, the device, the interpreter itself, the
+tensor-parallel ranks' lockstep. Those, and
 any exception raised outside the guarded regions (admission, slot allocation, KV
 release and caching, the retry path), end the scheduler thread.
 """
@@ -17,7 +18,7 @@ import time
 
 import torch
 
-from furca.errors import QueueTimeoutError, RequestFailedError
+from furca.errors import QueueTimeoutError, RequestFailedError, TensorParallelError
 from furca.radix.radix_cache import RadixCacheError
 from furca.runtime.memory import MemoryAccountingError
 from furca.runtime.output import finish_abort
@@ -25,7 +26,7 @@ from furca.runtime.request import Req
 
 logger = logging.getLogger("furca")
 
-_FATAL = (MemoryAccountingError, RadixCacheError, MemoryError)
+_FATAL = (MemoryAccountingError, RadixCacheError, MemoryError, TensorParallelError)
 _ACCELERATOR_ERROR = getattr(torch, "AcceleratorError", None)  # torch >= 2.8: CUDA errors
 
 

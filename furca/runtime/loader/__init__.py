@@ -49,7 +49,7 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
 
 def load_model(path: str | Path | None = None, *, dtype: str | torch.dtype = "float32",
                device: str | torch.device = "cpu", linear_dtype: str | torch.dtype | None = None,
-               quantization: str = "none", quantization_group_size: int = 32) -> LoadedModel:
+               quantization: str = "none", quantization_group_size: int = 32, tp=None) -> LoadedModel:
     """Load weights, config and tokenizer. ``linear_dtype`` (None = ``dtype``): the linear
     layers' and LM head's dtype (see ``furca.runtime.models.llama``). ``quantization``:
     "none" (float weights: quantized files are dequantized), "int8" / "int4" (the
@@ -58,11 +58,13 @@ def load_model(path: str | Path | None = None, *, dtype: str | torch.dtype = "fl
     checkpoint); see docs/quantization.md. Raises
     ``ModelLoadError`` (missing path, unreadable files, missing tensors) or
     ``UnsupportedModelError`` (architecture). Runs in a short-lived thread, so the
-    caller's thread keeps no OpenMP pool (``furca.runtime.threads``)."""
+    caller's thread keeps no OpenMP pool (``furca.runtime.threads``). ``tp`` (a
+    ``furca.runtime.distributed.TPShard``): load only that tensor-parallel rank's part;
+    ``LoadedModel.config`` stays the full model's."""
     plan = _plan(quantization, quantization_group_size)
     if plan.method == "fp8" and torch.device(device).type != "cuda":
         raise ConfigError("quantization='fp8' runs on CUDA only (Triton fp8 kernels, sm_89 or newer)")
-    return in_short_lived_thread(lambda: _load_model(path, dtype, device, linear_dtype, plan))
+    return in_short_lived_thread(lambda: _load_model(path, dtype, device, linear_dtype, plan, tp))
 
 
 def _plan(quantization: str, group: int):
@@ -77,7 +79,7 @@ def _plan(quantization: str, group: int):
         raise ConfigError(str(e)) from None
 
 
-def _load_model(path, dtype, device, linear_dtype, plan) -> LoadedModel:
+def _load_model(path, dtype, device, linear_dtype, plan, tp) -> LoadedModel:
     from furca.runtime.pull import resolve_model_path
 
     torch_dtypes = (resolve_dtype(dtype), None if linear_dtype is None else resolve_dtype(linear_dtype))
@@ -85,19 +87,20 @@ def _load_model(path, dtype, device, linear_dtype, plan) -> LoadedModel:
     if model_path.is_file():
         if model_path.suffix.lower() != ".gguf":
             raise ModelLoadError(f"{model_path} is a file but not a .gguf; pass a model directory or a .gguf")
-        return _load_gguf(model_path, torch_dtypes, plan, device)
+        return _load_gguf(model_path, torch_dtypes, plan, device, tp)
     if not (model_path / "config.json").exists():
         ggufs = sorted(model_path.glob("*.gguf"))
         if len(ggufs) == 1:  # a directory holding just a GGUF file
-            return _load_gguf(ggufs[0], torch_dtypes, plan, device)
+            return _load_gguf(ggufs[0], torch_dtypes, plan, device, tp)
         if ggufs:
             raise ModelLoadError(
                 f"{model_path} has no config.json and several .gguf files "
                 f"({', '.join(p.name for p in ggufs)}); pass one of them")
-    return _load_hf_dir(model_path, torch_dtypes, plan, device)
+    return _load_hf_dir(model_path, torch_dtypes, plan, device, tp)
 
 
-def _load_hf_dir(model_dir: Path, dtypes: tuple[torch.dtype, torch.dtype | None], plan, device) -> LoadedModel:
+def _load_hf_dir(model_dir: Path, dtypes: tuple[torch.dtype, torch.dtype | None], plan, device,
+                 tp=None) -> LoadedModel:
     from dataclasses import replace
 
     from furca.runtime.loader.hf import iter_safetensors, read_generation_config, read_json, safetensors_files
@@ -118,13 +121,13 @@ def _load_hf_dir(model_dir: Path, dtypes: tuple[torch.dtype, torch.dtype | None]
         weights = iter_quantized(weights, spec)
     elif plan.keep_file:  # a float checkpoint has nothing of its own to keep
         plan = replace(plan, keep_file=False)
-    model = _build(config, weights, dtypes, plan, device)
+    model = _build(config, weights, dtypes, plan, device, tp)
     extra_eos = [*as_id_list(gen.get("eos_token_id")), *config.eos_token_ids]
     tokenizer = Tokenizer.from_pretrained(model_dir, extra_eos_token_ids=extra_eos)
     return _finish(model, config, tokenizer, gen, model_dir)
 
 
-def _load_gguf(path: Path, dtypes: tuple[torch.dtype, torch.dtype | None], plan, device) -> LoadedModel:
+def _load_gguf(path: Path, dtypes: tuple[torch.dtype, torch.dtype | None], plan, device, tp=None) -> LoadedModel:
     from furca.runtime.loader.gguf import read_gguf
 
     gguf_model = read_gguf(path)
@@ -135,7 +138,7 @@ def _load_gguf(path: Path, dtypes: tuple[torch.dtype, torch.dtype | None], plan,
         kinds = Counter(gguf_model.tensor_types().values())
         logging.getLogger("furca").info("%s: weights kept as in the file (%s)", path.name,
                                         ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items())))
-    model = _build(config, gguf_model.tensors(keep_quantized=plan.keep_file), dtypes, plan, device)
+    model = _build(config, gguf_model.tensors(keep_quantized=plan.keep_file), dtypes, plan, device, tp)
     gen = dict(gguf_model.generation_config)
     tokenizer = Tokenizer(gguf_model.hf_tokenizer,
                           extra_eos_token_ids=[*as_id_list(gen.get("eos_token_id")), *config.eos_token_ids])
@@ -143,7 +146,11 @@ def _load_gguf(path: Path, dtypes: tuple[torch.dtype, torch.dtype | None], plan,
 
 
 def _build(config: ModelConfig, weights, dtypes: tuple[torch.dtype, torch.dtype | None], plan,
-           device) -> torch.nn.Module:
+           device, tp=None) -> torch.nn.Module:
+    if tp is not None:
+        from furca.runtime.distributed.model import build_sharded
+
+        return build_sharded(config, weights, dtypes, plan, device, tp)
     dtype, linear_dtype = dtypes
     model = get_model_class(config.architecture)(config, dtype=dtype, device=device, linear_dtype=linear_dtype,
                                                  quant=plan)

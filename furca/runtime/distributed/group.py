@@ -1,0 +1,87 @@
+"""The process groups of a tensor-parallel engine and the collectives its model calls.
+
+Two groups over the same ranks, created by `init_groups`:
+
+- the *model* group (the default group of torch.distributed): gloo on CPU, NCCL on
+  CUDA; the model's all-reduces and the logits gather run on it, with
+  ``COLLECTIVE_TIMEOUT`` as a backstop (a dead peer is noticed at once: gloo reports the
+  closed connection);
+- the *control* group: gloo on the host, where rank 0 broadcasts each step's inputs.
+  Its timeout is unbounded, because a worker waits on it for the next step for as long
+  as the engine idles.
+
+The rendezvous is torch's: ``init_method`` ``tcp://HOST:PORT`` (what `Engine(tp_size=N)`
+passes to the processes it spawns) or ``env://`` (torchrun's ``RANK``, ``WORLD_SIZE``,
+``MASTER_ADDR``, ``MASTER_PORT``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import socket
+
+import torch
+import torch.distributed as dist
+
+from furca.errors import ConfigError
+
+COLLECTIVE_TIMEOUT = datetime.timedelta(seconds=300)
+_IDLE_TIMEOUT = datetime.timedelta(days=3650)  # the control group: workers wait for work indefinitely
+
+_control = None  # the control group of this process, once `init_groups` ran
+
+
+def free_init_address(host: str = "127.0.0.1") -> str:
+    """A ``tcp://`` rendezvous address on a free port of ``host``."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return f"tcp://{host}:{s.getsockname()[1]}"
+
+
+def init_groups(rank: int, size: int, init_method: str, device: torch.device) -> None:
+    """Join the rendezvous as ``rank`` of ``size``: the model group (gloo, or NCCL on
+    CUDA) and the control group. One tensor-parallel group per process."""
+    global _control
+    if dist.is_initialized():
+        raise ConfigError("this process already belongs to a torch.distributed group: one tensor-parallel "
+                          "engine per process")
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=size,
+                            timeout=COLLECTIVE_TIMEOUT)
+    _control = dist.new_group(backend="gloo", timeout=_IDLE_TIMEOUT)
+
+
+def destroy_groups() -> None:
+    global _control
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    _control = None
+
+
+def broadcast_control(t: torch.Tensor) -> torch.Tensor:
+    """Broadcast host tensor ``t`` from rank 0 over the control group (in place)."""
+    dist.broadcast(t, 0, group=_control)
+    return t
+
+
+def all_reduce(t: torch.Tensor) -> torch.Tensor:
+    """Sum ``t`` over the ranks in place; half-precision host tensors are summed in fp32."""
+    if t.device.type == "cpu" and t.dtype != torch.float32:
+        full = t.float()
+        dist.all_reduce(full)
+        t.copy_(full)
+        return t
+    dist.all_reduce(t)
+    return t
+
+
+def gather_columns(t: torch.Tensor, width: int) -> torch.Tensor | None:
+    """Rank 0: every rank's ``t`` (same shape) joined along the last dimension and cut
+    to ``width`` columns; the other ranks: None."""
+    t = t.contiguous()
+    if dist.get_rank() == 0:
+        parts = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+        dist.gather(t, parts, dst=0)
+        return torch.cat(parts, dim=-1)[..., :width]
+    dist.gather(t, None, dst=0)
+    return None
