@@ -42,6 +42,8 @@ class EngineConfig:
     quantization_group_size: int = _opt(32, "weights per scale and zero of int4 quantization",
                                         choices=(32, 64, 128))
     device: str = _opt("auto", "cpu, cuda or cuda:N (auto: cuda if available, else cpu)")
+    tp_size: int = _opt(1, "tensor-parallel ranks: one process per rank, each holding 1/N of every layer (the "
+                           "engine spawns N-1 workers; float weights only; see docs/scale.md)", flag="--tp")
     context_length: int | None = _opt(None, "the longest prompt + output in tokens; may only shrink the "
                                             "model's (default: the model's)")
     attention_backend: str = _opt("auto", "auto: triton on CUDA when installed, torch elsewhere",
@@ -125,6 +127,7 @@ class EngineConfig:
             raise ConfigError(f"device must be a string like 'cpu', 'cuda', 'cuda:1' or 'auto', got {self.device!r}")
         attention_registry.check_name(self.attention_backend)
         _check_deterministic(self)
+        positive("tp_size", self.tp_size, allow_none=False)
         positive("context_length", self.context_length)
         if self.max_total_tokens is not None:
             positive("max_total_tokens", self.max_total_tokens)
