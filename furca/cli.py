@@ -1,5 +1,5 @@
 """The `furca` command line: `furca pull [MODEL]`, `furca generate PROMPT`, `furca serve [MODEL]`,
-`furca run FILE`.
+`furca router --worker URL ...`, `furca run FILE`.
 
 Heavy imports happen inside the subcommands, so `furca --help` is instant.
 """
@@ -57,11 +57,54 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    if args.dp < 1:
+        raise ConfigError(f"--dp must be >= 1, got {args.dp}")
+    if args.dp > 1:
+        return _serve_dp(args)
     from furca.server.args import ServerArgs
     from furca.server.launch import run
 
     names = set(ServerArgs.field_names())
     return run(ServerArgs.from_kwargs(**{k: v for k, v in vars(args).items() if k in names}))
+
+
+# `furca serve` flags read by the command line itself (the router in front of --dp
+# replicas), not `ServerArgs` options; with --dp, --host and --port are the router's too
+DP_FLAGS = ("dp", "router_policy")
+
+
+def _serve_dp(args: argparse.Namespace) -> int:
+    """``furca serve --dp N``: N replicas with this command's other flags, behind a router."""
+    from furca.router.config import RouterConfig
+    from furca.router.launch import serve_dp
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    given = {a.dest: getattr(args, a.dest) for a in sub.choices["serve"]._actions
+             if a.option_strings and a.dest not in ("help", "host", "port", *DP_FLAGS)
+             and getattr(args, a.dest) != a.default}
+    config = RouterConfig(policy=args.router_policy)
+    return serve_dp(serve_argv(args.model, **given), args.dp, config, args.host, args.port, args.log_level)
+
+
+def _cmd_router(args: argparse.Namespace) -> int:
+    from furca.router.config import RouterConfig
+    from furca.router.launch import run_router
+
+    config = RouterConfig(**config_kwargs(args, RouterConfig))
+    return run_router(config, args.host, args.port, args.log_level)
+
+
+def _add_router_parser(sub) -> None:
+    from furca.router.config import RouterConfig
+
+    p = sub.add_parser("router", help="route requests over furca servers started elsewhere (cache-aware)")
+    p.add_argument("--worker", dest="workers", action="append", default=[], required=True, metavar="URL",
+                   help="a replica's base URL (http://host:port); repeat for each replica")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (0.0.0.0: every interface)")
+    p.add_argument("--port", type=int, default=30000, help="the port to listen on")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_config_arguments(p, RouterConfig, skip=("workers",))
+    p.set_defaults(func=_cmd_router)
 
 
 def _add_engine_arguments(p: argparse.ArgumentParser) -> None:
@@ -96,6 +139,10 @@ def _add_serve_parser(sub) -> None:
     p.add_argument("--json-schema-allow-extra-properties", action="store_true",
                    help="OpenAI routes: object schemas without additionalProperties admit undeclared "
                         "members (JSON Schema's reading); default: declared properties only (OpenAI strict)")
+    p.add_argument("--dp", type=int, default=1, metavar="N",
+                   help="data parallelism: N replicas on internal ports behind a cache-aware router on --port")
+    p.add_argument("--router-policy", default="cache_aware", choices=["cache_aware", "round_robin"],
+                   help="with --dp: how the router picks a replica")
     cors = p.add_argument_group("CORS (off unless --allowed-origins is given)")
     cors.add_argument("--allowed-origins", type=string_list, default=(), metavar="ORIGINS",
                       help="origins browsers may call from: a JSON list or comma-separated ('*': any)")
@@ -218,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_generate)
 
     _add_serve_parser(sub)
+    _add_router_parser(sub)
     _add_run_parser(sub)
     return parser
 

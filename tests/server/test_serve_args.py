@@ -85,8 +85,10 @@ def test_sglang_names_and_switches():
 
 
 def test_every_server_option_has_a_flag_and_every_flag_an_option():
+    from furca.cli import DP_FLAGS
+
     parser = serve_parser()
-    dests = {a.dest for a in parser._actions if a.dest not in ("help",)}
+    dests = {a.dest for a in parser._actions if a.dest not in ("help", *DP_FLAGS)}
     options = set(ServerArgs.field_names())
     assert options <= dests, f"ServerArgs options without a serve flag: {sorted(options - dests)}"
     assert dests <= options, f"serve flags ServerArgs does not take: {sorted(dests - options)}"
