@@ -78,6 +78,12 @@ class Metrics:
         self.pinned_tokens = Gauge("furca_pinned_tokens", "KV tokens pinned by sessions", registry=r)
         self.pins_refused = Gauge("furca_session_pins_refused", "Session pins refused as past --pinned-share, "
                                   "since start", registry=r)
+        self.spec_draft_tokens = Gauge("furca_spec_draft_tokens", "Speculative draft tokens verified, since start",
+                                       registry=r)
+        self.spec_accepted_tokens = Gauge("furca_spec_accepted_tokens", "Speculative draft tokens accepted, "
+                                          "since start", registry=r)
+        self.spec_accept_rate = Gauge("furca_spec_accept_rate", "Accepted / verified speculative draft tokens, "
+                                      "since start", registry=r)
 
     def observe_step(self, s: Any) -> None:
         """The engine's step observer (`furca.runtime.step_stats.StepStats`); called on the
@@ -111,6 +117,10 @@ class Metrics:
         stats = info.get("stats", {})
         self.prefix_queries.set(stats.get("prompt_tokens", 0))
         self.prefix_hits.set(stats.get("cached_tokens", 0))
+        drafted = stats.get("spec_draft_tokens", 0)
+        self.spec_draft_tokens.set(drafted)
+        self.spec_accepted_tokens.set(stats.get("spec_accepted_tokens", 0))
+        self.spec_accept_rate.set(stats.get("spec_accepted_tokens", 0) / drafted if drafted else 0.0)
         sessions = info.get("sessions", {})
         self.sessions_open.set(sessions.get("open", 0))
         self.pins_refused.set(sessions.get("pins_refused", 0))

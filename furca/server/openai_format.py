@@ -79,11 +79,15 @@ def usage(metas: list[dict[str, Any]], num_prompts: int = 1) -> dict[str, Any]:
     prompt = sum(m.get("prompt_tokens", 0) for m in firsts)
     completion = sum(m.get("completion_tokens", 0) for m in metas)
     cached = sum(m.get("cached_tokens", 0) for m in firsts)
+    # speculative decoding's draft tokens (meta_info spec_*) as OpenAI's predicted-output counts
+    accepted = sum(m.get("spec_num_correct_drafts", 0) for m in metas)
+    rejected = sum(m.get("spec_num_proposed_drafts", 0) for m in metas) - accepted
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
             "prompt_tokens_details": {"cached_tokens": cached, "cache_write_tokens": None, "audio_tokens": 0,
                                       "image_tokens": 0, "text_tokens": prompt},
             "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0, "text_tokens": completion,
-                                          "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}
+                                          "accepted_prediction_tokens": accepted,
+                                          "rejected_prediction_tokens": rejected}}
 
 
 def envelope(kind: str, rid: str, model: str, created: int | None = None) -> dict[str, Any]:
