@@ -65,6 +65,12 @@ class _RouterServer(uvicorn.Server):
             self._watch = asyncio.ensure_future(self._watch_replicas())
         await super().startup(sockets=sockets)
 
+    def handle_exit(self, sig: int, frame) -> None:
+        """Stop serving; unlike uvicorn's own handler, do not re-raise the signal once
+        stopped, so `serve_dp` still stops its replicas and the exit status is ours."""
+        self.force_exit = self.should_exit
+        self.should_exit = True
+
     async def _watch_replicas(self) -> None:
         reported: set[int] = set()
         while True:

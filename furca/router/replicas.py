@@ -31,6 +31,7 @@ class Replica:
     index: int
     tree: PrefixTree
     healthy: bool = False  # gets new requests
+    seen_up: bool = False  # its /health has answered 200 at least once
     load: int = 0  # requests in flight through this router
     routed: int = 0  # requests sent here, all time
     failed: int = 0  # requests that ended in a router error (the replica unreachable or down)
@@ -57,7 +58,7 @@ class Replicas:
     def mark_up(self, replica: Replica) -> None:
         if not replica.healthy:
             logger.info("replica %s is up", replica.url)
-        replica.healthy, replica.failures, replica.last_error = True, 0, None
+        replica.healthy, replica.seen_up, replica.failures, replica.last_error = True, True, 0, None
         replica.down = asyncio.Event() if replica.down.is_set() else replica.down
 
     def mark_failed(self, replica: Replica, why: str, *, refused: bool = False, answered: bool = False) -> None:
@@ -71,7 +72,8 @@ class Replicas:
         if answered or replica.down.is_set():
             return
         if refused or replica.failures >= self.config.health_failures:
-            logger.error("replica %s is down (%s): its in-flight requests fail", replica.url, why)
+            (logger.error if replica.seen_up else logger.debug)(
+                "replica %s is down (%s): its in-flight requests fail", replica.url, why)
             replica.tree.clear()
             replica.down.set()
 
