@@ -15,17 +15,12 @@ import psutil
 import pytest
 
 from tests.conftest import CLIENT_TIMEOUT, wait_until
-from tests.server.conftest import REPO, _runtime_fixtures, free_port
+from tests.server.conftest import REPO, free_port, save_tiny_llama
 
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    fx = _runtime_fixtures()
-    tok = fx.build_tiny_hf_tokenizer()
-    out = tmp_path_factory.mktemp("dp-tiny") / "tiny-llama"
-    fx.build_tiny_hf_model("llama", len(tok), seed=1).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+    return save_tiny_llama(tmp_path_factory.mktemp("dp-tiny") / "tiny-llama")
 
 
 def _generate(url: str) -> httpx.Response:

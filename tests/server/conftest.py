@@ -136,15 +136,20 @@ def _runtime_fixtures():
     return module
 
 
+def save_tiny_llama(out: Path) -> Path:
+    """A tiny random Llama with a real BPE tokenizer saved as an HF directory at `out`."""
+    fx = _runtime_fixtures()
+    tok = fx.build_tiny_hf_tokenizer()
+    fx.build_tiny_hf_model("llama", len(tok), seed=1).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     """A tiny random Llama with a real BPE tokenizer, loaded once per test module (for
     in-process servers over a real `Engine`)."""
     from furca.runtime.loader import load_model
 
-    fx = _runtime_fixtures()
-    tok = fx.build_tiny_hf_tokenizer()
-    out = tmp_path_factory.mktemp("server-tiny") / "tiny-llama"
-    fx.build_tiny_hf_model("llama", len(tok), seed=1).save_pretrained(out)
-    tok.save_pretrained(out)
+    out = save_tiny_llama(tmp_path_factory.mktemp("server-tiny") / "tiny-llama")
     return load_model(out, dtype="float32", device="cpu")
