@@ -61,6 +61,16 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise ConfigError(f"--dp must be >= 1, got {args.dp}")
     if args.dp > 1:
         return _serve_dp(args)
+    from furca.runtime.distributed.group import torchrun_env
+
+    torchrun = torchrun_env() if args.tp_size > 1 else None
+    if args.node_rank > 0 or (torchrun is not None and torchrun[0] > 0):  # tensor-parallel ranks only, no server
+        from furca.runtime.distributed import launch
+        from furca.server.launch import configure_logging
+
+        configure_logging(args.log_level)
+        config = EngineConfig.from_kwargs(**config_kwargs(args, EngineConfig))
+        return (launch.run_torchrun_rank if torchrun else launch.run_node)(args.model, config)
     from furca.server.args import ServerArgs
     from furca.server.launch import run
 

@@ -44,6 +44,12 @@ class EngineConfig:
     device: str = _opt("auto", "cpu, cuda or cuda:N (auto: cuda if available, else cpu)")
     tp_size: int = _opt(1, "tensor-parallel ranks: one process per rank, each holding 1/N of every layer (the "
                            "engine spawns N-1 workers; float weights only; see docs/scale.md)", flag="--tp")
+    nnodes: int = _opt(1, "machines the tensor-parallel ranks span, tp_size / nnodes ranks on each (start "
+                          "`furca serve` with the same flags on each, with its own --node-rank)")
+    node_rank: int = _opt(0, "this machine's index among nnodes: 0 runs the engine and the server, the others "
+                             "only their ranks")
+    dist_init_addr: str | None = _opt(None, "HOST:PORT on node 0 where the ranks meet (needed with nnodes > 1; "
+                                            "default: a free local port)")
     context_length: int | None = _opt(None, "the longest prompt + output in tokens; may only shrink the "
                                             "model's (default: the model's)")
     attention_backend: str = _opt("auto", "auto: triton on CUDA when installed, torch elsewhere",
@@ -127,7 +133,7 @@ class EngineConfig:
             raise ConfigError(f"device must be a string like 'cpu', 'cuda', 'cuda:1' or 'auto', got {self.device!r}")
         attention_registry.check_name(self.attention_backend)
         _check_deterministic(self)
-        positive("tp_size", self.tp_size, allow_none=False)
+        _check_tensor_parallel(self)
         positive("context_length", self.context_length)
         if self.max_total_tokens is not None:
             positive("max_total_tokens", self.max_total_tokens)
@@ -208,6 +214,24 @@ def _check_speculative(config: EngineConfig) -> None:
     if config.speculative_ngram_min > config.speculative_ngram_max:
         raise ConfigError(f"speculative_ngram_min ({config.speculative_ngram_min}) must not exceed "
                           f"speculative_ngram_max ({config.speculative_ngram_max})")
+
+
+def _check_tensor_parallel(config: EngineConfig) -> None:
+    for name in ("tp_size", "nnodes"):
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{name} must be a positive int, got {value!r}")
+    if not isinstance(config.node_rank, int) or not 0 <= config.node_rank < config.nnodes:
+        raise ConfigError(f"node_rank must be in [0, nnodes={config.nnodes}), got {config.node_rank!r}")
+    if config.tp_size % config.nnodes:
+        raise ConfigError(f"tp_size ({config.tp_size}) must be a multiple of nnodes ({config.nnodes})")
+    addr = config.dist_init_addr
+    if addr is not None:
+        host, _, port = str(addr).rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"dist_init_addr must be HOST:PORT, got {addr!r}")
+    elif config.nnodes > 1:
+        raise ConfigError("nnodes > 1 needs dist_init_addr (HOST:PORT on node 0, reachable from every node)")
 
 
 def _check_deterministic(config: EngineConfig) -> None:

@@ -180,7 +180,12 @@ class Engine:
         if self.config.tp_size > 1:
             from furca.runtime.distributed.launch import TensorParallelGroup
 
-            self._tp = TensorParallelGroup(self.config.tp_size, device)
+            c = self.config
+            if c.node_rank > 0:
+                raise ConfigError("node_rank > 0 runs no engine, only that node's ranks: start it with "
+                                  "`furca serve --nnodes N --node-rank K ...`")
+            self._tp = TensorParallelGroup(c.tp_size, device, nnodes=c.nnodes, node_rank=0,
+                                           dist_init_addr=c.dist_init_addr)
             return self._tp.start(None if model is None else Path(model), load_args, self.config)
         return load_model(None if model is None else Path(model), device=device, **load_args)
 
@@ -404,6 +409,7 @@ class Engine:
             "num_waiting": len(s.waiting),
             "cache_hit_rate": stats["cached_tokens"] / prompt if prompt else 0.0,
             "sessions": s.cache.leases.info(),
+            "tensor_parallel": self._tp.info() if self._tp is not None else None,
             "new_token_ratio": s.new_token_ratio,
             "stats": stats,
             "config": {k: getattr(self.config, k) for k in self.config.__dataclass_fields__},

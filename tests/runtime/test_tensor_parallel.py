@@ -116,3 +116,32 @@ def test_quantized_weights_are_refused_under_tp(tmp_path, tiny_hf_tokenizer):
         Engine(tmp_path, tp_size=2, quantization="int8", **ENGINE_KW)
     assert "quantization='int8'" in str(info.value)
     assert not _workers()
+
+
+def test_two_nodes_on_one_machine(tmp_path, tiny_hf_tokenizer):
+    """``--nnodes 2``: node 1 is ``furca serve --node-rank 1`` in a subprocess (ranks only,
+    no server), node 0 the engine here; the rendezvous address is given, not chosen."""
+    import subprocess
+    import sys
+
+    from tests.server.conftest import free_port
+
+    build_tiny_hf_model("qwen2", len(tiny_hf_tokenizer)).save_pretrained(tmp_path)
+    tiny_hf_tokenizer.save_pretrained(tmp_path)
+    addr = f"127.0.0.1:{free_port()}"
+    multi = dict(tp_size=2, nnodes=2, dist_init_addr=addr)
+    node1 = subprocess.Popen([sys.executable, "-m", "furca.server", str(tmp_path), "--tp", "2", "--nnodes", "2",
+                              "--node-rank", "1", "--dist-init-addr", addr, "--dtype", "float32",
+                              "--linear-dtype", "float32"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        greedy = {"temperature": 0, "max_new_tokens": 6, "ignore_eos": True}
+        with Engine(tmp_path, **multi, **ENGINE_KW) as e2:
+            assert not _workers()  # node 0 holds rank 0 only
+            got = e2.generate(["The quick brown fox", "Paris is"], sampling_params=greedy)
+        assert node1.wait(60) == 0, node1.stdout.read()
+    finally:
+        if node1.poll() is None:
+            node1.kill()
+    with Engine(tmp_path, **ENGINE_KW) as e1:
+        ref = e1.generate(["The quick brown fox", "Paris is"], sampling_params=greedy)
+    assert [o.output_ids for o in got] == [o.output_ids for o in ref]

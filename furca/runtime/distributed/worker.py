@@ -1,10 +1,12 @@
 """The process of tensor-parallel rank ``1 .. N-1``: its shard of the model, its own KV
 pool, and a loop that runs every forward pass rank 0 broadcasts.
 
-Start-up talks to rank 0 over a pipe (``conn``): the worker sends ``("started",)`` before
-the rendezvous, then receives ``(capacity, context_length)`` (rank 0's KV pool size, so
-slot numbers agree), then sends ``("ready",)``, or ``("error", text)`` and exits 1 if
-anything fails. After that only the control group carries work (`step_wire`). The worker
+Start-up: the worker sends ``("started",)`` over its pipe (``conn``, to the process that
+spawned it) before the rendezvous, loads its shard, receives ``(capacity,
+context_length)`` from rank 0 over the control group (rank 0's KV pool size, so slot
+numbers agree), builds its pool and meets the other ranks at a barrier; if anything
+fails it sends ``("error", text)`` over the pipe and exits 1. After that only the
+control group carries work (`step_wire`). The worker
 exits on ``STOP``, when a collective fails (exit 1), and when its parent process is gone
 (a daemon thread waits on the parent's sentinel), so no rank outlives the engine.
 """
@@ -51,8 +53,9 @@ def set_cpu_threads(device: torch.device, ranks_per_node: int) -> None:
 
 
 def worker_main(rank: int, size: int, init_method: str, load_args: dict, config, conn,
-                local_rank: int | None = None, ranks_per_node: int | None = None) -> None:
-    """Entry point of a spawned worker (``multiprocessing`` spawn)."""
+                local_rank: int | None = None, ranks_per_node: int | None = None) -> int:
+    """Entry point of a spawned worker (``multiprocessing`` spawn; ``conn`` None under
+    torchrun, which has no parent to report to). Returns 0 after ``STOP``."""
     from furca.runtime.distributed import group
     from furca.runtime.distributed.sharding import TPShard
     from furca.runtime.loader import load_model
@@ -64,16 +67,19 @@ def worker_main(rank: int, size: int, init_method: str, load_args: dict, config,
     try:
         device = rank_device(load_args["device"], local_rank)
         set_cpu_threads(device, ranks_per_node or size)
-        conn.send(("started",))
+        if conn is not None:
+            conn.send(("started",))
         group.init_groups(rank, size, init_method, device)
         loaded = load_model(**{**load_args, "device": device}, tp=TPShard(rank, size))
-        capacity, context_length = conn.recv()
+        capacity, context_length = group.broadcast_control(torch.zeros(2, dtype=torch.int64)).tolist()
         runner = ModelRunner(loaded.model, loaded.model.config,
                              replace(config, max_total_tokens=capacity, log_capacity=False), context_length)
-        conn.send(("ready",))
+        group.barrier_control()
     except BaseException as e:  # noqa: BLE001 - rank 0 reports it
         try:
-            conn.send(("error", f"{type(e).__name__}: {e}"))
+            logger.error("tensor-parallel rank %d failed to start: %s: %s", rank, type(e).__name__, e)
+            if conn is not None:
+                conn.send(("error", f"{type(e).__name__}: {e}"))
         finally:
             os._exit(1)
     try:
@@ -82,6 +88,7 @@ def worker_main(rank: int, size: int, init_method: str, load_args: dict, config,
         logger.exception("tensor-parallel rank %d failed", rank)
         os._exit(1)
     group.destroy_groups()
+    return 0
 
 
 def serve(runner) -> None:
