@@ -52,9 +52,11 @@ class AttentionBackend(Protocol):
         layer_id: int,
         batch: "ForwardBatch",
         scaling: float,
+        kv_stored: bool = False,
     ) -> torch.Tensor:  # (T, num_heads, head_dim)
         """Store the new ``k``/``v`` rows at ``batch.out_cache_loc`` in layer
-        ``layer_id`` of ``batch.kv_cache``, then compute causal attention of each
+        ``layer_id`` of ``batch.kv_cache`` (unless ``kv_stored``: the caller wrote them
+        there already, in the pool's dtype), then compute causal attention of each
         request's queries over its KV slots ``batch.kv_indices[kv_indptr[i]:kv_indptr[i+1]]``
         (grouped-query: query head ``h`` uses KV head ``h // (num_heads // num_kv_heads)``)."""
         ...

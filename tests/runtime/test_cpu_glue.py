@@ -94,6 +94,28 @@ def test_rope_qkv_matches_apply_rope(rows, in_dtype, kv_dtype):
     assert torch.equal(v, split[:, heads + kv_heads:].to(kv_dtype))  # v is only split and narrowed
 
 
+@pytest.mark.parametrize("kv_dtype", DTYPES)
+def test_rope_qkv_stores_into_the_pool_as_kv_cache_store_does(kv_dtype):
+    from furca.runtime.kv_cache import KVCache
+    from furca.runtime.models.rope import RotaryEmbedding
+
+    heads, kv_heads, dim, rows = 6, 2, 16, 5
+    g = torch.Generator().manual_seed(7)
+    qkv = torch.randn(rows, (heads + 2 * kv_heads) * dim, generator=g)
+    cos, sin = RotaryEmbedding(dim, 10000.0, None, 64, "cpu").cos_sin(torch.arange(rows) * 3, torch.float32)
+    loc = torch.tensor([9, 2, 17, 4, 11])
+    stored, reference = (KVCache(20, 2, kv_heads, dim, kv_dtype, torch.device("cpu")) for _ in range(2))
+
+    q, k, v = cpu_glue.rope_qkv(qkv, cos, sin, heads, kv_heads, kv_dtype,
+                                (stored.k_heads[1], stored.v_heads[1], loc))
+    reference.store(1, loc, k, v)
+
+    for layer in (0, 1):  # the named layer's slots written, nothing else
+        assert torch.equal(stored.k_heads[layer], reference.k_heads[layer])
+        assert torch.equal(stored.v_heads[layer], reference.v_heads[layer])
+    assert stored.k_heads[1][:, loc].abs().sum() > 0
+
+
 def test_bf16_rounding_is_round_to_nearest_even():
     # values exactly between two bf16 neighbours, and ones just off the tie
     base = torch.tensor([1.0, 1.0078125, -3.0, 65280.0]).float()

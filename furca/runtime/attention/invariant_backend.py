@@ -70,12 +70,13 @@ class InvariantAttentionBackend:
         self._plan: _RowPlan | None = None
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int,
-                batch: ForwardBatch, scaling: float) -> torch.Tensor:
+                batch: ForwardBatch, scaling: float, kv_stored: bool = False) -> torch.Tensor:
         cache = batch.kv_cache
         if cache.device.type != "cpu" or cache.dtype not in (torch.float32, torch.bfloat16):
             raise ConfigError(f"attention_backend='invariant' needs a CPU KV pool in float32 or bfloat16, got "
                               f"{cache.dtype} on {cache.device}")
-        cache.store(layer_id, batch.out_cache_loc, k, v)
+        if not kv_stored:
+            cache.store(layer_id, batch.out_cache_loc, k, v)
         plan = self._get_plan(batch)
         out = torch.empty(q.shape, dtype=torch.float32)
         self._decode(q.to(torch.float32).contiguous().numpy(), numpy_view(cache.k_heads[layer_id]),

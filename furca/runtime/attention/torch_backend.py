@@ -94,9 +94,10 @@ class TorchAttentionBackend:
         self._plan: _Plan | None = None
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int,
-                batch: ForwardBatch, scaling: float) -> torch.Tensor:
+                batch: ForwardBatch, scaling: float, kv_stored: bool = False) -> torch.Tensor:
         cache = batch.kv_cache
-        cache.store(layer_id, batch.out_cache_loc, k, v)
+        if not kv_stored:
+            cache.store(layer_id, batch.out_cache_loc, k, v)
         k_buf, v_buf = cache.k_heads[layer_id], cache.v_heads[layer_id]  # (KV, num_slots, D)
         dtype = self.compute_dtype or q.dtype
         plan = self._get_plan(batch, dtype)

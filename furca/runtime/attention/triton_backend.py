@@ -48,10 +48,11 @@ class TritonAttentionBackend:
         self._plan: tuple[bool, int, int] | None = None  # (is_decode_only, max_seq_len, max_qo_len)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int,
-                batch: ForwardBatch, scaling: float) -> torch.Tensor:
+                batch: ForwardBatch, scaling: float, kv_stored: bool = False) -> torch.Tensor:
         cache = batch.kv_cache
         k_buf, v_buf = cache.k[layer_id], cache.v[layer_id]  # (num_slots, KV, D) views of the pool
-        self._store_kv(k_buf, v_buf, batch.out_cache_loc, k, v)
+        if not kv_stored:
+            self._store_kv(k_buf, v_buf, batch.out_cache_loc, k, v)
         is_decode_only, max_seq_len, max_qo_len = self._get_plan(batch)
         if is_decode_only:
             return self._decode_attention(q, k_buf, v_buf, batch.kv_indptr, batch.kv_indices, scaling,

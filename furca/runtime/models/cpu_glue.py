@@ -37,6 +37,7 @@ from furca.runtime.cpu_arrays import numpy_view
 _LOCK = threading.Lock()
 _KERNELS: list = []  # [module or None] once resolved
 DTYPES = (torch.float32, torch.bfloat16)  # what the glue reads and writes
+_NO_SLOTS = np.zeros(0, np.int64)
 
 
 def _empty(shape: tuple[int, int], dtype: torch.dtype) -> tuple[torch.Tensor, np.ndarray]:
@@ -66,16 +67,24 @@ def silu_mul(gate_up: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def rope_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, num_heads: int, num_kv_heads: int,
-             kv_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+             kv_dtype: torch.dtype, store: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``qkv`` (T, (H + 2 KV) * D) fp32 or bf16, ``cos``/``sin`` (T, 1, D/2) fp32 ->
-    q (T, H, D) fp32 and k, v (T, KV, D) in ``kv_dtype``, q and k rotated (``apply_rope``)."""
+    q (T, H, D) fp32 and k, v (T, KV, D) in ``kv_dtype``, q and k rotated (``apply_rope``).
+    ``store`` = (k_heads, v_heads, loc): a layer's KV pool buffers (KV, slots, D) in
+    ``kv_dtype`` and the slots (T,) int64 the rows' k and v are also written to
+    (``KVCache.store``'s effect, without its two index copies)."""
     rows, width = qkv.shape
     head_dim = width // (num_heads + 2 * num_kv_heads)
     q = torch.empty((rows, num_heads, head_dim), dtype=torch.float32)
     k, k_arr = _empty((rows * num_kv_heads, head_dim), kv_dtype)
     v, v_arr = _empty((rows * num_kv_heads, head_dim), kv_dtype)
+    if store is None:
+        k_cache, v_cache, loc = k_arr.reshape(1, *k_arr.shape), v_arr.reshape(1, *v_arr.shape), _NO_SLOTS
+    else:
+        k_cache, v_cache, loc = numpy_view(store[0]), numpy_view(store[1]), store[2].numpy()
     _KERNELS[0].rope_qkv_rows(numpy_view(qkv.contiguous()), cos.numpy()[:, 0], sin.numpy()[:, 0], q.numpy(),
-                              k_arr, v_arr)
+                              k_arr, v_arr, k_cache, v_cache, loc)
     return q, k.view(rows, num_kv_heads, head_dim), v.view(rows, num_kv_heads, head_dim)
 
 
@@ -104,8 +113,10 @@ def _build():
             cpu_glue_kernel.add_rms_norm_rows(res, res, w, np.float32(1e-5), np.empty((1, 4), dt), False)
             cpu_glue_kernel.silu_mul_rows(np.ones((1, 8), dt), np.empty((1, 4), dt))
             cs = np.ones((1, 2), np.float32)
-            cpu_glue_kernel.rope_qkv_rows(np.ones((1, 12), dt), cs, cs, np.empty((1, 1, 4), np.float32),
-                                          np.empty((1, 4), dt), np.empty((1, 4), dt))
+            for loc in (np.zeros(0, np.int64), np.zeros(1, np.int64)):
+                cpu_glue_kernel.rope_qkv_rows(np.ones((1, 12), dt), cs, cs, np.empty((1, 1, 4), np.float32),
+                                              np.empty((1, 4), dt), np.empty((1, 4), dt), np.empty((1, 1, 4), dt),
+                                              np.empty((1, 1, 4), dt), loc)
     except Exception as e:  # noqa: BLE001 - any compile or lowering error
         logging.getLogger("furca").warning("CPU glue kernels unavailable (%s: %s); the model uses torch ops",
                                            type(e).__name__, e)

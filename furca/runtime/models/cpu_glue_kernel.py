@@ -111,14 +111,17 @@ def silu_mul_rows(gate_up, out):
 
 
 @njit(nogil=True, cache=True, fastmath=_FAST, error_model="numpy")
-def rope_qkv_rows(qkv, cos, sin, q_out, k_out, v_out):
+def rope_qkv_rows(qkv, cos, sin, q_out, k_out, v_out, k_cache, v_cache, loc):
     """Split each row of ``qkv`` (T, (H + 2 KV) * D) into q (T, H, D), k and v (T * KV, D),
     rotating q and k by the row's ``cos``/``sin`` (T, D/2): for d < D/2,
     ``x'[d] = x[d] cos - x[d + D/2] sin`` and ``x'[d + D/2] = x[d + D/2] cos + x[d] sin``
-    (HF's rotate_half form)."""
+    (HF's rotate_half form). When ``loc`` (T,) has entries, row t's k and v heads are also
+    written into slot ``loc[t]`` of ``k_cache`` / ``v_cache`` (KV, slots, D), in their dtype
+    (that of k_out and v_out): the KV pool's store, done here."""
     rows, num_heads, head_dim = q_out.shape
     num_kv = k_out.shape[0] // rows
     half = head_dim // 2
+    store = loc.shape[0] > 0
     wide = np.empty(qkv.shape[1], np.float32)
     rot = np.empty(head_dim, np.float32)
     for t in range(rows):
@@ -136,6 +139,10 @@ def rope_qkv_rows(qkv, cos, sin, q_out, k_out, v_out):
                 q_out[t, h, :] = rot
             else:
                 put_row(k_out, t * num_kv + h - num_heads, rot)
+                if store:
+                    put_row(k_cache[h - num_heads], loc[t], rot)
         for h in range(num_kv):
             base = (num_heads + num_kv + h) * head_dim
             put_row(v_out, t * num_kv + h, row[base:base + head_dim])
+            if store:
+                put_row(v_cache[h], loc[t], row[base:base + head_dim])

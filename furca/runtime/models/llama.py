@@ -145,13 +145,16 @@ class LlamaAttention(nn.Module):
     def forward(self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor],
                 batch: ForwardBatch, glue_dtype: torch.dtype | None = None) -> torch.Tensor:
         num_tokens = x.shape[0]
-        if glue_dtype is not None and self.q_norm is None:  # one glue call: split, rotate, k/v in the cache's dtype
-            kv_dtype = batch.kv_cache.dtype
+        kv_stored = False
+        if glue_dtype is not None and self.q_norm is None:  # one glue call: split, rotate, k/v stored in the pool
+            cache = batch.kv_cache
+            kv_stored = cache.dtype in cpu_glue.DTYPES and cache.device.type == "cpu"
+            store = (cache.k_heads[self.layer_id], cache.v_heads[self.layer_id], batch.out_cache_loc)
             q, k, v = cpu_glue.rope_qkv(self.qkv_proj(x), *cos_sin, self.num_heads, self.num_kv_heads,
-                                        kv_dtype if kv_dtype in cpu_glue.DTYPES else torch.float32)
+                                        cache.dtype if kv_stored else torch.float32, store if kv_stored else None)
         else:
             q, k, v = self._rotated_qkv(self.qkv_proj(x).to(cos_sin[0].dtype), num_tokens, cos_sin)
-        out = batch.attn_backend.forward(q, k, v, self.layer_id, batch, self.scaling)
+        out = batch.attn_backend.forward(q, k, v, self.layer_id, batch, self.scaling, kv_stored=kv_stored)
         return self.o_proj(out.reshape(num_tokens, self.q_size).to(x.dtype))  # in x's dtype, as qkv_proj
 
     def _rotated_qkv(self, qkv: torch.Tensor, num_tokens: int, cos_sin: tuple[torch.Tensor, torch.Tensor]):

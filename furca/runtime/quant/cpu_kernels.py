@@ -38,7 +38,9 @@ every process after the first.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import carray, cfunc, njit
+
+from furca.runtime.omp_team_kernel import TEAM_SIGNATURE, as_ptr, claim
 
 _ROWS = 4  # weight rows widened and dotted together by group_matmul_rows
 _OPTS = dict(fastmath=True, nogil=True, cache=True, boundscheck=False, error_model="numpy")
@@ -133,6 +135,36 @@ def group_matmul_rows(x, xsum, codes, scale, offset, out, lo, hi):
         for m in range(m_rows):
             out[m, n] = dot(w0, x[m]) + dot(offset[n], xsum[m])
         n += 1
+
+
+@njit(inline="always", nogil=True)
+def _group_matmul_parts(pargs, a, codes):
+    """The parts of `group_matmul_rows` this thread claims: ``a`` (``pargs``' array) = [counter, parts, m, k,
+    n, groups, offset groups, x, xsum, codes, scale, offset, out] (sizes and addresses)."""
+    parts, m, k, n, groups, off_groups = a[1], a[2], a[3], a[4], a[5], a[6]
+    x = carray(as_ptr(a[7]), (m, k), np.float32)
+    xsum = carray(as_ptr(a[8]), (m, groups), np.float32)
+    scale = carray(as_ptr(a[10]), (n, groups), np.float32)
+    offset = carray(as_ptr(a[11]), (n, off_groups), np.float32)
+    out = carray(as_ptr(a[12]), (m, n), np.float32)
+    p = claim(pargs)
+    while p < parts:
+        group_matmul_rows(x, xsum, codes, scale, offset, out, n * p // parts, n * (p + 1) // parts)
+        p = claim(pargs)
+
+
+@cfunc(TEAM_SIGNATURE, nogil=True, cache=True, fastmath=True, error_model="numpy")
+def group_matmul_team_i8(pargs):
+    """`group_matmul_rows` over int8 codes, run by every thread of an OpenMP team."""
+    a = carray(pargs, 13)
+    _group_matmul_parts(pargs, a, carray(as_ptr(a[9]), (a[4], a[3]), np.int8))
+
+
+@cfunc(TEAM_SIGNATURE, nogil=True, cache=True, fastmath=True, error_model="numpy")
+def group_matmul_team_u8(pargs):
+    """`group_matmul_rows` over uint8 codes, run by every thread of an OpenMP team."""
+    a = carray(pargs, 13)
+    _group_matmul_parts(pargs, a, carray(as_ptr(a[9]), (a[4], a[3]), np.uint8))
 
 
 @njit(**_OPTS)

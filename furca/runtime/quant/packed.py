@@ -35,6 +35,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from furca.runtime import omp_team
 from furca.runtime.quant.groups import QuantGroups
 
 _TORCH_INT4_GROUPS = (256, 128, 64, 32)
@@ -228,7 +229,15 @@ class GroupInt8(PackedWeight):
         m, k = xf.shape
         xsum = xf.reshape(m, self.scale.shape[1], -1).sum(axis=2, dtype=np.float32)
         out = np.empty((m, self.shape[0]), np.float32)
-        _split_rows(kern.group_matmul_rows, self.shape, xf, xsum, self.codes, self.scale, self.offset, out)
+        parts = _parts(self.shape)
+        if parts > 1 and omp_team.available():
+            team = kern.group_matmul_team_i8 if self.codes.dtype == np.int8 else kern.group_matmul_team_u8
+            n, k = self.shape
+            omp_team.run(team, np.array([0, 4 * parts, m, k, n, self.scale.shape[1], self.offset.shape[1],
+                                         xf.ctypes.data, xsum.ctypes.data, self.codes.ctypes.data,
+                                         self.scale.ctypes.data, self.offset.ctypes.data, out.ctypes.data], np.int64))
+        else:
+            _split_rows(kern.group_matmul_rows, self.shape, xf, xsum, self.codes, self.scale, self.offset, out)
         return torch.from_numpy(out).to(x.dtype)
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -287,12 +296,18 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL[0]
 
 
+def _parts(shape: tuple[int, int]) -> int:
+    """How many threads the work of ``shape`` = (N units, K weights a unit) is worth."""
+    n, k = shape
+    return max(1, min(torch.get_num_threads(), n * k // _MIN_WEIGHTS_PER_THREAD))
+
+
 def _split_rows(fn, shape, *args) -> None:
     """Run ``fn(*args, lo, hi)`` over the units [0, N) of ``shape`` = (N units, K weights
     a unit) (weight rows, or the int4 pack's 64-row blocks) in contiguous runs, one per
     thread (torch.get_num_threads()), the first on the calling thread."""
-    n, k = shape
-    parts = max(1, min(torch.get_num_threads(), n * k // _MIN_WEIGHTS_PER_THREAD))
+    n = shape[0]
+    parts = _parts(shape)
     bounds = [n * i // parts for i in range(parts + 1)]
     futures = [_pool().submit(fn, *args, lo, hi) for lo, hi in zip(bounds[1:-1], bounds[2:])]
     try:
