@@ -15,8 +15,11 @@
 #                     int4 / int8 / fp8 weight-only matmuls: GB/s at M = 1 vs copy,
 #                     TFLOP/s at M = 64, both vs bf16 F.linear (bench/gpu_quant.py)
 #   bench.txt         that script's log
+#   tp.txt            TP=2 vs one GPU, decode tokens/s and collective time per step
+#                     (bench/tp.py); skipped with a message on a machine with one GPU
 # Budget: about 2 minutes of tests and 2.5 of benchmarks (each under a timeout), so the
-# whole check ends within 5 minutes. Exit status: non-zero if either part failed.
+# whole check ends within 5 minutes (8 with two or more GPUs: the TP run). Exit status:
+# non-zero if any part failed.
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -56,6 +59,15 @@ env ${SMOKE:+TRITON_INTERPRET=1} timeout "$TEST_TIMEOUT" "$PY" -m pytest -q -p n
 # 2. the measurements
 timeout 170 "$PY" bench/gpu_kernels.py $SMOKE --out "$RESULTS_DIR" 2>&1 | tee "$RESULTS_DIR/bench.txt"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "gpu_kernels.py FAILED (or timed out)"; status=1; }
+
+# 3. tensor parallelism: TP=2 against one GPU (bench/tp.py, NCCL), where there are two or more
+NGPU=$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
+if [[ -z "$SMOKE" && "$NGPU" -ge 2 ]]; then
+    timeout 170 "$PY" bench/tp.py --batch 1,64 --tokens 64 2>&1 | tee "$RESULTS_DIR/tp.txt"
+    [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "tp.py FAILED (or timed out)"; status=1; }
+else
+    echo "TP=2 check skipped: ${NGPU} GPU(s) here, it needs 2 or more" | tee "$RESULTS_DIR/tp.txt"
+fi
 
 echo "results: $RESULTS_DIR"
 exit $status

@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import torch
 
-from furca.errors import ConfigError, TensorParallelError
+from furca.errors import ConfigError, TensorParallelError, UnsupportedModelError
 from furca.runtime.distributed import group, step_wire
 from furca.runtime.distributed.sharding import TPShard
 from furca.runtime.distributed.worker import rank_device, set_cpu_threads, worker_main
@@ -94,6 +94,9 @@ class TensorParallelGroup:
         rank 0's `LoadedModel`."""
         from furca.runtime.loader import load_model
 
+        if load_args["quantization"] not in ("auto", "none"):  # before any process starts
+            raise UnsupportedModelError(f"tensor parallelism runs float weights; quantization="
+                                        f"{load_args['quantization']!r} is not supported with tp_size > 1")
         load_args = self.spawn(model_path, load_args, config)
         for i in range(len(self.procs)):
             self._expect(i, "started")
@@ -188,7 +191,8 @@ class TensorParallelGroup:
     def info(self) -> dict[str, Any]:
         """The group as ``get_server_info`` reports it: ranks, workers alive, and rank 0's
         model-group collectives (count, seconds inside them)."""
-        return {"tp_size": self.size, "workers_alive": sum(p.is_alive() for p in self.procs),
+        return {"tp_size": self.size,
+                "workers_alive": sum(p.is_alive() for p in self.procs) if self.procs else None,  # spawned here
                 "collectives": group.stats.calls,
                 "collective_seconds": round(group.stats.seconds, 6)}
 

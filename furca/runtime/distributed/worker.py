@@ -62,6 +62,8 @@ def worker_main(rank: int, size: int, init_method: str, load_args: dict, config,
     from furca.runtime.model_runner import ModelRunner
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # rank 0 decides when the workers stop
+    if conn is None:  # torchrun's SIGTERM reaches every rank: rank 0 drains, then sends STOP
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _exit_with_parent()
     local_rank = rank if local_rank is None else local_rank
     try:
