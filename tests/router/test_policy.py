@@ -106,3 +106,14 @@ def test_routing_key(path, body, key):
 def test_config_is_validated(kwargs, word):
     with pytest.raises(ConfigError, match=word):
         RouterConfig(**kwargs)
+
+
+def test_the_router_loads_no_runtime_and_no_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, furca.router.app, furca.router.launch; "
+            "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('furca.runtime', 'furca.server'))]; "
+            "print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
