@@ -272,3 +272,56 @@ def test_a_biased_acceptance_rule_fails_the_same_check(sampling_setup, monkeypat
     counts = _sample_pairs(spec, ids, n, params)
     assert _chi_square_p(counts, expected, n) < 1e-3
     spec.check_memory(idle=True)
+
+
+# -- streaming and failures -------------------------------------------------------------
+
+
+def test_stream_deltas_add_up_to_the_non_speculative_output(engines):
+    plain, spec = engines
+    params = {"max_new_tokens": 40, "temperature": 0, "ignore_eos": True}
+    ref = plain.generate(PROMPTS[6], sampling_params=params)
+    ids, text, deltas = [], "", 0
+    for delta in spec.generate(PROMPTS[6], sampling_params=params, stream=True):
+        ids = delta.apply_ids(ids)
+        text += delta.text
+        deltas += 1
+        if delta.finished:
+            assert delta.meta_info["spec_num_correct_drafts"] > 0
+    assert ids == ref.output_ids and text == ref.text
+    spec.check_memory(idle=True)
+
+
+@pytest.mark.parametrize("stage", ["detokenizer", "forward"])
+def test_a_fault_inside_verification_fails_that_request_alone(engines, stage):
+    """The victim (whose greedy output repeats itself, so most of its steps verify a
+    draft) fails at its seventh token's detokenizer call or in its seventh forward pass;
+    the others' outputs are unchanged and every slot it held, drafts included, comes back."""
+    from furca.errors import RequestFailedError
+    from furca.runtime.faults import FaultInjector
+
+    plain, spec = engines
+    params = {"max_new_tokens": 30, "temperature": 0, "ignore_eos": True}
+    ref = plain.generate(PROMPTS, sampling_params=params)
+    spec.set_fault_injector(FaultInjector(stage, "victim", skip=6))
+    results: dict = {}
+
+    def call(i: int) -> None:
+        try:
+            results[i] = spec.generate(PROMPTS[i], sampling_params=params, rid="victim" if i == 6 else f"ok-{i}")
+        except RequestFailedError as e:
+            results[i] = e
+
+    try:
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(len(PROMPTS))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+    finally:
+        spec.set_fault_injector(None)
+    assert isinstance(results[6], RequestFailedError)
+    for i in range(len(PROMPTS)):
+        if i != 6:
+            assert results[i].output_ids == ref[i].output_ids
+    spec.check_memory(idle=True)
