@@ -3,21 +3,28 @@
 ``Rows(nfa)`` computes ``trans[s]`` for a state s of the automaton it is handed
 (automaton.LazyAutomaton.expand calls it under the automaton's lock; it reads the
 automaton's tables and grows them through ``intern``, ``closure``, ``closure_of``,
-``template`` and ``byte_stack``). It holds no reference to the automaton (which owns it),
-so a dropped grammar is freed by reference counts, without a cycle:
+``template``, ``byte_stack``, ``closures.relative`` and ``stacks.push``). It holds no
+reference to the automaton (which owns it), so a dropped grammar is freed by reference
+counts, without a cycle:
 
 - one configuration (n, stack): n's byte classes (``template``, cached per NFA node),
   one closure and intern per distinct target set;
 - several configurations: the bytes cut into runs that meet the same edges of every
   configuration, one successor per distinct run of targets. The cut of a state depends
   only on its configurations' NFA nodes, not their stacks, so it is computed once per
-  node tuple (a *layout*: the runs, and per distinct bucket its (configuration index,
-  target node) pairs) and shared by every state on the same nodes: the same object or
-  key trie at another depth or from another caller, the states of a string body under
-  other counts. A successor is looked up by its targets first (``_succ``): states that
-  converge on the same configurations skip the closure and intern.
+  node tuple (a *layout*) and shared by every state on the same nodes: the same object
+  or key trie at another depth or from another caller, the states of a string body
+  under other counts. A successor is looked up by its targets first (``_succ``): states
+  that converge on the same configurations skip the closure and intern.
 
-Both caches grow with the grammar; the layouts are bounded by MAX_LAYOUTS (then they
+Without length regions (no ``nfa.tick`` / ``nfa.need``) a layout also holds each
+bucket's *plan*, built on the bucket's first new successor: per target its
+stack-independent closure (``Closures.relative``), so a new successor is its targets'
+relative configurations pushed on the configurations' own stacks, without a closure
+call, lookup and cache entry per (target, stack) pair; a target whose rule can end
+without consuming takes the full closure (it returns through the stack).
+
+The caches grow with the grammar; the layouts are bounded by MAX_LAYOUTS (then they
 start over). See DESIGN.md ("Supporting the cold path").
 """
 
@@ -25,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-MAX_LAYOUTS = 4096  # cached layouts per grammar (~1-3 KB each: Snowplow sp_138 holds 1,182, ~3.6 MB beside its 33 MB of rows and masks)
+MAX_LAYOUTS = 4096  # cached layouts per grammar (~1-3 KB each: Snowplow sp_138 holds 1,182)
 
 
 class Rows:
@@ -33,10 +40,10 @@ class Rows:
     (a: the automaton.LazyAutomaton over the NFA)."""
 
     def __init__(self, nfa):
-        self._edges = nfa.edges
         self._succ: dict[tuple, int] = {}  # targets ((node, stack), ...) -> state of their closure
-        self._layouts: dict[tuple, tuple] = {}  # NFA nodes of a state -> (run buckets, run lengths, buckets)
+        self._layouts: dict[tuple, tuple] = {}  # NFA nodes of a state -> (byte -> bucket, buckets, plans)
         self._ticks = bool(nfa.tick)  # a length region: bytes may change the stack (byte_stack)
+        self._plans = not nfa.tick and not nfa.need  # successors from relative closures (see the docstring)
 
     def single(self, a, s, n, st):
         """The row of a state of one configuration (n, st), from n's byte classes."""
@@ -63,8 +70,8 @@ class Rows:
         nodes = tuple([n for n, _st in configs])
         lay = self._layouts.get(nodes)
         if lay is None:
-            lay = self._layout(nodes)
-        run_bucket, run_len, buckets = lay
+            lay = self._layout(a, nodes)
+        byte_bucket, buckets, plans = lay
         if self._ticks:
             byte_stack = a.byte_stack
             sts = [byte_stack(n, st) for n, st in configs]
@@ -72,37 +79,52 @@ class Rows:
             sts = [st for _n, st in configs]
         succ, closure, intern = self._succ, a.closure, a.intern
         sids = [0]  # bucket 0: bytes no configuration takes
-        for bucket in buckets:
+        for j, bucket in enumerate(buckets):
             key = tuple([(t, sts[i]) for i, t in bucket if sts[i] >= 0])
             sid = succ.get(key)
             if sid is None:
                 if not key:
                     sid = 0
+                elif plans is not None:
+                    plan = plans[j]
+                    if plan is None:
+                        plan = plans[j] = _plan(a, bucket)
+                    sid = _from_plan(a, plan, sts)
                 elif len(key) == 1:
                     sid = intern(*closure(*key[0]))
                 else:
                     sid = intern(*a.closure_of(key))
                 succ[key] = sid
             sids.append(sid)
-        a.trans[s] = np.repeat(np.array(sids, dtype=np.int32)[run_bucket], run_len)
+        a.trans[s] = np.array(sids, dtype=np.int32)[byte_bucket]
 
-    def _layout(self, nodes):
-        """The runs of bytes that meet the same edges of every node: (bucket of each run,
-        length of each run, buckets), a bucket being ((index in nodes, target node), ...);
-        identical buckets (a class split by another node's edge) are one."""
-        edges = self._edges
+    def _layout(self, a, nodes):
+        """(byte -> bucket, buckets, plans) of a state on these NFA nodes: the runs of
+        bytes that meet the same edges of every node, a bucket being ((index in nodes,
+        target node), ...) (identical buckets, a class split by another node's edge, are
+        one; bucket 0, no target, is implicit). plans[j]: bucket j's ((index, target,
+        relative closure or None), ...); None without plans (length regions)."""
+        edges = a.nfa.edges
         cuts = {0, 256}
         for n in nodes:
             for lo, hi, _t in edges[n]:
                 cuts.add(lo)
                 cuts.add(hi + 1)
         cuts = sorted(cuts)
-        pos = {c: j for j, c in enumerate(cuts)}
-        runs = [[] for _ in range(len(cuts) - 1)]
-        for i, n in enumerate(nodes):
-            for lo, hi, t in edges[n]:
-                for j in range(pos[lo], pos[hi + 1]):
-                    runs[j].append((i, t))
+        nrun = len(cuts) - 1
+        if nrun == 1:  # every edge covers every byte
+            runs = [[(i, t) for i, n in enumerate(nodes) for _lo, _hi, t in edges[n]]]
+        else:
+            pos = {c: j for j, c in enumerate(cuts)}
+            runs = [[] for _ in range(nrun)]
+            for i, n in enumerate(nodes):
+                for lo, hi, t in edges[n]:
+                    j, stop = pos[lo], pos[hi + 1]
+                    if stop - j == 1:
+                        runs[j].append((i, t))
+                    else:
+                        for j in range(j, stop):
+                            runs[j].append((i, t))
         ids: dict[tuple, int] = {(): 0}
         buckets = []
         run_bucket = []
@@ -113,9 +135,44 @@ class Rows:
                 buckets.append(key)
                 k = ids[key] = len(buckets)
             run_bucket.append(k)
-        lens = np.diff(np.array(cuts, dtype=np.intp))
-        lay = (np.array(run_bucket, dtype=np.intp), lens, tuple(buckets))
+        plans = [None] * len(buckets) if self._plans else None  # built on a bucket's first new successor
+        byte_bucket = np.repeat(run_bucket, [cuts[j + 1] - cuts[j] for j in range(nrun)])
+        lay = (byte_bucket, tuple(buckets), plans)
         if len(self._layouts) >= MAX_LAYOUTS:
             self._layouts.clear()
         self._layouts[nodes] = lay
         return lay
+
+
+def _plan(a, bucket):
+    """((index, target, relative closure or None), ...) of a bucket's (index, target)
+    pairs: None for a target whose rule may end without consuming (it needs the stack)."""
+    relative = a.closures.relative
+    plan = []
+    for i, t in bucket:
+        rel_out, returns = relative(t)
+        plan.append((i, t, None if returns else rel_out))
+    return tuple(plan)
+
+
+def _from_plan(a, plan, sts):
+    """The state after a bucket: each target's relative closure pushed on its
+    configuration's stack (the full closure for a target whose rule may end)."""
+    out, accept = set(), False
+    push = a.stacks.push
+    for i, t, rel_out in plan:
+        st = sts[i]
+        if rel_out is None:
+            c, acc = a.closure(t, st)
+            out.update(c)
+            accept |= acc
+            continue
+        for n, rel in rel_out:
+            if rel:
+                x = st
+                for ret, k in rel:
+                    x = push(ret, x, k)
+                out.add((n, x))
+            else:
+                out.add((n, st))
+    return a.intern(out, accept)

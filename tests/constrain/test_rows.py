@@ -2,7 +2,8 @@
 node's byte classes, a state of several from the runs of bytes that meet the same edges
 of every configuration (a layout per tuple of NFA nodes, shared by the states on the
 same nodes with other stacks), with successors looked up by their targets (states that
-converge on the same configurations share one). Every row is checked byte by byte
+converge on the same configurations share one) and built from the targets' relative
+closures pushed on each configuration's stack. Every row is checked byte by byte
 against the NFA's edges directly."""
 
 import random
@@ -59,6 +60,12 @@ def test_rows_match_the_nfa_byte_by_byte(name):
         assert any(len(stacks) > 1 for stacks in by_nodes.values())
         # states on the same nodes share one byte layout (rows.Rows._layout)
         assert set(a.rows._layouts) - {()} == set(by_nodes) and len(by_nodes) < len(multi)
+    # new successors of several configurations came from the buckets' plans (rows._plan):
+    # targets' relative closures pushed on their configuration's stack (frames pushed too),
+    # and the full closure for targets whose rule may end (they return through the stack)
+    entries = [e for lay in a.rows._layouts.values() for plan in lay[2] or () if plan is not None for e in plan]
+    assert any(e[2] is None for e in entries)
+    assert any(e[2] is not None and any(rel for _n, rel in e[2]) for e in entries)
     for s in expanded:
         assert a.trans[s].tolist() == reference_row(a, s), (s, a.configs[s])
 
