@@ -97,7 +97,7 @@ def test_killed_worker_fails_requests_and_closes_engine(tmp_path, tiny_hf_tokeni
         t.join(60)
         assert not t.is_alive(), "the request hung after its worker died"
         assert len(errors) == 1 and isinstance(errors[0], EngineClosedError)
-        assert "tensor-parallel" in str(errors[0]) or "tensor-parallel" in str(errors[0].__cause__)
+        assert "tensor-parallel rank 1" in str(errors[0])  # names the rank that died
         deadline = time.monotonic() + 60
         while not engine.is_closed and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -145,3 +145,11 @@ def test_two_nodes_on_one_machine(tmp_path, tiny_hf_tokenizer):
     with Engine(tmp_path, **ENGINE_KW) as e1:
         ref = e1.generate(["The quick brown fox", "Paris is"], sampling_params=greedy)
     assert [o.output_ids for o in got] == [o.output_ids for o in ref]
+
+
+def test_a_model_that_does_not_split_is_refused_before_any_rank_starts(tmp_path, tiny_hf_tokenizer):
+    build_tiny_hf_model("llama", len(tiny_hf_tokenizer)).save_pretrained(tmp_path)  # 4 heads, 2 KV heads
+    tiny_hf_tokenizer.save_pretrained(tmp_path)
+    with pytest.raises(UnsupportedModelError, match="tp_size=3 does not split this model: num_attention_heads 4"):
+        Engine(tmp_path, tp_size=3, **ENGINE_KW)
+    assert not _workers()

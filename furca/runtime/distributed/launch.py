@@ -35,7 +35,7 @@ import torch
 
 from furca.errors import ConfigError, TensorParallelError, UnsupportedModelError
 from furca.runtime.distributed import group, step_wire
-from furca.runtime.distributed.sharding import TPShard
+from furca.runtime.distributed.sharding import TPShard, check_divisible
 from furca.runtime.distributed.worker import rank_device, set_cpu_threads, worker_main
 
 logger = logging.getLogger("furca")
@@ -75,6 +75,11 @@ class TensorParallelGroup:
         from furca.runtime.pull import resolve_model_path
 
         path = resolve_model_path(model_path)  # pulled once here, not by every rank
+        if (path / "config.json").is_file():  # a model that does not split fails before any process starts
+            from furca.runtime.loader.hf import read_json
+            from furca.runtime.model_config import ModelConfig
+
+            check_divisible(ModelConfig.from_hf_dict(read_json(path / "config.json")), self.size)
         load_args = {**load_args, "path": path, "device": str(rank_device(str(self.device), 0))}
         ctx = multiprocessing.get_context("spawn")
         for rank in range(max(self.first_rank, 1), self.first_rank + self.per_node * (not self.torchrun)):
@@ -151,14 +156,19 @@ class TensorParallelGroup:
 
     # -- running -------------------------------------------------------------------------
 
-    def check_alive(self) -> None:
-        """Raise the group's `TensorParallelError` if a worker has exited."""
-        if self.failure is None:
+    def check_alive(self, wait: float = 0.0) -> None:
+        """Raise the group's `TensorParallelError` if a worker has exited (waiting up to
+        ``wait`` seconds for one to: a failed collective is seen before the exit)."""
+        deadline = time.monotonic() + wait
+        while self.failure is None:
             for rank, proc in zip(self.ranks, self.procs):
                 if not proc.is_alive():
                     self.fail(TensorParallelError(f"tensor-parallel rank {rank} (pid {proc.pid}) exited with "
                                                   f"code {proc.exitcode}"))
                     break
+            if self.failure is not None or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
         if self.failure is not None:
             raise self.failure
 

@@ -32,6 +32,10 @@ class TPModelRunner(ModelRunner):
             step_wire.send_step(step.input_ids, step.positions, step.batch)
             return super().forward(step)
         except Exception as e:  # noqa: BLE001 - every rank must stop: they are out of step
+            try:
+                self.tp_group.check_alive(wait=1.0)  # a dead rank, if that is the cause, is the clearer error
+            except TensorParallelError as dead:
+                raise dead from e
             error = e if isinstance(e, TensorParallelError) else TensorParallelError(
                 f"a tensor-parallel forward pass failed: {type(e).__name__}: {e}")
             raise self.tp_group.fail(error) from e
