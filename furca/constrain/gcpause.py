@@ -6,12 +6,7 @@ growth triggers full collections of the whole process heap (~45 ms each with num
 the tokenizer loaded): a third of a large mask's time, and most of its worst steps.
 Paused, the new objects are traversed once, by a young collection run as the pause ends
 (left to the allocation counter, the collection after a pause escalates to the older
-generations whenever their counters are due, full collections included). That collection
-runs only when it is due (the young generation holds at least its threshold of tracked
-objects): most new masks leave fewer, and a forced collection costs ~20 µs even when
-nearly empty (1.2 s of the 17 s of steps on the 500 MaskBench sample); below the
-threshold the GC would not have collected yet either, so the ordinary counter takes
-them. Measured
+generations whenever their counters are due, full collections included). Measured
 (100 MaskBench schemas, thread CPU time, two rounds: max step 79 / 90 ms without a pause,
 65 / 81 ms paused, 26 / 23 ms paused and collected at the end; p99 1.46 / 1.94, 1.48 / 1.60,
 1.54 / 1.45 ms; full collections 8, 8, 2).
@@ -57,7 +52,7 @@ class GcPause:
             if restored:
                 gc.enable()
                 self._restore = False
-        if restored and gc.get_count()[0] >= gc.get_threshold()[0]:
+        if restored:
             gc.collect(0)  # the pause's young objects only, in the slow step that made them
 
     @contextmanager

@@ -90,9 +90,9 @@ def test_a_new_mask_runs_without_collections():
     _restoring(run)
 
 
-def _recording_collections(fn):
-    """Runs fn(seen) with the GC on, seen collecting the generation of every collection
-    started meanwhile; the GC's on/off state is restored after."""
+def test_a_pause_ends_with_a_young_collection_only():
+    # left to the allocation counter, the collection after a pause escalates to the older
+    # generations whenever their counters are due; the pause collects the young one itself
     seen = []
 
     def record(phase, info):
@@ -102,44 +102,18 @@ def _recording_collections(fn):
     def run():
         gc.enable()
         gc.collect()
-        gc.callbacks.append(record)
-        try:
-            fn(seen)
-        finally:
-            gc.callbacks.remove(record)
-
-    _restoring(run)
-
-
-def test_a_pause_ends_with_a_young_collection_only():
-    # left to the allocation counter, the collection after a pause escalates to the older
-    # generations whenever their counters are due; the pause collects the young one itself
-    def body(seen):
         p = GcPause()
         for _ in range(gc.get_threshold()[1] + 1):
             gc.collect(0)  # the middle generation's counter is now due
-        seen.clear()
-        with p.paused():
-            keep = [[i] for i in range(5000)]  # tracked objects the pause leaves young
-        junk = [[i] for i in range(100)]  # the next allocations after the pause
+        gc.callbacks.append(record)
+        try:
+            with p.paused():
+                keep = [[i] for i in range(5000)]  # tracked objects the pause leaves young
+            junk = [[i] for i in range(100)]  # the next allocations after the pause
+        finally:
+            gc.callbacks.remove(record)
         assert seen and seen[0] == 0, seen  # the young generation, not an escalated collection
         assert gc.get_count()[0] < 1000
         del keep, junk
 
-    _recording_collections(body)
-
-
-def test_a_pause_of_few_allocations_leaves_them_to_the_ordinary_collection():
-    # a forced young collection costs ~20 µs even when nearly empty: a pause that left fewer
-    # tracked objects than the young threshold does not collect (the GC would not have yet)
-    def body(seen):
-        p = GcPause()
-        with p.paused():
-            few = [[i] for i in range(gc.get_threshold()[0] // 4)]
-        assert seen == []
-        with p.paused():
-            many = [[i] for i in range(2 * gc.get_threshold()[0])]
-        assert seen and seen[0] == 0, seen
-        del few, many
-
-    _recording_collections(body)
+    _restoring(run)
