@@ -40,6 +40,10 @@ from furca.runtime.distributed.worker import rank_device, set_cpu_threads, worke
 
 logger = logging.getLogger("furca")
 
+# a worker that dies before it starts is most often a script without a main guard: spawn
+# runs the script again in the worker, which then tries to start an engine of its own
+_SPAWN_HINT = (" (its error is on stderr; a script that creates Engine(tp_size > 1) must do so under "
+               "`if __name__ == \"__main__\":`, since each rank's process imports the script again)")
 START_TIMEOUT = 600.0  # seconds a worker may take to start, load its shard and size its pool
 JOIN_TIMEOUT = 10.0  # seconds a worker gets to exit after STOP before it is killed
 
@@ -142,13 +146,13 @@ class TensorParallelGroup:
         while not conn.poll(0.1):
             if not proc.is_alive():
                 raise TensorParallelError(f"tensor-parallel rank {rank} exited with code {proc.exitcode} "
-                                          f"before it was {what}")
+                                          f"before it was {what}{_SPAWN_HINT}")
             if time.monotonic() > deadline:
                 raise TensorParallelError(f"tensor-parallel rank {rank} was not {what} after {START_TIMEOUT:.0f} s")
         try:
             msg = conn.recv()
         except EOFError:
-            raise TensorParallelError(f"tensor-parallel rank {rank} exited before it was {what}") from None
+            raise TensorParallelError(f"tensor-parallel rank {rank} exited before it was {what}{_SPAWN_HINT}") from None
         if msg[0] == "error":
             raise TensorParallelError(f"tensor-parallel rank {rank} failed to start: {msg[1]}")
         if msg[0] != what:
