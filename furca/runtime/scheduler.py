@@ -183,7 +183,8 @@ class Scheduler(RequestFailures):
             num_running=len(self.running), num_waiting=len(self.waiting), used_tokens=self.cache.used_tokens(),
             capacity=self.cache.capacity, admitted=tuple(self._admitted), num_generated=generated,
             num_finished=len(finished), num_retracted=self.stats["retractions"] - retractions,
-            new_token_ratio=self.new_token_ratio, duration_s=time.perf_counter() - began, masks=self.post.times)
+            new_token_ratio=self.new_token_ratio, duration_s=time.perf_counter() - began, masks=self.post.times,
+            num_draft_tokens=sum(len(it.draft) for it in items))
         return True
 
     def _run(self, items: list[ScheduledReq]) -> list[Req]:

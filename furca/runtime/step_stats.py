@@ -40,6 +40,7 @@ class StepStats:
     duration_s: float  # wall time of the step: scheduling, forward pass, sampling
     # constrained decoding's costs (mask_overlap.MaskTimes), None when no constrained request sampled
     masks: MaskTimes | None = None
+    num_draft_tokens: int = 0  # speculative draft tokens the decoding requests also computed (furca/runtime/speculative)
 
     @property
     def num_reqs(self) -> int:
@@ -49,7 +50,7 @@ class StepStats:
     @property
     def num_tokens(self) -> int:
         """Tokens the forward pass computed (vLLM's iteration tokens)."""
-        return self.num_prefill_tokens + self.num_decode_reqs
+        return self.num_prefill_tokens + self.num_decode_reqs + self.num_draft_tokens
 
     @property
     def num_cached_tokens(self) -> int:

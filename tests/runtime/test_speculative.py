@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 import torch
@@ -64,7 +65,8 @@ def test_ngram_index_proposes_the_longest_suffix_match():
     # (5, 6, 7) ended at 2 and is followed by 8; the 2-gram (6, 7) ended last at 6 (-> 9)
     assert idx.propose(toks, 3) == [8, 1, 6]
     assert idx.propose(toks + [4], 2) == []  # 4 never occurred before
-    assert NgramIndex(1, 3).propose([1, 2, 1], 4) == [2, 1]  # the continuation runs up to the end
+    assert NgramIndex(1, 3).propose([1, 2, 1], 4) == [2, 1, 2, 1]  # past the end the period repeats
+    assert NgramIndex(1, 3).propose([3, 4, 7, 7, 7], 3) == [7, 7, 7]
     assert NgramIndex(2, 3).propose([1, 2, 3, 9, 3], 2) == []  # one-token matches below min_n
     assert idx.propose(toks, 0) == []
 
@@ -325,3 +327,19 @@ def test_a_fault_inside_verification_fails_that_request_alone(engines, stage):
         if i != 6:
             assert results[i].output_ids == ref[i].output_ids
     spec.check_memory(idle=True)
+
+
+def test_step_stats_count_the_draft_tokens_computed(engines):
+    _, spec = engines
+    seen = []
+    spec.add_step_observer(seen.append)
+    try:
+        spec.generate(PROMPTS[6], sampling_params={"max_new_tokens": 30, "temperature": 0, "ignore_eos": True})
+        deadline = time.monotonic() + 60  # the last step's observer may run after the result is out
+        while sum(s.num_generated for s in seen) < 30 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        spec.remove_step_observer(seen.append)
+    drafted = [s for s in seen if s.num_draft_tokens]
+    assert drafted and all(s.num_tokens == s.num_decode_reqs + s.num_draft_tokens for s in drafted)
+    assert sum(s.num_generated for s in seen) == 30

@@ -4,7 +4,10 @@ tokens (prompt + output so far), with no draft model.
 `NgramIndex` maps every n-gram of a request's tokens (``min_n <= n <= max_n``) to the
 position where it last ended, among the positions that have a successor. To draft, the
 last ``n`` tokens are looked up for ``n`` from ``max_n`` down to ``min_n`` (the longest
-suffix match wins); the draft is the up to ``k`` tokens that followed that occurrence.
+suffix match wins); the draft is the ``k`` tokens that followed that occurrence. A
+continuation that reaches the end of the sequence goes on with the draft itself: the
+tokens repeat with the period the match found (a loop of a 2-token period drafts the loop
+for ``k`` tokens, not 2).
 The index grows incrementally: each new token adds one entry per ``n``. A hit is checked
 against the tokens themselves, so an entry made stale by jump-forward re-tokenizing the
 output's tail never yields a wrong draft (`rebuild` brings back the missed entries).
@@ -43,9 +46,9 @@ class NgramIndex:
         self._upto = max(self._upto, last)
 
     def propose(self, tokens: Sequence[int], k: int) -> list[int]:
-        """Up to ``k`` draft tokens continuing ``tokens`` (its whole sequence so far, which
-        only grows between calls unless `rebuild` was called); [] when no suffix of
-        ``min_n`` tokens or more occurred before."""
+        """``k`` draft tokens continuing ``tokens`` (its whole sequence so far, which only
+        grows between calls unless `rebuild` was called); [] when no suffix of ``min_n``
+        tokens or more occurred before."""
         if k <= 0:
             return []
         self._update(tokens)
@@ -54,5 +57,9 @@ class NgramIndex:
             suffix = tuple(tokens[size - n :])
             end = self._maps[n].get(suffix)
             if end is not None and tuple(tokens[end - n + 1 : end + 1]) == suffix:
-                return list(tokens[end + 1 : end + 1 + k])
+                draft = list(tokens[end + 1 : end + 1 + k])
+                period = size - 1 - end
+                while len(draft) < k:  # past the end: the match's period repeats
+                    draft.append(draft[len(draft) - period])
+                return draft
         return []
