@@ -68,6 +68,7 @@ class TensorParallelGroup:
         self.conns: list[Any] = []
         self.ranks: list[int] = []  # the rank of each spawned process
         self.failure: TensorParallelError | None = None
+        self.serving = False  # every rank has its pool and waits for steps (make_runner returned)
         self.closed = False
         self._lock = threading.Lock()
 
@@ -124,6 +125,7 @@ class TensorParallelGroup:
             group.barrier_control()
         except Exception as e:  # a rank failed to load: its own message says why, when it is local
             raise self._start_error(e) from e
+        self.serving = True
         return runner
 
     def _start_error(self, cause: Exception) -> TensorParallelError:
@@ -217,15 +219,15 @@ class TensorParallelGroup:
         if self.closed:
             return
         self.closed = True
-        if self.failure is None and all(p.is_alive() for p in self.procs) and torch.distributed.is_initialized():
+        if self.serving and self.failure is None and all(p.is_alive() for p in self.procs):
             try:
                 step_wire.send_stop()
+                deadline = time.monotonic() + JOIN_TIMEOUT
+                for proc in self.procs:
+                    proc.join(max(0.0, deadline - time.monotonic()))
             except Exception as e:  # noqa: BLE001 - a worker died meanwhile: it is killed below
                 logger.warning("could not tell the tensor-parallel workers to stop: %s", e)
-        deadline = time.monotonic() + JOIN_TIMEOUT
-        for proc in self.procs:
-            proc.join(max(0.0, deadline - time.monotonic()))
-        self._kill()
+        self._kill()  # the rest (a failed start-up leaves workers waiting on a collective)
         group.destroy_groups()
         for conn in self.conns:
             conn.close()
