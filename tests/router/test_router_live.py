@@ -142,6 +142,34 @@ def test_health_workers_and_metrics_are_aggregated(replicas, router):
     assert set(routed) == {r.url for r in replicas} and sum(routed.values()) >= 2
 
 
+def test_a_session_stays_on_its_replica_and_a_program_runs_through_the_router(router):
+    import furca as sgl
+    from furca.lang.backends.runtime_endpoint import RuntimeEndpoint
+
+    with httpx.Client(base_url=router.url, headers=AUTH, timeout=CLIENT_TIMEOUT) as http:
+        opened = http.post("/open_session", json={})
+        assert opened.status_code == 200
+        session, home = opened.json(), opened.headers["x-furca-replica"]
+        for turn in range(3):
+            answer = http.post("/generate", json={"text": f"Turn {turn}: hello", "session_id": session,
+                                                  "sampling_params": {"max_new_tokens": 1}})
+            assert answer.status_code == 200 and answer.headers["x-furca-replica"] == home
+            assert answer.json()["meta_info"]["session_id"] == session
+        assert http.post("/close_session", json={"session_id": session}).status_code == 200
+
+    @sgl.function
+    def qa(s, question):
+        s += sgl.user(question)
+        s += sgl.assistant(sgl.gen("answer", max_tokens=3, temperature=0))
+
+    backend = RuntimeEndpoint(router.url, api_key=API_KEY)
+    try:
+        state = qa.run(question="What is 2 + 2?", backend=backend)
+        assert state["answer"] and state.get_meta_info("answer")["completion_tokens"] <= 3
+    finally:
+        backend.close()
+
+
 def test_a_killed_replica_fails_only_its_own_requests(replicas, router):
     """Through a round-robin router (fresh: its turns start at replica 0): two streams and
     two plain requests in flight on each replica; replica 1 is killed. Its requests end
