@@ -11,12 +11,14 @@ claiming parts of the work from a shared counter, and the call returns when all 
 done. ctypes releases the GIL for the call.
 
 Available when torch's parallel backend is OpenMP and its libgomp exports
-``GOMP_parallel`` (``available()``); the callers keep their thread-pool path otherwise.
+``GOMP_parallel`` (``available()``), and never in a forked child (see ``_off_in_child``);
+the callers keep their thread-pool path otherwise.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 
 import numpy as np
@@ -24,6 +26,15 @@ import torch
 
 _LOCK = threading.Lock()
 _STATE: list = []  # [GOMP_parallel or None] once resolved
+
+
+def _off_in_child() -> None:
+    # libgomp has no fork handler: a forked child's thread keeps its parent's team, whose
+    # workers do not exist there, and its next parallel region waits for them forever
+    _STATE[:] = [None]
+
+
+os.register_at_fork(after_in_child=_off_in_child)
 
 
 def _loaded_libgomp() -> str | None:

@@ -34,10 +34,11 @@ scattered, and without it the kernel waited on memory more than it computed.
 
 Threads: the compiled kernel is serial and releases the GIL; ``decode`` cuts the tasks
 into contiguous runs of about equal context and runs them on up to
-``torch.get_num_threads()`` threads (the caller's and a small shared pool), one run
-alone when the work is too small to split. Not numba's ``parallel=True``: its default
-``omp`` layer shares torch's OpenMP runtime and alternating the two teams cost
-milliseconds per call here, its ``workqueue`` layer is process-global and must not be
+``torch.get_num_threads()`` threads, one run alone when the work is too small to split:
+on torch's own OpenMP team (`omp_team`, a cfunc per pool dtype claiming runs) where it is
+reachable, else on the caller's thread and a small shared pool. Not numba's
+``parallel=True``: its ``omp`` layer links the system's libgomp, a second OpenMP runtime
+beside torch's, and alternating the two teams cost milliseconds per call here, its ``workqueue`` layer is process-global and must not be
 entered by two threads at once, and a parallel kernel took 12 s to compile instead of
 3. Each task is computed by one thread in a fixed order, so the result does not depend
 on how the tasks were split.
@@ -100,14 +101,27 @@ def _build():
     if os.environ.get("FURCA_NO_NUMBA", "") not in ("", "0"):
         return None
     try:
-        from furca.runtime.attention.cpu_decode_kernel import decode_tasks
+        from furca.runtime.attention.cpu_decode_kernel import decode_tasks, decode_team_bf16, decode_team_f32
     except ImportError:  # numba missing from this install: the caller gathers instead
         return None
     import torch
 
+    from furca.runtime import omp_team
+
     def decode(q, k_buf, v_buf, rows, kv_start, kv_len, kv_indices, scale, out):
         scale = np.float32(scale)
         runs = split_tasks(kv_len, k_buf.shape[0], torch.get_num_threads())
+        if len(runs) > 1 and omp_team.available() and all(
+                a.flags.c_contiguous for a in (q, k_buf, v_buf, rows, kv_start, kv_len, kv_indices, out)):
+            scale_arr = np.array([scale], np.float32)
+            bounds = np.array([lo for lo, _ in runs] + [runs[-1][1]], np.int64)
+            team = decode_team_f32 if k_buf.dtype == np.float32 else decode_team_bf16
+            omp_team.run(team, np.array([
+                0, len(runs), *q.shape, k_buf.shape[0], k_buf.shape[1], rows.shape[0], kv_indices.shape[0],
+                q.ctypes.data, k_buf.ctypes.data, v_buf.ctypes.data, rows.ctypes.data, kv_start.ctypes.data,
+                kv_len.ctypes.data, kv_indices.ctypes.data, out.ctypes.data, scale_arr.ctypes.data,
+                bounds.ctypes.data], np.int64))
+            return
         args = (q, k_buf, v_buf, rows, kv_start, kv_len, kv_indices, scale, out)
         futures = [_pool().submit(decode_tasks, *args, lo, hi) for lo, hi in runs[1:]]
         try:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import carray, cfunc, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from furca.runtime.cpu_math_kernel import exp_nonpositive
+from furca.runtime.omp_team_kernel import TEAM_SIGNATURE, as_ptr, claim
 
 # The kernel prefetches the K (then V) rows of the keys this far ahead: slots are
 # scattered (decode tokens interleave), so the hardware prefetcher misses them.
@@ -187,3 +188,40 @@ def decode_tasks(q, k_buf, v_buf, rows, kv_start, kv_len, kv_indices, scale, out
             for d in range(head_dim):
                 out[row, h * group + g, d] = acc_o[g, d]
 
+
+
+@njit(inline="always", nogil=True)
+def _decode_parts(pargs, a, k_buf, v_buf):
+    """The runs of `decode_tasks` this thread claims. ``a`` (``pargs``' array) = [counter,
+    parts, T, H, D, KV, slots, requests, kv index count, then the addresses of q, k_buf,
+    v_buf, rows, kv_start, kv_len, kv_indices, out, scale (one fp32), bounds (parts + 1
+    task indices: run p is tasks bounds[p] .. bounds[p + 1])]."""
+    parts, t, heads, dim, reqs, nidx = a[1], a[2], a[3], a[4], a[7], a[8]
+    q = carray(as_ptr(a[9]), (t, heads, dim), np.float32)
+    rows = carray(as_ptr(a[12]), reqs, np.int64)
+    kv_start = carray(as_ptr(a[13]), reqs, np.int64)
+    kv_len = carray(as_ptr(a[14]), reqs, np.int64)
+    kv_indices = carray(as_ptr(a[15]), nidx, np.int64)
+    out = carray(as_ptr(a[16]), (t, heads, dim), np.float32)
+    scale = carray(as_ptr(a[17]), 1, np.float32)[0]
+    bounds = carray(as_ptr(a[18]), parts + 1, np.int64)
+    p = claim(pargs)
+    while p < parts:
+        decode_tasks(q, k_buf, v_buf, rows, kv_start, kv_len, kv_indices, scale, out, bounds[p], bounds[p + 1])
+        p = claim(pargs)
+
+
+@cfunc(TEAM_SIGNATURE, nogil=True, cache=True, fastmath=True)
+def decode_team_f32(pargs):
+    """`decode_tasks` over an fp32 pool, run by every thread of an OpenMP team."""
+    a = carray(pargs, 19)
+    shape = (a[5], a[6], a[4])
+    _decode_parts(pargs, a, carray(as_ptr(a[10]), shape, np.float32), carray(as_ptr(a[11]), shape, np.float32))
+
+
+@cfunc(TEAM_SIGNATURE, nogil=True, cache=True, fastmath=True)
+def decode_team_bf16(pargs):
+    """`decode_tasks` over a bf16 pool (uint16 bits), run by every thread of an OpenMP team."""
+    a = carray(pargs, 19)
+    shape = (a[5], a[6], a[4])
+    _decode_parts(pargs, a, carray(as_ptr(a[10]), shape, np.uint16), carray(as_ptr(a[11]), shape, np.uint16))
