@@ -67,3 +67,42 @@ def test_serve_tp2_exits_with_an_error_when_a_rank_dies(tiny_model_dir):
         assert "tensor-parallel rank 1" in srv.read_log()
     finally:
         srv.stop()
+
+
+def test_serve_tp2_under_torchrun(tiny_model_dir):
+    """torchrun starts both ranks: rank 0 serves, rank 1 runs its shard; SIGTERM to
+    torchrun reaches both, rank 0 drains and stops rank 1, and no process is left."""
+    import subprocess
+    import sys
+
+    from tests.server.conftest import REPO, free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                             "--master-port", str(free_port()), "-m", "furca.server", str(tiny_model_dir),
+                             "--tp", "2", "--port", str(port), "--dtype", "float32", "--max-total-tokens", "2048",
+                             "--served-model-name", MODEL_NAME, "--log-level", "warning"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=30).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        ranks = psutil.Process(proc.pid).children(recursive=True)
+        assert len(ranks) == 2, proc.poll()
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", timeout=CLIENT_TIMEOUT, json={
+            "model": MODEL_NAME, "prompt": "The quick brown fox", "max_tokens": 4, "temperature": 0})
+        assert r.status_code == 200, r.text
+        assert r.json()["usage"]["completion_tokens"] == 4
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(DEADLINE)
+        gone, alive = psutil.wait_procs(ranks, timeout=DEADLINE)
+        assert not alive
+        assert "could not tell the tensor-parallel workers to stop" not in proc.stdout.read()  # STOP reached rank 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
