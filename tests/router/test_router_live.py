@@ -170,6 +170,45 @@ def test_a_session_stays_on_its_replica_and_a_program_runs_through_the_router(ro
         backend.close()
 
 
+def test_a_hung_replica_fails_its_requests_and_comes_back(replicas, router):
+    """Replica 0 stopped (SIGSTOP) behind a router of its own with short health checks: its
+    in-flight requests end with a 503 naming it (not a hang), /health says no replica;
+    once it runs again (SIGCONT) it serves again."""
+    hung = replicas[0]
+    solo = RouterProcess([hung.url], "--health-timeout", "2", "--health-failures", "3")
+    http = httpx.Client(base_url=solo.url, headers=AUTH, timeout=CLIENT_TIMEOUT)
+    pool = ThreadPoolExecutor(1)
+    try:
+        solo.wait_healthy(1)
+        long = {"max_new_tokens": 2000, "ignore_eos": True}
+        cm = http.stream("POST", "/generate", json={"text": "Keep going", "stream": True, "sampling_params": long})
+        lines = (line for line in cm.__enter__().iter_lines() if line.startswith("data: "))
+        assert next(lines)  # the stream runs
+        plain = pool.submit(http.post, "/generate", json={"text": "And this", "sampling_params": long})
+        wait_until(lambda: solo.workers()[0]["load"] == 2, "both requests in flight")
+        hung.proc.send_signal(signal.SIGSTOP)
+        try:
+            answer = plain.result()
+            assert answer.status_code == 503 and hung.url in answer.json()["error"]["message"], answer.text
+            tail = list(lines)
+            assert tail[-1] == "data: [DONE]" and json.loads(tail[-2][6:])["error"]["code"] == 503
+            cm.__exit__(None, None, None)
+            assert httpx.get(f"{solo.url}/health", timeout=30).status_code == 503
+            refused = http.post("/generate", json={"text": "hi", "sampling_params": {"max_new_tokens": 1}})
+            assert refused.status_code == 503 and refused.headers["retry-after"]
+        finally:
+            hung.proc.send_signal(signal.SIGCONT)
+        solo.wait_healthy(1)
+        router.wait_healthy(2)  # the module's router saw it hang too
+        answer = http.post("/generate", json={"text": "Back", "sampling_params": {"max_new_tokens": 1}})
+        assert answer.status_code == 200
+        assert_idle(httpx.Client(base_url=hung.url, headers=AUTH, timeout=CLIENT_TIMEOUT))
+    finally:
+        pool.shutdown()
+        http.close()
+        solo.stop()
+
+
 def test_a_killed_replica_fails_only_its_own_requests(replicas, router):
     """Through a round-robin router (fresh: its turns start at replica 0): two streams and
     two plain requests in flight on each replica; replica 1 is killed. Its requests end
