@@ -74,6 +74,8 @@ def init_groups(rank: int, size: int, init_method: str, device: torch.device) ->
         raise ConfigError("this process already belongs to a torch.distributed group: one tensor-parallel "
                           "engine per process")
     backend = "nccl" if device.type == "cuda" else "gloo"
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # NCCL builds this rank's communicator on the current device
     dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=size,
                             timeout=COLLECTIVE_TIMEOUT)
     _control = dist.new_group(backend="gloo", timeout=_IDLE_TIMEOUT)
