@@ -6,9 +6,10 @@ spawned it) before the rendezvous, loads its shard, receives ``(capacity,
 context_length)`` from rank 0 over the control group (rank 0's KV pool size, so slot
 numbers agree), builds its pool and meets the other ranks at a barrier; if anything
 fails it sends ``("error", text)`` over the pipe and exits 1. After that only the
-control group carries work (`step_wire`). The worker
-exits on ``STOP``, when a collective fails (exit 1), and when its parent process is gone
-(a daemon thread waits on the parent's sentinel), so no rank outlives the engine.
+control group carries work (`step_wire`). The worker exits on ``STOP``, when a
+collective fails (exit 1), and when its parent process is gone (a daemon thread waits
+on the parent's sentinel), so no rank outlives the engine. Under torchrun there is no
+pipe and no parent to watch: rank 0's collectives are the only link.
 """
 
 from __future__ import annotations
