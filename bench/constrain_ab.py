@@ -1,0 +1,119 @@
+"""Two versions of furca.constrain in one process, alternating per schema: an A/B that a
+loaded, shared machine does not swamp.
+
+    mkdir -p /tmp/a && git archive REV furca/constrain | tar -x -C /tmp/a
+    .venv/bin/python bench/constrain_ab.py --a /tmp/a/furca/constrain [--b furca/constrain] [--sample 500 | --files F]
+
+Separate runs of bench/constrain_maskbench.py on this 2-core machine, shared with other
+jobs, drift by 30% and more between runs (even the warm p50), so a 5% change cannot be
+seen in them. Here both versions (each a copy of the furca/constrain directory, loaded
+as its own package; the package is a leaf that imports only furca.errors from furca)
+walk the same schemas in the same minutes: per schema, a cold compile, the first mask,
+then every valid instance token by token (fill_bitmask + accept_token, thread CPU time),
+in A-B order for even schemas and B-A for odd ones. Prints per version the pass counts
+(every valid instance accepted and terminated, every invalid one stopped; invalid
+accepted must stay 0), TTFM and per-token percentiles, and the sum of the steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
+
+
+def load_package(path: str, name: str):
+    """The furca/constrain directory at path, imported as the package `name`."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(path, "__init__.py"),
+                                                  submodule_search_locations=[path])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_schema(pkg, info, d, tok, text_of, clock, out):
+    """One schema with one version: appends TTFM and step times to out; returns its status."""
+    bm = np.zeros((1, info.num_words), dtype=np.int32)
+    t0 = clock()
+    try:
+        g = pkg.GrammarCompiler(info).compile_json_schema(d["schema"])
+        g.matcher().fill_bitmask(bm)
+    except Exception:  # noqa: BLE001  (a CompileError or a timeout: counted, not timed)
+        return "compile_error"
+    out["ttfm"].append(clock() - t0)
+    status = "pass"
+    for test in d["tests"]:
+        ids = tok.encode(text_of(test["data"], d["schema"]), add_special_tokens=False).ids + [info.eos_token_id]
+        m, ok = g.matcher(), True
+        for t in ids:
+            t0 = clock()
+            m.fill_bitmask(bm)
+            allowed = (int(bm[0, t >> 5]) >> (t & 31)) & 1
+            ok = bool(allowed) and m.accept_token(t)
+            if test["valid"]:
+                out["steps"].append(clock() - t0)
+            if not ok:
+                break
+        ok = ok and m.is_terminated()
+        if test["valid"] and not ok and status == "pass":
+            status = "valid_rejected"
+        if not test["valid"] and ok:
+            status = "invalid_accepted"
+    return status
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--a", required=True, help="a furca/constrain directory (e.g. git archive of a revision)")
+    ap.add_argument("--b", default=os.path.join(ROOT, "furca", "constrain"))
+    ap.add_argument("--sample", type=int, default=500)
+    ap.add_argument("--files", default=None, help="schema file names, one per line (instead of --sample)")
+    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+    a = ap.parse_args()
+    sys.path.insert(0, HARNESS)
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import schemas
+    from constrain.tokenizers_cache import tokenizer_json
+    from tokenizers import Tokenizer
+
+    path, eos = tokenizer_json("llama3_1")
+    tok = Tokenizer.from_file(str(path))
+    versions = []
+    for label, where in (("A", a.a), ("B", a.b)):
+        pkg = load_package(os.path.abspath(where), f"_constrain_{label.lower()}")
+        info = pkg.TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
+        pkg.GrammarCompiler(info).compile_json_schema({"type": "object"}).matcher().fill_bitmask(
+            np.zeros((1, info.num_words), dtype=np.int32))  # numba kernels compiled before timing
+        versions.append((label, where, pkg, info, {"ttfm": [], "steps": [], "counts": {}}))
+    gc.collect()
+    gc.freeze()  # as constrain_maskbench.py: the set-up heap is skipped by later collections
+    names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
+    if a.files:
+        with open(a.files, encoding="utf-8") as f:
+            names = [ln.strip() for ln in f if ln.strip()]
+    for k, name in enumerate(names):
+        with open(os.path.join(a.data, name), encoding="utf-8") as f:
+            d = json.load(f)
+        for label, _where, pkg, info, out in (versions if k % 2 == 0 else versions[::-1]):
+            status = run_schema(pkg, info, d, tok, schemas.instance_text, time.thread_time_ns, out)
+            out["counts"][status] = out["counts"].get(status, 0) + 1
+    for label, where, _pkg, _info, out in versions:
+        x, y = np.array(out["steps"]) / 1e3, np.array(out["ttfm"]) / 1e6
+        print(f"{label} {where}: {json.dumps(out['counts'])}")
+        print(f"  TTFM ms p50 {np.percentile(y, 50):.2f} p99 {np.percentile(y, 99):.1f} | token µs p50 "
+              f"{np.percentile(x, 50):.1f} p90 {np.percentile(x, 90):.1f} p99 {np.percentile(x, 99):.1f} "
+              f"max {x.max():.0f} sum {x.sum() / 1e3:.0f} ms, {(x > 500).sum()} over 500 µs (n={len(x)})")
+
+
+if __name__ == "__main__":
+    main()
