@@ -16,7 +16,7 @@ from furca.runtime.attention import registry as attention_registry
 _DTYPES = ("auto", "float32", "float16", "bfloat16")
 _POLICIES = ("lpm", "fcfs")
 _QUANTIZATIONS = ("auto", "none", "int8", "int4", "fp8")
-_SPEC_ALGORITHMS = ("ngram",)
+_SPEC_ALGORITHMS = ("ngram", "draft")
 
 
 def _opt(default: Any, help: str, **cli: Any) -> Any:
@@ -100,8 +100,12 @@ class EngineConfig:
                                     "grammar mask; a request whose mask is later samples one step later")
     # speculative decoding (furca/runtime/speculative): drafts verified in one extend pass
     speculative_algorithm: str | None = _opt(None, "ngram: draft tokens from the longest suffix match of each request's "
-                                                   "own tokens (prompt lookup), verified by the model in one pass "
-                                                   "(default: none, one token per step)", choices=_SPEC_ALGORITHMS)
+                                                   "own tokens (prompt lookup); draft: from a smaller model sharing "
+                                                   "the tokenizer (speculative_draft_model); verified by the model in "
+                                                   "one pass (default: none, one token per step)",
+                                             choices=_SPEC_ALGORITHMS)
+    speculative_draft_model: str | None = _opt(None, "with speculative_algorithm draft: the draft model's directory "
+                                                     "(greedy drafts; its own KV pool and radix cache)")
     speculative_num_draft_tokens: int = _opt(6, "most draft tokens per request and step (each request's draft length "
                                                 "adapts below it to its acceptance)")
     speculative_ngram_min: int = _opt(1, "ngram drafting: the shortest suffix match that proposes a draft")

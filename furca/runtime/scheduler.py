@@ -69,12 +69,13 @@ class Scheduler(RequestFailures):
         self.faults = None  # a FaultInjector (faults.py) in tests; `set_faults`
         self.last_step: StepStats | None = None  # of the last step that ran a forward pass
         self._admitted: list[tuple[int, int]] = []  # (prompt, cached) of first admissions this step
-        if config.speculative_algorithm == "ngram":
-            from furca.runtime.speculative import Speculator
+        if config.speculative_algorithm is not None:
+            from furca.runtime.speculative import Speculator, make_proposer
 
             self.spec = self.post.speculative = Speculator(
-                config.speculative_num_draft_tokens, config.speculative_ngram_min, config.speculative_ngram_max,
-                runner.vocab_size, self.stats)
+                make_proposer(config, runner, cache.table.shape[1]), config.speculative_num_draft_tokens,
+                config.speculative_ngram_min, config.speculative_ngram_max, runner.vocab_size, self.stats,
+                ngram=config.speculative_algorithm == "ngram")
 
     # -- requests in and out ---------------------------------------------------------------
 
@@ -128,8 +129,10 @@ class Scheduler(RequestFailures):
         return True
 
     def check_memory(self, *, idle: bool = False) -> None:
-        """`CacheManager.check_memory` over the running requests."""
+        """`CacheManager.check_memory` over the running requests (and a draft model's pool)."""
         self.cache.check_memory(self.running, idle=idle)
+        if self.spec is not None:
+            self.spec.check_memory(self.running, idle=idle)
 
     def fail_all(self, exc: BaseException) -> None:
         """Deliver `exc` to every request not yet answered (the engine is going down);
@@ -165,7 +168,7 @@ class Scheduler(RequestFailures):
             return expired > 0
         if self.spec is not None:  # drafts for decoding requests, in the free KV slots left
             self.spec.propose(items, self.cache.available() - sum(it.num_new for it in items),
-                              self.cache.table.shape[1], self.post.masks)
+                              self.cache.table.shape[1], self.post.masks, self.running)
         finished = self._run(items)
         self.stats["steps"] += 1
         generated = sum(1 for it in items if it.samples) - len(self.post.late)

@@ -343,3 +343,83 @@ def test_step_stats_count_the_draft_tokens_computed(engines):
     drafted = [s for s in seen if s.num_draft_tokens]
     assert drafted and all(s.num_tokens == s.num_decode_reqs + s.num_draft_tokens for s in drafted)
     assert sum(s.num_generated for s in seen) == 30
+
+
+# -- draft model ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def other_draft_dir(tmp_path_factory, tiny_hf_tokenizer):
+    """A second tiny random Llama sharing the tokenizer (a draft that is often wrong)."""
+    from tests.runtime.conftest import build_tiny_hf_model
+
+    out = tmp_path_factory.mktemp("draft") / "tiny-draft"
+    build_tiny_hf_model("llama", len(tiny_hf_tokenizer), seed=2, num_hidden_layers=1).save_pretrained(out)
+    tiny_hf_tokenizer.save_pretrained(out)
+    return str(out)
+
+
+def draft_engine(loaded, draft_dir, **kw):
+    return Engine(loaded, max_total_tokens=4096, check_memory=True, speculative_algorithm="draft",
+                  speculative_draft_model=draft_dir, dtype="float32", linear_dtype="float32", **kw)
+
+
+def test_draft_algorithm_needs_the_draft_model(tiny_engine_model):
+    loaded, _ = tiny_engine_model
+    with pytest.raises(ConfigError, match="speculative_draft_model"):
+        Engine(loaded, speculative_algorithm="draft")
+
+
+@pytest.mark.parametrize("which", ["self", "other"])
+def test_draft_model_greedy_equals_non_speculative(engines, tiny_engine_model, other_draft_dir, which):
+    """The target as its own draft accepts every draft token; another random model is
+    mostly rejected; the outputs are the non-speculative ones either way, batch 1 and 8,
+    with a JSON schema too, and both KV pools are whole at idle."""
+    plain, _ = engines
+    loaded, _ = tiny_engine_model
+    draft_dir = str(loaded.model_path) if which == "self" else other_draft_dir
+    params = {"max_new_tokens": 30, "temperature": 0, "ignore_eos": True}
+    with draft_engine(loaded, draft_dir) as spec:
+        outs = same_outputs(plain, spec, [PROMPTS[0]], params) + same_outputs(plain, spec, PROMPTS, params)
+        same_outputs(plain, spec, [p + ' {"name": "' for p in PROMPTS],
+                     {"max_new_tokens": 40, "temperature": 0, "json_schema": json.dumps(SCHEMA)})
+        again = same_outputs(plain, spec, [PROMPTS[0]], params)[0]  # both radix caches hit
+        assert again.meta_info["cached_tokens"] > 0
+        stats = spec_stats(spec)
+        draft_pool = spec.scheduler.spec.proposer.cache.counts()
+    assert draft_pool["free"] + draft_pool["tree"] == draft_pool["capacity"] and draft_pool["tree"] > 0
+    if which == "self":
+        assert all(o.meta_info["spec_num_correct_drafts"] == o.meta_info["spec_num_proposed_drafts"] > 0
+                   for o in outs)
+    else:
+        assert stats["spec_draft_tokens"] > stats["spec_accepted_tokens"]
+
+
+def test_draft_model_sampling_keeps_the_target_distribution(tiny_engine_model, sampling_setup):
+    """The target's own greedy token as the draft (the target as draft model): accepted
+    with its probability, the joint of the first two tokens matches the exact one."""
+    loaded, _ = tiny_engine_model
+    _, ids, expected, _, n, params = sampling_setup
+    with Engine(loaded, max_total_tokens=8192, check_memory=True, speculative_algorithm="draft",
+                speculative_draft_model=str(loaded.model_path), dtype="float32", linear_dtype="float32",
+                speculative_num_draft_tokens=1, max_running_requests=128) as spec:
+        counts = _sample_pairs(spec, ids, n, params)
+        stats = spec_stats(spec)
+        spec.check_memory(idle=True)
+    assert 0.2 * n < stats["spec_accepted_tokens"] < 0.8 * n
+    assert _chi_square_p(counts, expected, n) > 1e-3
+
+
+def test_draft_model_abort_mid_run_frees_both_pools(tiny_engine_model):
+    loaded, _ = tiny_engine_model
+    with draft_engine(loaded, str(loaded.model_path)) as spec:
+        seen = []
+        for delta in spec.generate("1234567890 1234567890", stream=True, rid="victim",
+                                   sampling_params={"max_new_tokens": 200, "temperature": 0, "ignore_eos": True}):
+            seen.append(delta)
+            if len(seen) == 3:
+                spec.abort("victim")
+            if delta.finished:
+                break
+        assert seen[-1].meta_info["finish_reason"]["type"] == "abort"
+        spec.check_memory(idle=True)  # the draft pool's too

@@ -10,6 +10,7 @@ import dataclasses
 import subprocess
 import sys
 import time
+import typing
 from pathlib import Path
 
 import httpx
@@ -24,6 +25,7 @@ from tests.conftest import CLIENT_TIMEOUT, READY_TIMEOUT
 
 REPO = Path(__file__).resolve().parents[2]
 ENGINE_FIELDS = dataclasses.fields(EngineConfig)
+_HINTS = typing.get_type_hints(EngineConfig)
 
 
 def _other_value(f: dataclasses.Field):
@@ -35,8 +37,8 @@ def _other_value(f: dataclasses.Field):
         value = [c for c in choices if c != f.default][-1]
     elif f.name == "device":
         value = "cpu"
-    elif f.default is None:
-        value = 0.5 if "fraction" in f.name else 123
+    elif f.default is None:  # an optional number, or an optional string (a path, an address)
+        value = 0.5 if "fraction" in f.name else "123" if str in typing.get_args(_HINTS[f.name]) else 123
     elif isinstance(f.default, float):
         value = f.default / 2
     else:

@@ -1,10 +1,11 @@
-"""`Speculator`: the scheduler's and postprocessor's hooks for n-gram speculative decoding.
+"""`Speculator`: the scheduler's and postprocessor's hooks for speculative decoding.
 
 A step with speculation (the scheduler calls `propose` after scheduling, the
 postprocessor calls `verify` with the logits)::
 
     propose   each decoding request (one token to compute, output begun) may get a draft:
-              up to ``state.length`` tokens from its n-gram index, cut to its
+              up to ``state.length`` tokens from the proposer (its n-gram index, or
+              the draft model: proposers.py), cut to its
               max_new_tokens - 1, the free KV slots and the context; a constrained
               request's draft is cut at the first token its matcher rejects (the matcher
               is rolled back at once). The item then computes its last token + the draft
@@ -23,7 +24,8 @@ postprocessor calls `verify` with the logits)::
               ``kv.rollback_to`` moves there and the `CacheManager` frees their slots
               after the step (`rollback_kv`), before any finished request is cached.
 
-The n-gram index and the adaptive draft length live in ``req.spec`` (`SpecState`).
+The n-gram index and the adaptive draft length live in ``req.spec`` (`SpecState`); a
+draft model's KV follows the kept tokens (``proposer.after_verify``).
 Runs on the scheduler thread only.
 """
 
@@ -42,12 +44,15 @@ from furca.runtime.speculative.state import SpecState
 
 
 class Speculator:
-    """N-gram drafting with at most ``max_draft`` tokens per request and step, from
-    suffix matches of ``min_n`` to ``max_n`` tokens, for a model of ``vocab_size``. Its
-    counters (``spec_verify_ct``, ``spec_draft_tokens``, ``spec_accepted_tokens``) are
-    kept in ``stats`` (the scheduler's)."""
+    """Drafts of at most ``max_draft`` tokens per request and step from ``proposer``
+    (proposers.py); n-gram indexes (``req.spec.index``) over suffix matches of ``min_n``
+    to ``max_n`` tokens when ``ngram``; a target of ``vocab_size``. Its counters
+    (``spec_verify_ct``, ``spec_draft_tokens``, ``spec_accepted_tokens``) are kept in
+    ``stats`` (the scheduler's)."""
 
-    def __init__(self, max_draft: int, min_n: int, max_n: int, vocab_size: int, stats: dict):
+    def __init__(self, proposer, max_draft: int, min_n: int, max_n: int, vocab_size: int, stats: dict, *,
+                 ngram: bool = True):
+        self.proposer, self.ngram = proposer, ngram
         self.max_draft, self.min_n, self.max_n, self.vocab_size = max_draft, min_n, max_n, vocab_size
         self.step_extra = 0  # tokens this step's verifications appended beyond one per request
         self.stats = stats
@@ -56,15 +61,19 @@ class Speculator:
 
     # -- before the forward pass ---------------------------------------------------------
 
-    def propose(self, items: Sequence[ScheduledReq], spare: int, context: int, masks) -> None:
+    def propose(self, items: Sequence[ScheduledReq], spare: int, context: int, masks,
+                running: Sequence[Req]) -> None:
         """Give drafts to the decoding ``items`` (in place: ``draft`` and ``num_new``),
         using at most ``spare`` KV slots beyond the step's, never past position
         ``context``. ``masks`` (the `MaskFiller`) gives up a constrained request's mask
-        fill before its matcher is moved."""
+        fill before its matcher is moved. ``running``: the scheduler's running requests
+        (the proposer gives up the state of the others)."""
         self.step_extra = 0
+        self.proposer.release_stale(running)
+        wants: list[tuple[ScheduledReq, int]] = []
         for it in items:
             if spare <= 0:
-                return
+                break
             req = it.req
             if it.num_new != 1 or it.start < req.prompt_len or it.end != req.fill_len or req.is_finished \
                     or req.first_output_logprob_position is not None:
@@ -76,22 +85,34 @@ class Speculator:
             k = min(state.length, req.remaining_new_tokens - 1, spare, context - it.end)
             if k <= 0:
                 continue
-            draft = state.index.propose(req.origin_input_ids + req.output_ids, k)
+            wants.append((it, k))
+            spare -= k
+        if not wants:
+            return
+        drafts = self.proposer.propose([(it.req, k) for it, k in wants])
+        for (it, k), draft in zip(wants, drafts):
+            req = it.req
             bad = next((i for i, t in enumerate(draft) if not 0 <= t < self.vocab_size), len(draft))
-            draft = draft[:bad]
+            draft = draft[: min(bad, k)]
             if draft and req.grammar is not None:
                 draft = self._grammar_prefix(req, draft, masks)
             if draft:
                 it.draft = draft
                 it.num_new += len(draft)
-                spare -= len(draft)
+            else:
+                self.proposer.after_verify(req, it.start, 0)  # nothing to verify: drop what was drafted
+
+    def check_memory(self, running: Sequence[Req], *, idle: bool) -> None:
+        """The proposer's own KV accounting (a draft model's pool)."""
+        self.proposer.check_memory(running, idle=idle)
 
     def _state(self, req: Req) -> SpecState:
         state = req.spec
         if state is None:
-            state = req.spec = SpecState(NgramIndex(self.min_n, self.max_n), self.max_draft)
-        if req.jump.dropped_tokens != state.dropped_seen:  # jump-forward re-tokenized output
-            state.dropped_seen = req.jump.dropped_tokens
+            index = NgramIndex(self.min_n, self.max_n) if self.ngram else None
+            state = req.spec = SpecState(index, self.max_draft)
+        if state.index is not None and req.jump.dropped_tokens != state.dropped_seen:
+            state.dropped_seen = req.jump.dropped_tokens  # jump-forward re-tokenized output
             state.index.rebuild()
         return state
 
@@ -151,6 +172,7 @@ class Speculator:
         kv = req.kv
         if keep < kv.kv_len:
             kv.rollback_to = keep if kv.rollback_to is None else min(kv.rollback_to, keep)
+        self.proposer.after_verify(req, it.start, accepted)
         self._state(req).record(len(draft), accepted)
         self.step_extra += appended - 1
         self.stats["spec_verify_ct"] += 1

@@ -21,7 +21,7 @@ MAX_COOLDOWN = 32
 
 @dataclass(eq=False)
 class SpecState:
-    index: NgramIndex
+    index: NgramIndex | None  # n-gram drafting only
     max_length: int
     length: int = 0  # this request's current draft limit; set from max_length
     cooldown: int = 0  # decode steps left without drafting
