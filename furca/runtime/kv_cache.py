@@ -42,6 +42,17 @@ class KVCache:
         self.v_heads = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
         self.k = [buf.transpose(0, 1) for buf in self.k_heads]  # (num_slots, KV, D) views
         self.v = [buf.transpose(0, 1) for buf in self.v_heads]
+        self._arrays: list | None = None
+
+    def arrays(self, layer_id: int) -> tuple:
+        """A CPU pool's layer as numpy arrays over the same memory (``numpy_view`` of
+        ``k_heads[layer_id]`` and ``v_heads[layer_id]``), made once: the numba kernels
+        read them every layer of every step."""
+        if self._arrays is None:
+            from furca.runtime.cpu_arrays import numpy_view
+
+            self._arrays = [(numpy_view(k), numpy_view(v)) for k, v in zip(self.k_heads, self.v_heads)]
+        return self._arrays[layer_id]
 
     @staticmethod
     def bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:

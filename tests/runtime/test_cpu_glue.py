@@ -107,7 +107,7 @@ def test_rope_qkv_stores_into_the_pool_as_kv_cache_store_does(kv_dtype):
     stored, reference = (KVCache(20, 2, kv_heads, dim, kv_dtype, torch.device("cpu")) for _ in range(2))
 
     q, k, v = cpu_glue.rope_qkv(qkv, cos, sin, heads, kv_heads, kv_dtype,
-                                (stored.k_heads[1], stored.v_heads[1], loc))
+                                (*stored.arrays(1), loc))
     reference.store(1, loc, k, v)
 
     for layer in (0, 1):  # the named layer's slots written, nothing else

@@ -87,6 +87,8 @@ def split_tasks(kv_len: np.ndarray, num_kv_heads: int, num_threads: int) -> list
     ``num_threads`` contiguous runs of about equal context, none below
     ``_MIN_WORK_PER_THREAD``."""
     num_tasks = int(kv_len.shape[0]) * num_kv_heads
+    if num_threads == 1 or num_tasks == 1:
+        return [(0, num_tasks)]
     total = int(kv_len.sum()) * num_kv_heads
     parts = max(1, min(num_threads, num_tasks, total // _MIN_WORK_PER_THREAD))
     if parts == 1:

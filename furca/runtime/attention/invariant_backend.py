@@ -30,7 +30,6 @@ import torch
 from furca.errors import ConfigError
 from furca.runtime.attention.cpu_decode import get_decode
 from furca.runtime.attention.registry import register_backend
-from furca.runtime.cpu_arrays import numpy_view
 from furca.runtime.forward_batch import ForwardBatch
 
 
@@ -79,9 +78,8 @@ class InvariantAttentionBackend:
             cache.store(layer_id, batch.out_cache_loc, k, v)
         plan = self._get_plan(batch)
         out = torch.empty(q.shape, dtype=torch.float32)
-        self._decode(q.to(torch.float32).contiguous().numpy(), numpy_view(cache.k_heads[layer_id]),
-                     numpy_view(cache.v_heads[layer_id]), plan.rows, plan.kv_start, plan.kv_len,
-                     plan.kv_indices, float(scaling), out.numpy())
+        self._decode(q.to(torch.float32).contiguous().numpy(), *cache.arrays(layer_id), plan.rows, plan.kv_start,
+                     plan.kv_len, plan.kv_indices, float(scaling), out.numpy())
         return out.to(q.dtype)
 
     def _get_plan(self, batch: ForwardBatch) -> _RowPlan:

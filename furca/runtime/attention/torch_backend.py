@@ -34,7 +34,6 @@ import torch.nn.functional as F
 
 from furca.runtime.attention.cpu_decode import get_decode
 from furca.runtime.attention.registry import register_backend
-from furca.runtime.cpu_arrays import numpy_view
 from furca.runtime.forward_batch import ForwardBatch
 
 # A decode group's fixed cost (index_selects, one SDPA call, output copy) expressed in
@@ -106,7 +105,7 @@ class TorchAttentionBackend:
         if plan.direct is not None:
             out = torch.empty((num_tokens, num_heads, head_dim), dtype=torch.float32)
             d = plan.direct
-            get_decode()(q.to(torch.float32).contiguous().numpy(), numpy_view(k_buf), numpy_view(v_buf), d.rows,
+            get_decode()(q.to(torch.float32).contiguous().numpy(), *cache.arrays(layer_id), d.rows,
                          d.kv_start, d.kv_len, d.kv_indices, float(scaling), out.numpy())
             if plan.is_decode_only:
                 return out.to(q.dtype)

@@ -38,6 +38,7 @@ _LOCK = threading.Lock()
 _KERNELS: list = []  # [module or None] once resolved
 DTYPES = (torch.float32, torch.bfloat16)  # what the glue reads and writes
 _NO_SLOTS = np.zeros(0, np.int64)
+_LAST_STEP: list = [None]  # (cos, sin, loc, their arrays) of the last rope_qkv call
 
 
 def _empty(shape: tuple[int, int], dtype: torch.dtype) -> tuple[torch.Tensor, np.ndarray]:
@@ -67,25 +68,37 @@ def silu_mul(gate_up: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def rope_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, num_heads: int, num_kv_heads: int,
-             kv_dtype: torch.dtype, store: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+             kv_dtype: torch.dtype, store: tuple[np.ndarray, np.ndarray, torch.Tensor] | None = None,
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``qkv`` (T, (H + 2 KV) * D) fp32 or bf16, ``cos``/``sin`` (T, 1, D/2) fp32 ->
     q (T, H, D) fp32 and k, v (T, KV, D) in ``kv_dtype``, q and k rotated (``apply_rope``).
     ``store`` = (k_heads, v_heads, loc): a layer's KV pool buffers (KV, slots, D) in
-    ``kv_dtype`` and the slots (T,) int64 the rows' k and v are also written to
-    (``KVCache.store``'s effect, without its two index copies)."""
+    ``kv_dtype`` as arrays (``KVCache.arrays``) and the slots (T,) int64 the rows' k and v
+    are also written to (``KVCache.store``'s effect, without its two index copies)."""
     rows, width = qkv.shape
     head_dim = width // (num_heads + 2 * num_kv_heads)
     q = torch.empty((rows, num_heads, head_dim), dtype=torch.float32)
     k, k_arr = _empty((rows * num_kv_heads, head_dim), kv_dtype)
     v, v_arr = _empty((rows * num_kv_heads, head_dim), kv_dtype)
+    cos_arr, sin_arr, loc = _step_arrays(cos, sin, None if store is None else store[2])
     if store is None:
-        k_cache, v_cache, loc = k_arr.reshape(1, *k_arr.shape), v_arr.reshape(1, *v_arr.shape), _NO_SLOTS
+        k_cache, v_cache = k_arr.reshape(1, *k_arr.shape), v_arr.reshape(1, *v_arr.shape)
     else:
-        k_cache, v_cache, loc = numpy_view(store[0]), numpy_view(store[1]), store[2].numpy()
-    _KERNELS[0].rope_qkv_rows(numpy_view(qkv.contiguous()), cos.numpy()[:, 0], sin.numpy()[:, 0], q.numpy(),
-                              k_arr, v_arr, k_cache, v_cache, loc)
+        k_cache, v_cache = store[0], store[1]
+    _KERNELS[0].rope_qkv_rows(numpy_view(qkv.contiguous()), cos_arr, sin_arr, q.numpy(), k_arr, v_arr, k_cache,
+                              v_cache, loc)
     return q, k.view(rows, num_kv_heads, head_dim), v.view(rows, num_kv_heads, head_dim)
+
+
+def _step_arrays(cos: torch.Tensor, sin: torch.Tensor, loc: torch.Tensor | None) -> tuple:
+    """(cos, sin, loc) as the kernel reads them. Every layer of a step passes the same
+    tensors: the arrays of the last call are kept and reused while they are."""
+    last = _LAST_STEP[0]
+    if last is not None and last[0] is cos and last[1] is sin and last[2] is loc:
+        return last[3]
+    arrays = (cos.numpy()[:, 0], sin.numpy()[:, 0], _NO_SLOTS if loc is None else loc.numpy())
+    _LAST_STEP[0] = (cos, sin, loc, arrays)  # one assignment: another thread sees the old or the new
+    return arrays
 
 
 def available() -> bool:

@@ -149,9 +149,9 @@ class LlamaAttention(nn.Module):
         if glue_dtype is not None and self.q_norm is None:  # one glue call: split, rotate, k/v stored in the pool
             cache = batch.kv_cache
             kv_stored = cache.dtype in cpu_glue.DTYPES and cache.device.type == "cpu"
-            store = (cache.k_heads[self.layer_id], cache.v_heads[self.layer_id], batch.out_cache_loc)
+            store = (*cache.arrays(self.layer_id), batch.out_cache_loc) if kv_stored else None
             q, k, v = cpu_glue.rope_qkv(self.qkv_proj(x), *cos_sin, self.num_heads, self.num_kv_heads,
-                                        cache.dtype if kv_stored else torch.float32, store if kv_stored else None)
+                                        cache.dtype if kv_stored else torch.float32, store)
         else:
             q, k, v = self._rotated_qkv(self.qkv_proj(x).to(cos_sin[0].dtype), num_tokens, cos_sin)
         out = batch.attn_backend.forward(q, k, v, self.layer_id, batch, self.scaling, kv_stored=kv_stored)
