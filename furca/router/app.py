@@ -32,7 +32,8 @@ from furca.router import metrics as router_metrics
 from furca.router.config import RouterConfig
 from furca.router.keys import routing_key
 from furca.router.policy import make_policy
-from furca.router.proxy import (ReplicaDown, ReplicaRefused, error_response, forward_headers, relay, send)
+from furca.router.proxy import (ClientGone, Lease, ReplicaDown, ReplicaRefused, error_response, forward_headers,
+                                relay, send)
 from furca.router.replicas import Replica, Replicas
 
 MAX_SESSIONS = 1 << 18  # session -> replica entries kept (oldest forgotten first)
@@ -74,40 +75,34 @@ class Router:
             if replica is None or replica.index in tried:
                 return error_response(503, "no healthy replica to serve the request", headers={"Retry-After": "5"})
             tried.add(replica.index)
-            replica.load += 1
-            replica.routed += 1
-            released = False
-
-            def release(r: Replica = replica) -> None:
-                nonlocal released
-                if not released:
-                    released = True
-                    r.load -= 1
-
+            lease = Lease(replica)
             try:
-                upstream = await send(self.client, replica, request.method, path, body, headers,
-                                      request.query_params)
+                upstream = await send(self.client, replica, request, path, body, headers)
             except ReplicaRefused as e:
-                release()
+                lease.release()
                 self.replicas.mark_failed(replica, f"connection refused ({e})", refused=True)
                 continue  # nothing was sent: another replica may take it
+            except ClientGone:
+                lease.release()
+                return Response(status_code=499)  # nobody reads it
             except (ReplicaDown, httpx.HTTPError) as e:
-                release()
+                lease.release()
                 replica.failed += 1
                 status = 503 if isinstance(e, ReplicaDown) else 502
                 return error_response(status, f"replica {replica.url} failed: {type(e).__name__}: {e}",
                                       headers={"x-furca-replica": replica.url})
             except BaseException:
-                release()
+                lease.release()
                 raise
             if path == "/open_session" and upstream.status_code == 200:
-                return await self._remember_session(replica, upstream, release)
+                return await self._remember_session(request, upstream, lease)
             if path == "/close_session" and isinstance(parsed, dict):
                 self.sessions.pop(str(parsed.get("session_id")), None)
-            return await relay(replica, upstream, release)
+            return await relay(request, upstream, lease)
 
-    async def _remember_session(self, replica: Replica, upstream: httpx.Response, release) -> Response:
-        response = await relay(replica, upstream, release)
+    async def _remember_session(self, request: Request, upstream: httpx.Response, lease: Lease) -> Response:
+        replica = lease.replica
+        response = await relay(request, upstream, lease)
         try:
             session = json.loads(response.body)
         except ValueError:

@@ -8,6 +8,8 @@ adds ``x-furca-replica`` (the replica's URL) to every answer it forwards.
 Failures are the router's own answers, OpenAI-shaped (``{"error": {...}}``):
 - the replica refuses the connection: it is marked down and the request goes to another
   healthy replica (nothing was sent, so nothing runs twice);
+- the client goes away while a JSON answer is awaited: the request to the replica is
+  closed, so the replica aborts it (an SSE stream: Starlette notices and closes it);
 - the replica drops the connection or is declared down while the request is in flight:
   502 (the connection broke) or 503 (declared down); a stream already under way ends with
   that error as its last event, then ``data: [DONE]``.
@@ -20,6 +22,7 @@ import json
 from typing import Any, AsyncIterator, Awaitable, TypeVar
 
 import httpx
+from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from furca.router.replicas import Replica
@@ -40,6 +43,25 @@ class ReplicaRefused(Exception):
     """The replica refused the connection: the request was not sent."""
 
 
+class ClientGone(Exception):
+    """The client disconnected before the answer was ready."""
+
+
+class Lease:
+    """One request's share of a replica's ``load``, from routing to the end of its answer
+    (`release` is idempotent: every way out calls it)."""
+
+    def __init__(self, replica: Replica):
+        self.replica, self.done = replica, False
+        replica.load += 1
+        replica.routed += 1
+
+    def release(self) -> None:
+        if not self.done:
+            self.done = True
+            self.replica.load -= 1
+
+
 def error_body(status: int, message: str, code: Any = None) -> dict[str, Any]:
     """The router's error answer, in the shape of furca.server's (the router does not
     import the server package, whose import loads the runtime)."""
@@ -55,28 +77,42 @@ def forward_headers(headers: Any) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower() not in _HOP}
 
 
-async def until_down(replica: Replica, awaitable: Awaitable[T]) -> T:
-    """Await `awaitable`, or raise ReplicaDown as soon as `replica` is declared down."""
+async def _disconnected(request: Request) -> None:
+    """Return when the client disconnects (the body must have been read already)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def until_down(replica: Replica, awaitable: Awaitable[T], request: Request | None = None) -> T:
+    """Await `awaitable`, or raise ReplicaDown as soon as `replica` is declared down (or
+    ClientGone as soon as `request`'s client disconnects, when given)."""
     task = asyncio.ensure_future(awaitable)
     down = asyncio.ensure_future(replica.down.wait())
+    gone = asyncio.ensure_future(_disconnected(request)) if request is not None else None
     try:
-        done, _ = await asyncio.wait({task, down}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({task, down, *([gone] if gone else [])}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        down.cancel()
+        for t in (down, gone):
+            if t is not None:
+                t.cancel()
         if not task.done():
             task.cancel()
     if task in done:
         return task.result()
-    raise ReplicaDown
+    if down in done:
+        raise ReplicaDown
+    raise ClientGone
 
 
-async def send(client: httpx.AsyncClient, replica: Replica, method: str, path: str, body: bytes,
-               headers: dict[str, str], params: Any) -> httpx.Response:
-    """Send the request (stream mode: the body is read later); ReplicaRefused if the
-    connection was refused, ReplicaDown / httpx.HTTPError otherwise."""
-    request = client.build_request(method, replica.url + path, content=body, headers=headers, params=params)
+async def send(client: httpx.AsyncClient, replica: Replica, request: Request, path: str, body: bytes,
+               headers: dict[str, str]) -> httpx.Response:
+    """Send `request` on to `replica` (stream mode: the answer's body is read later);
+    ReplicaRefused if the connection was refused, ClientGone, ReplicaDown or
+    httpx.HTTPError otherwise."""
+    upstream = client.build_request(request.method, replica.url + path, content=body, headers=headers,
+                                    params=request.query_params)
     try:
-        return await until_down(replica, client.send(request, stream=True))
+        return await until_down(replica, client.send(upstream, stream=True), request)
     except httpx.ConnectError as e:
         raise ReplicaRefused(str(e)) from e
 
@@ -88,27 +124,30 @@ def _failure(replica: Replica, e: BaseException) -> tuple[int, str]:
     return 502, f"replica {replica.url} failed while the request was in flight: {type(e).__name__}: {e}"
 
 
-async def relay(replica: Replica, upstream: httpx.Response, release) -> Response:
-    """The replica's answer as the router's; `release()` runs once the answer is done
+async def relay(request: Request, upstream: httpx.Response, lease: Lease) -> Response:
+    """The replica's answer as the router's; the lease is released once the answer is done
     (read whole, streamed to the end, failed, or the client gone)."""
+    replica = lease.replica
     headers = forward_headers(upstream.headers)
     headers.pop("content-encoding", None)  # httpx decodes the body
     headers["x-furca-replica"] = replica.url
     if not upstream.headers.get("content-type", "").startswith("text/event-stream"):
         try:
-            body = await until_down(replica, upstream.aread())
+            body = await until_down(replica, upstream.aread(), request)
+        except ClientGone:
+            return Response(status_code=499)  # nobody reads it; the replica saw the connection close
         except (ReplicaDown, httpx.HTTPError) as e:
             status, message = _failure(replica, e)
             return error_response(status, message, headers={"x-furca-replica": replica.url})
         finally:
             await upstream.aclose()
-            release()
+            lease.release()
         return Response(body, status_code=upstream.status_code, headers=headers)
-    return StreamingResponse(_events(replica, upstream, release), status_code=upstream.status_code,
-                             headers=headers)
+    return StreamingResponse(_events(lease, upstream), status_code=upstream.status_code, headers=headers)
 
 
-async def _events(replica: Replica, upstream: httpx.Response, release) -> AsyncIterator[bytes]:
+async def _events(lease: Lease, upstream: httpx.Response) -> AsyncIterator[bytes]:
+    replica = lease.replica
     buffer = b""
     chunks = upstream.aiter_bytes()
     try:
@@ -129,4 +168,4 @@ async def _events(replica: Replica, upstream: httpx.Response, release) -> AsyncI
         yield f"data: {json.dumps(error_body(status, message))}\n\ndata: [DONE]\n\n".encode()
     finally:
         await upstream.aclose()
-        release()
+        lease.release()

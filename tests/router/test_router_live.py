@@ -170,6 +170,31 @@ def test_a_session_stays_on_its_replica_and_a_program_runs_through_the_router(ro
         backend.close()
 
 
+def test_a_client_that_leaves_aborts_its_request_at_the_replica(replicas, router):
+    """A JSON request whose client disconnects: the router closes its request to the
+    replica, which aborts it (without that the replica would decode 4,000 tokens)."""
+    import asyncio
+
+    def running() -> int:
+        return sum(httpx.get(f"{r.url}/server_info", headers=AUTH, timeout=60).json()["num_running"]
+                   for r in replicas)
+
+    async def leave() -> None:
+        async with httpx.AsyncClient(base_url=router.url, headers=AUTH, timeout=CLIENT_TIMEOUT) as http:
+            task = asyncio.ensure_future(http.post("/generate", json={
+                "text": "Write forever", "sampling_params": {"max_new_tokens": 4000, "ignore_eos": True}}))
+            while not await asyncio.to_thread(running):
+                assert not task.done(), task.result().text
+                await asyncio.sleep(0.1)
+            task.cancel()
+
+    asyncio.run(leave())
+    for r in replicas:
+        with httpx.Client(base_url=r.url, headers=AUTH, timeout=CLIENT_TIMEOUT) as direct:
+            assert_idle(direct, timeout=120)
+    wait_until(lambda: all(w["load"] == 0 for w in router.workers()), "the router's load back to 0")
+
+
 def test_a_hung_replica_fails_its_requests_and_comes_back(replicas, router):
     """Replica 0 stopped (SIGSTOP) behind a router of its own with short health checks: its
     in-flight requests end with a 503 naming it (not a hang), /health says no replica;
