@@ -65,7 +65,7 @@ class _RouterServer(uvicorn.Server):
             self._watch = asyncio.ensure_future(self._watch_replicas())
         await super().startup(sockets=sockets)
 
-    def handle_exit(self, sig: int, frame) -> None:
+    def handle_exit(self, _sig: int, _frame) -> None:
         """Stop serving; unlike uvicorn's own handler, do not re-raise the signal once
         stopped, so `serve_dp` still stops its replicas and the exit status is ours."""
         self.force_exit = self.should_exit
