@@ -28,8 +28,24 @@ ENGINE_FIELDS = dataclasses.fields(EngineConfig)
 _HINTS = typing.get_type_hints(EngineConfig)
 
 
+_ADDR = "127.0.0.1:29500"
+# fields that cannot leave their default alone: (value, the other fields it needs)
+_COUPLED = {
+    "dist_init_addr": (_ADDR, {}),
+    "nnodes": (2, {"tp_size": 2, "dist_init_addr": _ADDR}),
+    "node_rank": (1, {"nnodes": 2, "tp_size": 2, "dist_init_addr": _ADDR}),
+}
+
+
+def _companions(f: dataclasses.Field) -> dict:
+    return _COUPLED[f.name][1] if f.name in _COUPLED else {}
+
+
 def _other_value(f: dataclasses.Field):
     """A valid value of field `f` that is not its default, and its command-line text."""
+    if f.name in _COUPLED:
+        value = _COUPLED[f.name][0]
+        return value, str(value)
     if isinstance(f.default, bool):
         return (not f.default), None
     choices = f.metadata.get("choices")
@@ -49,6 +65,9 @@ def _other_value(f: dataclasses.Field):
 def _parse(command: str, f: dataclasses.Field, *rest: str):
     value, text = _other_value(f)
     argv = [command, *rest, flag_name(f)] + ([text] if text is not None else [])
+    fields = {g.name: g for g in ENGINE_FIELDS}
+    for name, other in _companions(f).items():
+        argv += [flag_name(fields[name]), str(other)]
     return value, build_parser().parse_args(argv)
 
 
@@ -60,8 +79,10 @@ def test_every_engine_option_is_a_serve_flag_passed_to_the_engine(f):
     kwargs = args.engine_kwargs()
     assert set(kwargs) == {g.name for g in ENGINE_FIELDS}  # every option reaches the engine
     assert kwargs[f.name] == value
-    assert {k: v for k, v in kwargs.items() if k != f.name} == \
-        {g.name: g.default for g in ENGINE_FIELDS if g.name != f.name}
+    changed = {f.name, *_companions(f)}
+    assert {k: v for k, v in kwargs.items() if k not in changed} == \
+        {g.name: g.default for g in ENGINE_FIELDS if g.name not in changed}
+    assert all(kwargs[k] == v for k, v in _companions(f).items())
     assert EngineConfig(**kwargs) == args.engine
 
 
