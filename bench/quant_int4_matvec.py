@@ -1,0 +1,138 @@
+"""furca's own int4 matvec (Int4Cols, numba) against torch's int4 op, in one process.
+
+    nice -n -10 .venv/bin/python bench/quant_int4_matvec.py [--rounds 5] [--layers 30] [--ms 1,2,4]
+
+The default model's own GGUF file gives the weights: every layer's Q4_1 projections as
+the engine fuses them (qkv 960x576, o 576x576, gate_up 3072x576, down 576x1536), packed
+both ways: ``Int4Packed`` (torch's CPU int4 pack, ``_weight_int4pack_mm_for_cpu``, bf16 x
+and bf16 scale / zero, as the engine's decode runs it) and ``Int4Cols`` (fp32 x, fp16
+scale / offset, ``cpu_int4_kernels``). One set is all ``--layers`` layers' projections
+(distinct weights, so none stays in cache between uses). Each round times one set per
+mode, alternating: on one thread, then on 2 threads with a parallel torch op (an add of
+64K elements) before every call, as a decode step has torch ops between its matmuls
+(Int4Cols runs as a cfunc on torch's OpenMP team there). Only the matmul calls are timed. It prints the median ns per
+weight (a whole call over all M rows) of each (M, threads, kernel), the rounds, the load average, and the error of each
+kernel (and of x quantized to int8 per block of 32, the integer-dot alternative, emulated
+exactly in fp64) against dequantize-then-F.linear in fp64, relative to max |y|.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from furca.runtime.loader.gguf import read_gguf
+from furca.runtime.quant.groups import QuantGroups
+from furca.runtime.quant.int4_cols import Int4Cols
+from furca.runtime.quant.packed import Int4Packed
+
+GGUF = Path("~/.cache/furca/gguf/SmolLM2-135M-Instruct.Q4_1.gguf").expanduser()
+FUSED = (("q_proj", "k_proj", "v_proj"), ("o_proj",), ("gate_proj", "up_proj"), ("down_proj",))
+
+
+def load_projections(layers: int) -> list[QuantGroups]:
+    tensors = {name: w for name, w in read_gguf(GGUF).tensors(keep_quantized=True)
+               if isinstance(w, QuantGroups) and ".layers." in name}
+    out = []
+    for i in range(layers):
+        for names in FUSED:
+            parts = [tensors[f"model.layers.{i}.{'self_attn' if 'proj' in n and n[0] in 'qkvo' else 'mlp'}.{n}.weight"]
+                     for n in names]
+            out.append(QuantGroups.cat(parts) if len(parts) > 1 else parts[0])
+    return out
+
+
+def int8_x_dot(x: np.ndarray, w: QuantGroups) -> np.ndarray:
+    """x quantized to int8 per block of 32 (symmetric, scale max|x| / 127), dotted exactly
+    with the codes, one scale per block: llama.cpp's Q4_1 x Q8_1 arithmetic, in fp64."""
+    m, k = x.shape
+    xb = x.reshape(m, -1, 32).astype(np.float64)
+    d = np.abs(xb).max(axis=2, keepdims=True) / 127.0
+    xq = np.round(xb / np.where(d == 0, 1, d))
+    q = w.codes.numpy().astype(np.float64).reshape(w.shape[0], -1, 32)
+    dots = np.einsum("mgj,ngj->mng", xq, q)  # exact integers
+    s, o = w.scale.numpy().astype(np.float64), w.offset.numpy().astype(np.float64)
+    return (dots * (d[..., 0][:, None, :] * s[None]) + (xb * 1.0).sum(2)[:, None, :] * o[None]).sum(2)
+
+
+def errors(w: QuantGroups, torch_p: Int4Packed, cols: Int4Cols, m: int) -> dict[str, float]:
+    x = torch.randn(m, w.shape[1])
+    ref = (x.double() @ w.dequantize().double().t()).numpy()
+    scale = np.abs(ref).max()
+    got = {"torch int4 (bf16 x)": torch_p._small(x.to(torch.bfloat16)).double().numpy(),
+           "Int4Cols (fp32)": cols.matvec(x.numpy().copy()).astype(np.float64),
+           "int8 x per block": int8_x_dot(x.numpy(), w)}
+    return {name: float(np.abs(y - ref).max() / scale) for name, y in got.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--layers", type=int, default=30)
+    ap.add_argument("--ms", default="1,2,4")
+    args = ap.parse_args()
+    ws = load_projections(args.layers)
+    torch_ps = [Int4Packed(w, 32) for w in ws]
+    cols = [Int4Cols.pack(w) for w in ws]
+    assert all(c is not None for c in cols), "a Q4_1 tensor's d / m did not fit fp16"
+    weights = sum(w.shape[0] * w.shape[1] for w in ws)
+    print(f"{len(ws)} weights, {weights / 1e6:.1f}M weights; resident MB: torch pack "
+          f"{sum(p.nbytes for p in torch_ps) / 1e6:.1f}, Int4Cols {sum(c.nbytes for c in cols) / 1e6:.1f}")
+
+    big, buf = torch.randn(1 << 16), torch.empty(1 << 16)
+
+    def run_set(kind: str, m: int, threads: int) -> float:
+        xs = {k: torch.randn(m, k) for k in (576, 1536)}
+        xb = {k: v.to(torch.bfloat16) for k, v in xs.items()}
+        xn = {k: v.numpy() for k, v in xs.items()}
+        total = 0.0
+        for p, c in zip(torch_ps, cols):
+            if threads > 1:
+                torch.add(big, 1.0, out=buf)
+            t = time.perf_counter()
+            if kind == "torch":
+                p._small(xb[p.shape[1]])
+            else:
+                c.matvec(xn[c.shape[1]], threads)
+            total += time.perf_counter() - t
+        return total * 1e9 / weights
+
+    ms = [int(v) for v in args.ms.split(",")]
+    results = {(m, th, kind): [] for m in ms for th in (1, 2) for kind in ("torch", "cols")}
+    for th in (1, 2):  # warm-up: compile, page in
+        torch.set_num_threads(th)
+        for kind in ("torch", "cols"):
+            run_set(kind, 1, th)
+    for _ in range(args.rounds):
+        for m in ms:
+            for th in (1, 2):
+                torch.set_num_threads(th)
+                for kind in ("torch", "cols"):
+                    results[(m, th, kind)].append(run_set(kind, m, th))
+    load = os.getloadavg()
+    print("| M | threads | torch int4 ns/weight | Int4Cols ns/weight | Int4Cols / torch |")
+    print("|--:|--:|--:|--:|--:|")
+    for m in ms:
+        for th in (1, 2):
+            a, b = statistics.median(results[(m, th, "torch")]), statistics.median(results[(m, th, "cols")])
+            print(f"| {m} | {th} | {a:.3f} | {b:.3f} | {b / a:.2f} |")
+    print("rounds (ns/weight): " + "; ".join(
+        f"M{m} t{th} {kind} " + " ".join(f"{v:.3f}" for v in results[(m, th, kind)])
+        for m in ms for th in (1, 2) for kind in ("torch", "cols")))
+    print(f"load {load}")
+    torch.set_num_threads(2)
+    for i, m in enumerate((1, 7)):
+        w = ws[2 + 4 * i]  # a gate_up weight
+        errs = errors(w, torch_ps[2 + 4 * i], cols[2 + 4 * i], m)
+        print(f"error vs dequantize + F.linear (fp64), M={m}, {w.shape[0]}x{w.shape[1]}, relative to max |y|: "
+              + ", ".join(f"{k} {v:.1e}" for k, v in errs.items()))
+
+
+if __name__ == "__main__":
+    main()
