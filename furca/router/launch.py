@@ -59,11 +59,17 @@ class _RouterServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, procs: list[subprocess.Popen], urls: list[str]):
         super().__init__(config)
         self.procs, self.urls, self.exit_code = procs, urls, 0
+        self._watch: asyncio.Future | None = None  # the replica watcher's task (held: a task nobody holds may be collected)
 
     async def startup(self, sockets=None) -> None:
         if self.procs:
             self._watch = asyncio.ensure_future(self._watch_replicas())
         await super().startup(sockets=sockets)
+
+    async def shutdown(self, sockets=None) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+        await super().shutdown(sockets=sockets)
 
     def handle_exit(self, _sig: int, _frame) -> None:
         """Stop serving; unlike uvicorn's own handler, do not re-raise the signal once
