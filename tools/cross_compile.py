@@ -186,14 +186,19 @@ def launch_all() -> None:
     from furca.kernels.extend_attention import default_blocks, extend_attention
     from furca.kernels.store_kv import store_kv
     from furca.kernels.token_bitmask import apply_token_bitmask_
+    from triton.runtime import driver
 
     gen = torch.Generator().manual_seed(0)
     cuda = torch.device("cuda")  # only named: the tensors stay on the CPU
+    # fp8 (e4m3) KV pools, read with fp16 / bf16 queries: sm_89+ only (Triton has no e4m3 before)
+    sm89 = driver.active.get_current_target().arch >= 89
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
-        for num_heads, num_kv, head_dim in HEAD_SHAPES:
+        fp8_pool = sm89 and dtype != torch.float32
+        for (num_heads, num_kv, head_dim), pool_dtype in [(s, d) for s in HEAD_SHAPES
+                                                          for d in (dtype, torch.float8_e4m3fn)[:1 + fp8_pool]]:
             slots = 64
-            k_buf = torch.randn(num_kv, slots, head_dim, generator=gen).to(dtype).transpose(0, 1)
-            v_buf = torch.randn(num_kv, slots, head_dim, generator=gen).to(dtype).transpose(0, 1)
+            k_buf = torch.randn(num_kv, slots, head_dim, generator=gen).to(pool_dtype).transpose(0, 1)
+            v_buf = torch.randn(num_kv, slots, head_dim, generator=gen).to(pool_dtype).transpose(0, 1)
             for idx_dtype in (torch.int64, torch.int32):  # the runtime's, and a caller's int32
                 indices = torch.arange(1, 21, dtype=idx_dtype)
                 indptr = torch.tensor([0, 8, 20], dtype=idx_dtype)
@@ -202,7 +207,7 @@ def launch_all() -> None:
                 qo = torch.tensor([0, 3, 10], dtype=idx_dtype)
                 qx = torch.randn(10, num_heads, head_dim, generator=gen).to(dtype)
                 kx = torch.randn(10, num_kv, head_dim, generator=gen).to(dtype)
-                bm, bn, warps, stages = default_blocks(cuda, head_dim, dtype)  # what a GPU launch picks
+                bm, bn, warps, stages = default_blocks(cuda, head_dim, dtype)  # what a GPU launch picks (q's dtype)
                 extend_attention(qx, kx, kx.clone(), k_buf, v_buf, qo, indptr, indices, 0.125, max_qo_len=7,
                                  block_m=bm, block_n=bn, num_warps=warps, num_stages=stages)
             store_kv(k_buf, v_buf, torch.arange(3, 13), kx, kx.clone())

@@ -24,6 +24,10 @@ and the longest context, and one compiled kernel serves them all (no JIT stall w
 new batch size shows up mid-serving).
 Dot products run on the storage dtype (fp16/bf16 on tensor cores, fp32 with exact
 "ieee" precision) and accumulate in fp32; softmax, rescaling and merging are fp32.
+An fp8 pool (``torch.float8_e4m3fn``, 1 byte per element) is read with fp16 / bf16
+queries: each K/V tile is upcast to q's dtype right after its load (exact: every e4m3
+value is an fp16 and a bf16 value) and the dots run in q's dtype, never fp8 x fp8.
+Compiled, that needs sm_89 or newer.
 
 Memory traffic: reads each request's K and V once per KV head, ``2 * sum(L) * KV * D``
 elements, plus ``sum(L)`` indices and q; writes ``B * H * S * (D + 1)`` fp32 partials
@@ -38,6 +42,7 @@ import torch
 from furca.kernels._triton import check, require_triton, tl, triton
 
 _SUPPORTED = (torch.float16, torch.bfloat16, torch.float32)
+_POOL_DTYPES = _SUPPORTED + (torch.float8_e4m3fn,)
 
 
 def decode_attention_ref(q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor,
@@ -63,10 +68,15 @@ def _decode_stage1_kernel(
     stride_q_tok, stride_q_head, stride_buf_slot, stride_buf_head,
     GROUP_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    KV_FP8: tl.constexpr,
 ):
     b = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
+    if KV_FP8:  # upcast after the load: the dots run in q's dtype
+        dtype = q_ptr.dtype.element_ty
+    else:
+        dtype = k_buf_ptr.dtype.element_ty
     num_heads = tl.num_programs(1) * GROUP_SIZE
     kv_start = tl.load(kv_indptr_ptr + b).to(tl.int64)
     seq_len = (tl.load(kv_indptr_ptr + b + 1) - kv_start).to(tl.int32)
@@ -81,7 +91,7 @@ def _decode_stage1_kernel(
         heads = kv_head * GROUP_SIZE + offs_h
         q = tl.load(q_ptr + b.to(tl.int64) * stride_q_tok + heads[:, None] * stride_q_head + offs_d[None, :],
                     mask=mask_h[:, None] & mask_d[None, :], other=0.0)
-        q = q.to(k_buf_ptr.dtype.element_ty)  # (BLOCK_H, BLOCK_D), the dot's operand type
+        q = q.to(dtype)  # (BLOCK_H, BLOCK_D), the dot's operand type
         m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_H], tl.float32)
         acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
@@ -92,14 +102,14 @@ def _decode_stage1_kernel(
             slots = tl.load(kv_indices_ptr + kv_start + offs_n, mask=mask_n, other=0).to(tl.int64)
             kv_off = slots[:, None] * stride_buf_slot + head_off + offs_d[None, :]  # (BLOCK_N, BLOCK_D)
             kv_mask = mask_n[:, None] & mask_d[None, :]
-            k = tl.load(k_buf_ptr + kv_off, mask=kv_mask, other=0.0)
+            k = tl.load(k_buf_ptr + kv_off, mask=kv_mask, other=0.0).to(dtype)
             qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # (BLOCK_H, BLOCK_N)
             qk = tl.where(mask_n[None, :], qk, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(qk, 1))
             alpha = tl.exp2(m_i - m_new)
             p = tl.exp2(qk - m_new[:, None])
-            v = tl.load(v_buf_ptr + kv_off, mask=kv_mask, other=0.0)
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+            v = tl.load(v_buf_ptr + kv_off, mask=kv_mask, other=0.0).to(dtype)
+            acc = acc * alpha[:, None] + tl.dot(p.to(dtype), v, input_precision=DOT_PRECISION)
             l_i = l_i * alpha + tl.sum(p, 1)
             m_i = m_new
         row = (b * num_heads + heads).to(tl.int64) * num_kv_splits + split  # (B, H, S) index
@@ -168,7 +178,7 @@ def decode_attention(
     num_kv_heads = k_buf.shape[1]
     check(k_buf.shape[2] == head_dim, f"head_dim differs: q has {head_dim}, k_buf {k_buf.shape[2]}")
     check(num_heads % num_kv_heads == 0, f"num_heads {num_heads} is not a multiple of num_kv_heads {num_kv_heads}")
-    check(q.dtype in _SUPPORTED and k_buf.dtype in _SUPPORTED, f"unsupported dtypes {q.dtype}, {k_buf.dtype}")
+    check(q.dtype in _SUPPORTED and k_buf.dtype in _POOL_DTYPES, f"unsupported dtypes {q.dtype}, {k_buf.dtype}")
     check(k_buf.dtype == v_buf.dtype and k_buf.stride() == v_buf.stride(),
           "k_buf and v_buf must have the same dtype and strides")
     check(q.stride(2) == 1 and k_buf.stride(2) == 1, "the head_dim axis must be contiguous (stride 1)")
@@ -183,6 +193,10 @@ def decode_attention(
     if batch == 0:
         return out
     group = num_heads // num_kv_heads
+    kv_fp8 = k_buf.dtype == torch.float8_e4m3fn
+    check(not kv_fp8 or q.dtype in (torch.float16, torch.bfloat16),
+          f"an fp8 (e4m3) pool is read with fp16 or bf16 queries, got {q.dtype}")
+    compute = q.dtype if kv_fp8 else k_buf.dtype  # the dots' operand dtype
     splits = num_kv_splits or default_num_kv_splits(batch, num_kv_heads, max_seq_len, q.device)
     block_d = max(16, triton.next_power_of_2(head_dim))  # tl.dot needs K >= 16
     mid_o = torch.empty((batch, num_heads, splits, head_dim), dtype=torch.float32, device=q.device)
@@ -193,9 +207,9 @@ def decode_attention(
         q.stride(0), q.stride(1), k_buf.stride(0), k_buf.stride(1),
         GROUP_SIZE=group, HEAD_DIM=head_dim,
         BLOCK_H=max(16, triton.next_power_of_2(group)), BLOCK_N=block_n or 64, BLOCK_D=block_d,
-        DOT_PRECISION="ieee" if k_buf.dtype == torch.float32 else "tf32",
+        DOT_PRECISION="ieee" if compute == torch.float32 else "tf32", KV_FP8=kv_fp8,
         # fp32 dots run on FMA units: at 4 warps a D=128 tile needs 255 registers and spills
-        num_warps=num_warps or (8 if k_buf.dtype == torch.float32 else 4), num_stages=num_stages or 2,
+        num_warps=num_warps or (8 if compute == torch.float32 else 4), num_stages=num_stages or 2,
     )
     _decode_stage2_kernel[(batch, num_heads)](
         mid_o, mid_lse, out, kv_indptr, splits, out.stride(0), out.stride(1),

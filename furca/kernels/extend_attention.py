@@ -21,6 +21,10 @@ new tokens of request ``b`` and query head ``h``; stage 1 walks the prefix throu
 ``kv_indices`` (gathered, no mask), stage 2 the new tokens' own K/V rows (contiguous,
 causal, stopping at the diagonal), both with one online softmax in fp32. Dot products
 run on the storage dtype (fp16/bf16 tensor cores; fp32 in exact "ieee" precision).
+With an fp8 pool (``torch.float8_e4m3fn``; fp16 / bf16 queries) the dots run in q's
+dtype: the prefix is upcast right after its load, and the new tokens' K/V are first
+rounded as the pool stores them (``fp8.round_e4m3``: saturated, to nearest even), so
+every key and value is the one a later decode step reads back. Compiled: sm_89+.
 
 Memory traffic: per program, reads ``BLOCK_M * D`` of q, ``(P + min(Q, (m+1) *
 BLOCK_M)) * D`` of each of K and V; across the grid K/V are read ``ceil(Q / BLOCK_M) *
@@ -33,8 +37,15 @@ import math
 import torch
 
 from furca.kernels._triton import check, require_triton, tl, triton
+from furca.kernels.fp8 import round_e4m3, to_e4m3
 
 _SUPPORTED = (torch.float16, torch.bfloat16, torch.float32)
+_POOL_DTYPES = _SUPPORTED + (torch.float8_e4m3fn,)
+
+
+def _as_stored(x: torch.Tensor, pool_dtype: torch.dtype) -> torch.Tensor:
+    """``x`` as the pool holds it, in fp32."""
+    return (to_e4m3(x) if pool_dtype == torch.float8_e4m3fn else x.to(pool_dtype)).float()
 
 
 def extend_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_buf: torch.Tensor,
@@ -49,8 +60,8 @@ def extend_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_bu
             continue
         slots = kv_indices[kvp[b]:kvp[b + 1]]
         prefix_len = len(slots) - q_len
-        keys = torch.cat([k_buf[slots[:prefix_len]].float(), k[qo[b]:qo[b + 1]].to(k_buf.dtype).float()])
-        values = torch.cat([v_buf[slots[:prefix_len]].float(), v[qo[b]:qo[b + 1]].to(v_buf.dtype).float()])
+        keys = torch.cat([k_buf[slots[:prefix_len]].float(), _as_stored(k[qo[b]:qo[b + 1]], k_buf.dtype)])
+        values = torch.cat([v_buf[slots[:prefix_len]].float(), _as_stored(v[qo[b]:qo[b + 1]], v_buf.dtype)])
         keys = keys.repeat_interleave(group, dim=1)  # (S, H, D)
         values = values.repeat_interleave(group, dim=1)
         s = torch.einsum("qhd,shd->hqs", q[qo[b]:qo[b + 1]].float(), keys) * scaling
@@ -69,6 +80,7 @@ def _extend_attention_kernel(
     stride_out_tok, stride_out_head,
     GROUP_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    KV_FP8: tl.constexpr,
 ):
     b = tl.program_id(0)
     head = tl.program_id(1)
@@ -79,7 +91,10 @@ def _extend_attention_kernel(
         kv_start = tl.load(kv_indptr_ptr + b).to(tl.int64)
         prefix_len = (tl.load(kv_indptr_ptr + b + 1) - kv_start).to(tl.int32) - qo_len
         kv_head = head // GROUP_SIZE
-        dtype = k_buf_ptr.dtype.element_ty
+        if KV_FP8:  # the dots run in q's dtype; K/V are upcast after their load
+            dtype = q_ptr.dtype.element_ty
+        else:
+            dtype = k_buf_ptr.dtype.element_ty
         offs_m = m_block * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_d = tl.arange(0, BLOCK_D)
         mask_m = offs_m < qo_len
@@ -99,13 +114,13 @@ def _extend_attention_kernel(
             slots = tl.load(kv_indices_ptr + kv_start + offs_n, mask=mask_n, other=0).to(tl.int64)
             kv_off = slots[:, None] * stride_buf_slot + buf_head + offs_d[None, :]  # (BLOCK_N, BLOCK_D)
             kv_mask = mask_n[:, None] & mask_d[None, :]
-            k = tl.load(k_buf_ptr + kv_off, mask=kv_mask, other=0.0)
+            k = tl.load(k_buf_ptr + kv_off, mask=kv_mask, other=0.0).to(dtype)
             qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N)
             qk = tl.where(mask_n[None, :], qk, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(qk, 1))
             alpha = tl.exp2(m_i - m_new)
             p = tl.exp2(qk - m_new[:, None])
-            v = tl.load(v_buf_ptr + kv_off, mask=kv_mask, other=0.0)
+            v = tl.load(v_buf_ptr + kv_off, mask=kv_mask, other=0.0).to(dtype)
             acc = acc * alpha[:, None] + tl.dot(p.to(dtype), v, input_precision=DOT_PRECISION)
             l_i = l_i * alpha + tl.sum(p, 1)
             m_i = m_new
@@ -118,14 +133,20 @@ def _extend_attention_kernel(
             new_rows = (qo_start + offs_n)[:, None]
             kv_mask = mask_n[:, None] & mask_d[None, :]
             k = tl.load(k_ptr + new_rows * stride_k_tok + kv_head * stride_k_head + offs_d[None, :],
-                        mask=kv_mask, other=0.0).to(dtype)
+                        mask=kv_mask, other=0.0)
+            if KV_FP8:  # the key as the pool stores it
+                k = round_e4m3(k)
+            k = k.to(dtype)
             qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
             qk = tl.where(mask_n[None, :] & (offs_n[None, :] <= offs_m[:, None]), qk, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(qk, 1))
             alpha = tl.exp2(m_i - m_new)
             p = tl.exp2(qk - m_new[:, None])
             v = tl.load(v_ptr + new_rows * stride_v_tok + kv_head * stride_v_head + offs_d[None, :],
-                        mask=kv_mask, other=0.0).to(dtype)
+                        mask=kv_mask, other=0.0)
+            if KV_FP8:
+                v = round_e4m3(v)
+            v = v.to(dtype)
             acc = acc * alpha[:, None] + tl.dot(p.to(dtype), v, input_precision=DOT_PRECISION)
             l_i = l_i * alpha + tl.sum(p, 1)
             m_i = m_new
@@ -167,7 +188,8 @@ def extend_attention(
           f"k/v must be ({num_tokens}, {num_kv_heads}, {head_dim}) and k_buf (..., {num_kv_heads}, {head_dim}); "
           f"got {tuple(k.shape)} and {tuple(k_buf.shape)}")
     check(num_heads % num_kv_heads == 0, f"num_heads {num_heads} is not a multiple of num_kv_heads {num_kv_heads}")
-    check(all(t.dtype in _SUPPORTED for t in (q, k, k_buf)), f"unsupported dtypes {q.dtype}, {k.dtype}, {k_buf.dtype}")
+    check(q.dtype in _SUPPORTED and k.dtype in _SUPPORTED and k_buf.dtype in _POOL_DTYPES,
+          f"unsupported dtypes {q.dtype}, {k.dtype}, {k_buf.dtype}")
     check(k.dtype == v.dtype, f"k and v dtypes differ: {k.dtype} vs {v.dtype}")
     check(k_buf.dtype == v_buf.dtype and k_buf.stride() == v_buf.stride(),
           "k_buf and v_buf must have the same dtype and strides")
@@ -186,7 +208,11 @@ def extend_attention(
         max_qo_len = int((qo_indptr[1:] - qo_indptr[:-1]).max()) if batch > 0 else 0
     if batch == 0 or max_qo_len == 0:
         return out
-    bm, bn, warps, stages = default_blocks(q.device, head_dim, k_buf.dtype)
+    kv_fp8 = k_buf.dtype == torch.float8_e4m3fn
+    check(not kv_fp8 or q.dtype in (torch.float16, torch.bfloat16),
+          f"an fp8 (e4m3) pool is read with fp16 or bf16 queries, got {q.dtype}")
+    compute = q.dtype if kv_fp8 else k_buf.dtype  # the dots' operand dtype
+    bm, bn, warps, stages = default_blocks(q.device, head_dim, compute)
     block_m, block_n = block_m or bm, block_n or bn
     _extend_attention_kernel[(batch, num_heads, triton.cdiv(max_qo_len, block_m))](
         q, k, v, k_buf, v_buf, qo_indptr, kv_indptr, kv_indices, out,
@@ -196,7 +222,7 @@ def extend_attention(
         out.stride(0), out.stride(1),
         GROUP_SIZE=num_heads // num_kv_heads, HEAD_DIM=head_dim,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
-        DOT_PRECISION="ieee" if k_buf.dtype == torch.float32 else "tf32",
+        DOT_PRECISION="ieee" if compute == torch.float32 else "tf32", KV_FP8=kv_fp8,
         num_warps=num_warps or warps, num_stages=num_stages or stages,
     )
     return out

@@ -8,6 +8,8 @@
 strides (the runtime passes ``KVCache.k[layer]``, a slot-major view of its head-major
 buffer), last dim contiguous. ``k``/``v``: ``(T, num_kv_heads, head_dim)``; ``loc``:
 ``(T,)`` int32/int64 slot indices, distinct (with duplicates the winner is unspecified).
+An fp8 pool (``torch.float8_e4m3fn``) gets ``fp8.to_e4m3(k)``: values saturate to +-448
+and round to nearest even (``fp8.round_e4m3`` in the kernel, then an exact cast).
 
 Memory traffic: reads ``2 * T * KV * D`` elements of k/v and ``T`` indices, writes the
 same ``2 * T * KV * D`` elements into the pool; one program per token.
@@ -16,10 +18,15 @@ same ``2 * T * KV * D`` elements into the pool; one program per token.
 import torch
 
 from furca.kernels._triton import check, require_triton, tl, triton
+from furca.kernels.fp8 import round_e4m3, to_e4m3
+
+_POOL_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn)
 
 
 def store_kv_ref(k_buf: torch.Tensor, v_buf: torch.Tensor, loc: torch.Tensor,
                  k: torch.Tensor, v: torch.Tensor) -> None:
+    if k_buf.dtype == torch.float8_e4m3fn:
+        k, v = to_e4m3(k), to_e4m3(v)
     k_buf[loc] = k.to(k_buf.dtype)
     v_buf[loc] = v.to(v_buf.dtype)
 
@@ -29,7 +36,7 @@ def _store_kv_kernel(
     k_buf_ptr, v_buf_ptr, loc_ptr, k_ptr, v_ptr,
     stride_buf_slot, stride_buf_head, stride_k_tok, stride_k_head, stride_v_tok, stride_v_head,
     NUM_KV_HEADS, HEAD_DIM,
-    BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, KV_FP8: tl.constexpr,
 ):
     t = tl.program_id(0)
     slot = tl.load(loc_ptr + t).to(tl.int64)
@@ -40,6 +47,9 @@ def _store_kv_kernel(
     dst = slot * stride_buf_slot + offs_h[:, None] * stride_buf_head + offs_d[None, :]
     k = tl.load(k_ptr + t64 * stride_k_tok + offs_h[:, None] * stride_k_head + offs_d[None, :], mask=mask)
     v = tl.load(v_ptr + t64 * stride_v_tok + offs_h[:, None] * stride_v_head + offs_d[None, :], mask=mask)
+    if KV_FP8:
+        k = round_e4m3(k)
+        v = round_e4m3(v)
     tl.store(k_buf_ptr + dst, k.to(k_buf_ptr.dtype.element_ty), mask=mask)
     tl.store(v_buf_ptr + dst, v.to(v_buf_ptr.dtype.element_ty), mask=mask)
 
@@ -53,6 +63,7 @@ def store_kv(k_buf: torch.Tensor, v_buf: torch.Tensor, loc: torch.Tensor,
           f"and {tuple(v_buf.shape)}")
     check(k_buf.stride() == v_buf.stride(), "k_buf and v_buf must have the same strides")
     check(k_buf.dtype == v_buf.dtype, f"k_buf and v_buf dtypes differ: {k_buf.dtype} vs {v_buf.dtype}")
+    check(k_buf.dtype in _POOL_DTYPES, f"unsupported pool dtype {k_buf.dtype}")
     num_tokens = loc.shape[0]
     check(loc.dim() == 1 and loc.dtype in (torch.int32, torch.int64),
           f"loc must be a 1-D int32/int64 tensor, got {loc.dtype} {tuple(loc.shape)}")
@@ -70,5 +81,5 @@ def store_kv(k_buf: torch.Tensor, v_buf: torch.Tensor, loc: torch.Tensor,
         k_buf.stride(0), k_buf.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         num_kv_heads, head_dim,
         BLOCK_H=triton.next_power_of_2(num_kv_heads), BLOCK_D=triton.next_power_of_2(head_dim),
-        num_warps=4,
+        KV_FP8=k_buf.dtype == torch.float8_e4m3fn, num_warps=4,
     )

@@ -40,6 +40,10 @@ def test_every_kernel_compiles_for_sm90_and_sm80_within_resources(tmp_path):
         # every dtype reached the attention kernels, bf16 included
         specs = " ".join(r["spec"] for r in compiled if r["kernel"] == "_decode_stage1_kernel")
         assert all(t in specs for t in ("*fp32", "*fp16", "*bf16"))
+        # fp8 (e4m3) KV pools in every attention kernel and store_kv where the GPU has e4m3 (sm_89+)
+        for kernel in ("_decode_stage1_kernel", "_extend_attention_kernel", "_store_kv_kernel"):
+            fp8 = [r for r in compiled if r["kernel"] == kernel and "*fp8e4nv" in r["spec"]]
+            assert (len(fp8) >= 2) if arch >= 89 else not fp8, (kernel, arch, fp8)
         # int4 and int8 everywhere; fp8 (e4m3) only where the GPU has it (sm_89+)
         kinds = {r["spec"].split("KIND=")[1][0] for r in compiled if r["kernel"] == "_dequant_matmul_kernel"}
         assert kinds == ({"0", "1", "2"} if arch >= 89 else {"0", "1"})
