@@ -13,7 +13,8 @@ one with ``speculative_algorithm="ngram"``. Workloads (chat template, greedy):
 Each (workload, engine) pair runs once as warm-up (its prompt is then in that engine's
 radix cache, so the timed runs are decode plus a one-token prefill), then ``--repeats``
 times alternating plain / speculative. tokens/s = completion tokens / wall time of the
-request; acceptance = accepted / proposed draft tokens (meta_info). Outputs of the two
+request (and, less sensitive to other processes' load, / the process's CPU time);
+acceptance = accepted / proposed draft tokens (meta_info). Outputs of the two
 engines are compared token by token (greedy; bf16 projections may differ at near ties).
 Prints a table and appends a JSON line to bench/results/raw/speculative.jsonl. CPU is
 shared: the 1-minute load average is printed beside the figures; on a crowded machine
@@ -58,10 +59,11 @@ WORKLOADS = {
 }
 
 
-def run(engine, ids, params) -> tuple[float, dict, list[int]]:
-    began = time.perf_counter()
+def run(engine, ids, params) -> tuple[float, float, dict, list[int]]:
+    """(wall s, process CPU s, meta_info, output ids) of one request."""
+    began, cpu = time.perf_counter(), time.process_time()
     out = engine.generate(input_ids=ids, sampling_params=params)
-    return time.perf_counter() - began, out.meta_info, out.output_ids
+    return time.perf_counter() - began, time.process_time() - cpu, out.meta_info, out.output_ids
 
 
 def main() -> None:
@@ -84,14 +86,16 @@ def main() -> None:
             text, extra = WORKLOADS[name]
             ids = tok.encode(tok.apply_chat_template([{"role": "user", "content": text}]))
             params = {"max_new_tokens": args.max_new_tokens, "temperature": 0, **extra}
-            outs = {"plain": run(plain, ids, params)[2], "ngram": run(spec, ids, params)[2]}  # warm-up
+            outs = {"plain": run(plain, ids, params)[3], "ngram": run(spec, ids, params)[3]}  # warm-up
             secs = {"plain": 0.0, "ngram": 0.0}
+            cpu = {"plain": 0.0, "ngram": 0.0}
             toks = {"plain": 0, "ngram": 0}
             proposed = accepted = 0
             for _ in range(args.repeats):
                 for side, engine in (("plain", plain), ("ngram", spec)):
-                    s, meta, _ = run(engine, ids, params)
+                    s, c, meta, _ = run(engine, ids, params)
                     secs[side] += s
+                    cpu[side] += c
                     toks[side] += meta["completion_tokens"]
                     if side == "ngram":
                         proposed += meta.get("spec_num_proposed_drafts", 0)
@@ -102,9 +106,10 @@ def main() -> None:
                    "acceptance": accepted / proposed if proposed else 0.0,
                    "accepted_per_step": None, "first_difference": same, "load_1m": round(os.getloadavg()[0], 2)}
             row["speedup"] = row["ngram_tok_s"] / row["plain_tok_s"]
+            row["cpu_speedup"] = (toks["ngram"] / cpu["ngram"]) / (toks["plain"] / cpu["plain"])
             rows.append(row)
             print(f"{name:13s} {row['tokens']:4d} tok  plain {row['plain_tok_s']:6.1f} tok/s  ngram "
-                  f"{row['ngram_tok_s']:6.1f} tok/s  x{row['speedup']:.2f}  acceptance {row['acceptance']:.2f}  "
+                  f"{row['ngram_tok_s']:6.1f} tok/s  x{row['speedup']:.2f} (CPU time x{row['cpu_speedup']:.2f})  acceptance {row['acceptance']:.2f}  "
                   f"outputs differ at {same}  load {row['load_1m']}", flush=True)
     path = save("speculative", {"draft": args.draft, "repeats": args.repeats, "threads": args.threads, "rows": rows})
     print(f"appended to {path}")
