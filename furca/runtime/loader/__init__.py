@@ -110,11 +110,10 @@ def _load_hf_dir(model_dir: Path, dtypes: tuple[torch.dtype, torch.dtype | None]
     gen = read_generation_config(model_dir)
     files = safetensors_files(model_dir)
     weights = iter_safetensors(files)
-    spec = None
-    if "quantization_config" in hf_config:
-        from furca.runtime.quant.hf_formats import parse_quantization_config
+    from furca.runtime.quant.hf_formats import parse_quantization_config, separate_quantization_config
 
-        spec = parse_quantization_config(hf_config)
+    spec = parse_quantization_config(hf_config if "quantization_config" in hf_config
+                                     else separate_quantization_config(model_dir, read_json) or {})
     if spec is not None:  # an AWQ / GPTQ checkpoint: its projections arrive as QuantGroups
         from furca.runtime.quant.hf_formats import iter_quantized
 

@@ -101,6 +101,25 @@ def _get(qc: dict, *keys, default=None):
     return default
 
 
+# Older checkpoints keep the quantization config beside config.json: AutoGPTQ writes
+# quantize_config.json, AutoAWQ quant_config.json; neither always names its method.
+SEPARATE_CONFIG_FILES = {"quantize_config.json": "gptq", "quant_config.json": "awq"}
+
+
+def separate_quantization_config(model_dir, read_json) -> dict | None:
+    """``{"quantization_config": ...}`` from an older checkpoint's own file
+    (``SEPARATE_CONFIG_FILES``; the method its writer implies where the file names none),
+    or None when the directory has neither file."""
+    for name, method in SEPARATE_CONFIG_FILES.items():
+        path = model_dir / name
+        if path.is_file():
+            qc = read_json(path)
+            if not isinstance(qc, dict):
+                raise ModelLoadError(f"{path} must hold a JSON object, got {type(qc).__name__}")
+            return {"quantization_config": {"quant_method": method, **qc}}
+    return None
+
+
 def parse_quantization_config(cfg: dict) -> QuantSpec | None:
     """The ``quantization_config`` of a config.json dict, or None when there is none.
     Accepts the spellings AutoAWQ (``w_bit``, ``q_group_size``, ``version``), transformers

@@ -283,3 +283,37 @@ def test_loaded_model_matches_transformers_on_the_dequantized_weights(
             assert torch.allclose(m.dequantize(), w, atol=1e-2 * w.abs().max().item()), name
     [(logits, _)] = model_harness(kept.model, kept.config).forward([([], ids)], all_logits=True)
     assert (logits - ref).abs().max() < 0.05 * ref.abs().max()
+
+
+@pytest.mark.parametrize("method,file,qc", [
+    ("gptq", "quantize_config.json", {"bits": 4, "group_size": 128, "desc_act": False, "sym": True,
+                                      "true_sequential": True, "model_file_base_name": "model"}),
+    ("awq", "quant_config.json", {"zero_point": True, "q_group_size": 128, "w_bit": 4, "version": "GEMM"}),
+])
+def test_older_checkpoint_with_its_config_in_a_separate_file(method, file, qc, tiny_llama, tmp_path):
+    """AutoGPTQ's quantize_config.json and AutoAWQ's quant_config.json (no quant_method in
+    either) load as the same checkpoint with quantization_config in config.json does."""
+    import json
+
+    from furca.runtime.loader import load_model
+    from furca.runtime.quant.linear import quantization_summary
+
+    float_dir, _ = tiny_llama
+    write_quantized_checkpoint(float_dir, tmp_path / "q", method, 128, sym=method == "gptq")
+    config = read_json(tmp_path / "q" / "config.json")
+    inline = load_model(tmp_path / "q", quantization="auto")
+    del config["quantization_config"]
+    (tmp_path / "q" / "config.json").write_text(json.dumps(config))
+    (tmp_path / "q" / file).write_text(json.dumps(qc))
+
+    separate = load_model(tmp_path / "q", quantization="auto")
+
+    assert quantization_summary(separate.model) == method
+    ours, theirs = separate.model.state_dict(), inline.model.state_dict()
+    assert set(ours) == set(theirs) and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    for (name, m), (_, ref) in zip(separate.model.named_modules(), inline.model.named_modules()):
+        if hasattr(m, "dequantize") and hasattr(ref, "dequantize"):
+            assert torch.equal(m.dequantize(), ref.dequantize()), name
+    (tmp_path / "q" / file).write_text(json.dumps({**qc, "quant_method": "exl2"}))
+    with pytest.raises(UnsupportedModelError, match="quant_method = 'exl2'"):
+        load_model(tmp_path / "q", quantization="auto")
