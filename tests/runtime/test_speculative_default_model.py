@@ -54,14 +54,14 @@ def compare(plain, spec, ids, params):
 @pytest.mark.parametrize("batch", [1, 8])
 def test_greedy_equals_non_speculative(engines, batch):
     plain, spec, ids = engines
-    got = compare(plain, spec, ids[:batch], {"max_new_tokens": 40})
+    got = compare(plain, spec, ids[:batch], {"max_new_tokens": 32})
     copy = got[0].meta_info
-    assert copy["spec_num_correct_drafts"] >= 20, copy  # copying accepts most drafts
+    assert copy["spec_num_correct_drafts"] >= 16, copy  # copying accepts most drafts
 
 
 def test_json_schema_greedy_equals_non_speculative(engines):
     plain, spec, ids = engines
-    got = compare(plain, spec, [ids[1], ids[4]], {"max_new_tokens": 48, "json_schema": json.dumps(SCHEMA)})
+    got = compare(plain, spec, [ids[1], ids[4]], {"max_new_tokens": 40, "json_schema": json.dumps(SCHEMA)})
     assert got[0].meta_info["spec_num_correct_drafts"] > 0
     if got[0].meta_info["finish_reason"]["type"] == "stop":
         assert set(json.loads(got[0].text)) == {"customer", "city", "total"}

@@ -21,7 +21,6 @@ Runs on the scheduler thread only.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 import torch
@@ -30,8 +29,6 @@ from furca.runtime.cache_manager import CacheManager
 from furca.runtime.forward_batch import ForwardBatch
 from furca.runtime.request import KVRegion, Req
 from furca.runtime.sampler import argmax_rows
-
-logger = logging.getLogger("furca")
 
 
 class DraftSide:
