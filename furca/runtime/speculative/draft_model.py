@@ -16,6 +16,9 @@ Draft tokens are argmaxes, so the proposal is a point mass and `rejection.verify
 rule is exact. After verification `after_verify` keeps the draft KV of the accepted draft
 tokens and rolls the rest back (`CacheManager.rollback_kv` of the draft pool), so the draft
 pool's invariant (each slot free, in the draft tree, or a side's) holds between steps.
+When jump-forward re-tokenized a request's output (``req.jump.dropped_tokens`` moved),
+its side's KV goes back to the tokens that can never change (``jump.floor``), so the
+draft pool never keeps (or caches) KV of tokens the request no longer has.
 Runs on the scheduler thread only.
 """
 
@@ -35,10 +38,11 @@ class DraftSide:
     """A request as the draft pool's `CacheManager` sees it: its own `KVRegion` over the
     request's tokens."""
 
-    __slots__ = ("req", "kv", "rid", "session_id")
+    __slots__ = ("req", "kv", "rid", "session_id", "dropped_seen")
 
     def __init__(self, req: Req):
         self.req, self.kv, self.rid, self.session_id = req, KVRegion(), req.rid, None
+        self.dropped_seen = req.jump.dropped_tokens  # jump-forward's re-tokenized tokens, as last seen
 
     def tokens(self, start: int, end: int) -> list[int]:
         return self.req.tokens(start, end)
@@ -79,7 +83,9 @@ class DraftModelProposer:
         """Give up the sides of requests no longer running (their KV goes to the draft tree)."""
         live = set(running)
         for req in [r for r in self.sides if r not in live or r.kv.row is None or r.is_finished]:
-            self.cache.cache_req(self.sides.pop(req), finished=True)
+            side = self.sides.pop(req)
+            self._sync(side)
+            self.cache.cache_req(side, finished=True)
 
     def check_memory(self, running: Sequence[Req], *, idle: bool) -> None:
         """The draft pool's `CacheManager.check_memory` (stale sides given up first)."""
@@ -99,6 +105,7 @@ class DraftModelProposer:
             side = self.sides.get(req) or self._admit(req)
             if side is None:
                 continue
+            self._sync(side)
             need = side.fill_len - side.kv.kv_len + k - 1
             if need > budget:
                 continue
@@ -164,7 +171,17 @@ class DraftModelProposer:
         keep = start + 1 + accepted
         if req.kv.rollback_to is not None:
             keep = min(keep, req.kv.rollback_to)
-        keep = min(keep, req.fill_len - 1)
+        self._roll_back(side, min(keep, req.fill_len - 1))
+
+    def _sync(self, side: DraftSide) -> None:
+        """After jump-forward re-tokenized the request's output, keep only the KV of tokens
+        that never change (before ``jump.floor``)."""
+        req = side.req
+        if side.dropped_seen != req.jump.dropped_tokens:
+            side.dropped_seen = req.jump.dropped_tokens
+            self._roll_back(side, req.prompt_len + req.jump.floor)
+
+    def _roll_back(self, side: DraftSide, keep: int) -> None:
         if keep < side.kv.kv_len:
             side.kv.rollback_to = keep
             self.cache.rollback_kv(side)
