@@ -14,6 +14,7 @@ from furca.errors import ConfigError
 from furca.runtime.attention import registry as attention_registry
 
 _DTYPES = ("auto", "float32", "float16", "bfloat16")
+_KV_DTYPES = _DTYPES + ("fp8_e4m3", "fp8")  # fp8: an alias of fp8_e4m3 (float8_e4m3fn)
 _POLICIES = ("lpm", "fcfs")
 _QUANTIZATIONS = ("auto", "none", "int8", "int4", "fp8")
 _SPEC_ALGORITHMS = ("ngram", "draft")
@@ -34,8 +35,9 @@ class EngineConfig:
     linear_dtype: str = _opt("auto", "the decoder layers' linear projections, weights and products (auto: bfloat16 "
                                      "where dtype is auto and resolves to float32 on a CPU with native bf16 dot "
                                      "products, else dtype)", choices=_DTYPES)
-    kv_cache_dtype: str = _opt("auto", "the KV cache (auto: the projections' dtype: K and V come out of them)",
-                               choices=_DTYPES)
+    kv_cache_dtype: str = _opt("auto", "the KV cache (auto: the projections' dtype: K and V come out of them; "
+                                       "fp8_e4m3 or fp8: 1 byte per element, saturated to +-448, read in the "
+                                       "activations' dtype; see docs/quantization.md)", choices=_KV_DTYPES)
     quantization: str = _opt("auto", "weights: none, int8 (per output channel), int4 (group-wise; see "
                                      "quantization_group_size), fp8 (e4m3 per output channel, CUDA) or auto (a GGUF file's or an AWQ/GPTQ checkpoint's "
                                      "own quantization kept, none for a float checkpoint)", choices=_QUANTIZATIONS)
@@ -126,9 +128,9 @@ class EngineConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"{name} must be a positive int, got {value!r}")
 
-        for name in ("dtype", "linear_dtype", "kv_cache_dtype"):
-            if getattr(self, name) not in _DTYPES:
-                raise ConfigError(f"{name} must be one of {_DTYPES}, got {getattr(self, name)!r}")
+        for name, allowed in (("dtype", _DTYPES), ("linear_dtype", _DTYPES), ("kv_cache_dtype", _KV_DTYPES)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.quantization not in _QUANTIZATIONS:
             raise ConfigError(f"quantization must be one of {_QUANTIZATIONS}, got {self.quantization!r}")
         if self.quantization_group_size not in (32, 64, 128):

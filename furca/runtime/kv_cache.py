@@ -59,6 +59,14 @@ class KVCache:
         return 2 * num_layers * num_kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
 
     def store(self, layer_id: int, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Write ``k``/``v`` (T, KV, D) into slots ``loc`` (T,) of layer ``layer_id``."""
+        """Write ``k``/``v`` (T, KV, D) into slots ``loc`` (T,) of layer ``layer_id``. An
+        fp8 (float8_e4m3fn) pool gets ``furca.kernels.fp8.to_e4m3(k)``: saturated to +-448,
+        rounded to nearest even (a plain cast would turn out-of-range values into NaN)."""
+        if self.dtype == torch.float8_e4m3fn:  # torch has no CPU index_copy_ for fp8: copy the bytes
+            from furca.kernels.fp8 import to_e4m3
+
+            for buf, x in ((self.k_heads[layer_id], k), (self.v_heads[layer_id], v)):
+                buf.view(torch.uint8).index_copy_(1, loc, to_e4m3(x).transpose(0, 1).view(torch.uint8))
+            return
         self.k_heads[layer_id].index_copy_(1, loc, k.transpose(0, 1).to(self.dtype))
         self.v_heads[layer_id].index_copy_(1, loc, v.transpose(0, 1).to(self.dtype))

@@ -46,7 +46,7 @@ def test_config_rejects_unknown_dtypes():
     with pytest.raises(ConfigError, match="linear_dtype must be one of"):
         EngineConfig(linear_dtype="int4")
     with pytest.raises(ConfigError, match="kv_cache_dtype must be one of"):
-        EngineConfig(kv_cache_dtype="fp8")
+        EngineConfig(kv_cache_dtype="fp4")
 
 
 def test_kv_cache_dtype_follows_the_projections(make_tiny_model_dir):
