@@ -24,13 +24,13 @@ POOL_DTYPES = ["fp32", "fp16"] if IS_INTERPRETED else ["fp32", "fp16", "bf16"]
 NUM_LAYERS, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM = 2, 6, 2, 64
 
 
-def _run(backend, requests, dtype, seed):
-    """Two steps on a fresh pool: step 1 prefills every request's prefix, step 2 runs
-    ``requests`` ([(prefix_len, new_len)]) as one mixed batch; returns step 2's
-    outputs per layer and the pool."""
+def _run(backend, requests, dtype, seed, pool_dtype=None):
+    """Two steps on a fresh pool (``pool_dtype``, default ``dtype``): step 1 prefills
+    every request's prefix, step 2 runs ``requests`` ([(prefix_len, new_len)]) as one
+    mixed batch; returns step 2's outputs per layer and the pool."""
     gen = torch.Generator().manual_seed(seed)
     total = sum(p + n for p, n in requests)
-    cache = KVCache(total + 40, NUM_LAYERS, NUM_KV_HEADS, HEAD_DIM, dtype, DEVICE)
+    cache = KVCache(total + 40, NUM_LAYERS, NUM_KV_HEADS, HEAD_DIM, pool_dtype or dtype, DEVICE)
     slots = (torch.randperm(total + 39, generator=gen)[:total] + 1).tolist()  # shuffled
     per_req, at = [], 0
     for p, n in requests:
@@ -49,7 +49,7 @@ def _run(backend, requests, dtype, seed):
         outs = []
         for layer in range(NUM_LAYERS):
             q = torch.randn(num_tokens, NUM_HEADS, HEAD_DIM, generator=gen).to(DEVICE, dtype)
-            kv = torch.randn(num_tokens, 2 * NUM_KV_HEADS, HEAD_DIM, generator=gen).to(DEVICE, dtype)
+            kv = (torch.randn(num_tokens, 2 * NUM_KV_HEADS, HEAD_DIM, generator=gen) * 3).to(DEVICE, dtype)
             outs.append(backend.forward(q, kv[:, :NUM_KV_HEADS], kv[:, NUM_KV_HEADS:], layer, batch, 0.125))
     return outs, cache
 
@@ -68,6 +68,19 @@ def test_triton_backend_matches_torch_backend(pool_dtype, requests):
     for layer in range(NUM_LAYERS):
         assert torch.equal(got_cache.k_heads[layer], want_cache.k_heads[layer])
         assert torch.equal(got_cache.v_heads[layer], want_cache.v_heads[layer])
+
+
+@pytest.mark.parametrize("q_dtype", ["fp16"] if IS_INTERPRETED else ["fp16", "bf16"])
+def test_triton_backend_matches_torch_backend_on_an_fp8_pool(q_dtype):
+    """store_kv and KVCache.store write the same e4m3 values; both backends read them."""
+    dtype, requests = DTYPES[q_dtype], [(0, 9), (300, 1), (40, 23), (0, 1)]
+    got, got_cache = _run(TritonAttentionBackend(), requests, dtype, seed=8, pool_dtype=torch.float8_e4m3fn)
+    want, want_cache = _run(TorchAttentionBackend(), requests, dtype, seed=8, pool_dtype=torch.float8_e4m3fn)
+    for g, w in zip(got, want):
+        assert_close(g, w, dtype)
+    for layer in range(NUM_LAYERS):  # values: the interpreter writes +0 where torch writes -0
+        assert torch.equal(got_cache.k_heads[layer].float(), want_cache.k_heads[layer].float())
+        assert torch.equal(got_cache.v_heads[layer].float(), want_cache.v_heads[layer].float())
 
 
 def test_auto_backend_is_triton_on_cuda_and_torch_on_cpu():
