@@ -13,7 +13,9 @@
 #                     >= 70%); extend attention vs SDPA; engine decode tokens/s,
 #                     Triton vs torch backend, batch 1 and 64 (bench/gpu_kernels.py);
 #                     int4 / int8 / fp8 weight-only matmuls: GB/s at M = 1 vs copy,
-#                     TFLOP/s at M = 64, both vs bf16 F.linear (bench/gpu_quant.py)
+#                     TFLOP/s at M = 64, both vs bf16 F.linear (bench/gpu_quant.py);
+#                     decode attention over an fp8 (e4m3) vs a bf16 KV pool: ms, GB/s,
+#                     speed-up, error (bench/gpu_kv_fp8.py; sm_89+, else skipped)
 #   bench.txt         that script's log
 #   tp.txt            TP=2 vs one GPU, decode tokens/s and collective time per step
 #                     (bench/tp.py); skipped with a message on a machine with one GPU

@@ -408,7 +408,7 @@ def _greedy_agreement(loaded, prompt_len: int, vocab: int) -> dict:
 
 # ------------------------------------------------------------------ main
 
-SECTIONS = ("copy", "decode", "extend", "engine", "quant")
+SECTIONS = ("copy", "decode", "extend", "engine", "quant", "kv_fp8")
 
 
 def main() -> None:
@@ -443,6 +443,11 @@ def main() -> None:
 
                     section_quant(res, copy_gbps or section_copy(res), bench_ms=bench_ms, rel_err=rel_err,
                                   device=DEVICE, dtype=DTYPE)
+                elif name == "kv_fp8":
+                    from gpu_kv_fp8 import section_kv_fp8  # bench/, beside this script
+
+                    section_kv_fp8(res, copy_gbps or section_copy(res), bench_ms=bench_ms, rel_err=rel_err,
+                                   device=DEVICE)
             if name == "engine":
                 section_engine(res)
         except Exception as ex:  # keep going: the other sections still report
