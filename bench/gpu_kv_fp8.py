@@ -58,5 +58,5 @@ def section_kv_fp8(res, copy_gbps: float, *, bench_ms, rel_err, device) -> None:
     res.put("kv_fp8", record)
     res.table(f"Decode attention over an fp8 (e4m3) vs a {str(q_dtype)[6:]} KV pool: batch {batch}, context {ctx}, "
               f"{heads} q / {kv_heads} KV heads, head dim {dim}, {str(q_dtype)[6:]} queries, shuffled slots",
-              ["pool", "ms", "GB to move", "GB/s", "of copy", "rel err vs fp32 ref", "speed-up", "rel err vs half pool"],
-              rows)
+              ["pool", "ms", "GB to move", "GB/s", "of copy", "rel err vs fp32 ref", "speed-up",
+               "rel err vs half pool"], rows)
