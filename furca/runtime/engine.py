@@ -330,7 +330,7 @@ class Engine:
         out.update(
             dtype=_dtype_name(runner.dtype),
             linear_dtype=_dtype_name(linear if isinstance(linear, torch.dtype) else runner.dtype),
-            kv_cache_dtype=_dtype_name(runner.kv_dtype),
+            kv_cache_dtype="fp8_e4m3" if runner.kv_dtype == torch.float8_e4m3fn else _dtype_name(runner.kv_dtype),
             quantization=quantization_summary(runner.model),
             device=str(runner.device),
             attention_backend=type(runner.attn_backend).__name__.removesuffix("AttentionBackend").lower(),
