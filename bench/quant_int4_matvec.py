@@ -1,19 +1,21 @@
-"""furca's own int4 matvec (Int4Cols, numba) against torch's int4 op, in one process.
+"""furca's own int4 matvecs (Int4Cols, Int4Dot: numba) against torch's int4 op, in one process.
 
     nice -n -10 .venv/bin/python bench/quant_int4_matvec.py [--rounds 5] [--layers 30] [--ms 1,2,4]
 
 The default model's own GGUF file gives the weights: every layer's Q4_1 projections as
 the engine fuses them (qkv 960x576, o 576x576, gate_up 3072x576, down 576x1536), packed
-both ways: ``Int4Packed`` (torch's CPU int4 pack, ``_weight_int4pack_mm_for_cpu``, bf16 x
-and bf16 scale / zero, as the engine's decode runs it) and ``Int4Cols`` (fp32 x, fp16
-scale / offset, ``cpu_int4_kernels``). One set is all ``--layers`` layers' projections
-(distinct weights, so none stays in cache between uses). Each round times one set per
-mode, alternating: on one thread, then on 2 threads with a parallel torch op (an add of
-64K elements) before every call, as a decode step has torch ops between its matmuls
-(Int4Cols runs as a cfunc on torch's OpenMP team there). Only the matmul calls are timed. It prints the median ns per
-weight (a whole call over all M rows) of each (M, threads, kernel), the rounds, the load average, and the error of each
-kernel (and of x quantized to int8 per block of 32, the integer-dot alternative, emulated
-exactly in fp64) against dequantize-then-F.linear in fp64, relative to max |y|.
+three ways: ``Int4Packed`` (torch's CPU int4 pack, ``_weight_int4pack_mm_for_cpu``, bf16
+x and bf16 scale / zero, as the engine's decode runs it), ``Int4Cols`` (fp32 x, fp16
+scale / offset, ``cpu_int4_kernels``) and ``Int4Dot`` (bf16 x rounded to int8 per group
+of 32, integer VNNI dot products, bf16 out, ``cpu_int4_dot_kernels``). One set is all
+``--layers`` layers' projections (distinct weights, so none stays in cache between uses). Each round times one set per
+kernel, alternating: on one thread, then on 2 threads with a parallel torch op (an add
+of 64K elements) before every call, as a decode step has torch ops between its matmuls
+(furca's kernels run as cfuncs on torch's OpenMP team there). Only the matmul calls are
+timed. It prints the median and best ns per weight (a whole call over all M rows) of
+each (M, threads, kernel), the rounds, the load average, and the error of each kernel
+(and of x rounded to int8 per group of 32, emulated exactly in fp64) against
+dequantize-then-F.linear in fp64, relative to max |y|.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ import torch
 from furca.runtime.loader.gguf import read_gguf
 from furca.runtime.quant.groups import QuantGroups
 from furca.runtime.quant.int4_cols import Int4Cols
+from furca.runtime.quant.int4_dot import Int4Dot, vnni_available
 from furca.runtime.quant.packed import Int4Packed
 
 GGUF = Path("~/.cache/furca/gguf/SmolLM2-135M-Instruct.Q4_1.gguf").expanduser()
+KINDS = ("torch", "cols", "dot")
 FUSED = (("q_proj", "k_proj", "v_proj"), ("o_proj",), ("gate_proj", "up_proj"), ("down_proj",))
 
 
@@ -61,12 +65,13 @@ def int8_x_dot(x: np.ndarray, w: QuantGroups) -> np.ndarray:
     return (dots * (d[..., 0][:, None, :] * s[None]) + (xb * 1.0).sum(2)[:, None, :] * o[None]).sum(2)
 
 
-def errors(w: QuantGroups, torch_p: Int4Packed, cols: Int4Cols, m: int) -> dict[str, float]:
+def errors(w: QuantGroups, torch_p: Int4Packed, cols: Int4Cols, dot: Int4Dot, m: int) -> dict[str, float]:
     x = torch.randn(m, w.shape[1])
     ref = (x.double() @ w.dequantize().double().t()).numpy()
     scale = np.abs(ref).max()
     got = {"torch int4 (bf16 x)": torch_p._small(x.to(torch.bfloat16)).double().numpy(),
            "Int4Cols (fp32)": cols.matvec(x.numpy().copy()).astype(np.float64),
+           "Int4Dot (int8 x, VNNI)": dot.matvec(x.to(torch.bfloat16)).double().numpy(),
            "int8 x per block": int8_x_dot(x.numpy(), w)}
     return {name: float(np.abs(y - ref).max() / scale) for name, y in got.items()}
 
@@ -79,11 +84,14 @@ def main() -> None:
     args = ap.parse_args()
     ws = load_projections(args.layers)
     torch_ps = [Int4Packed(w, 32) for w in ws]
+    assert vnni_available(), "Int4Dot needs AVX512_VNNI"
     cols = [Int4Cols.pack(w) for w in ws]
-    assert all(c is not None for c in cols), "a Q4_1 tensor's d / m did not fit fp16"
+    dots = [Int4Dot.pack(w) for w in ws]
+    assert all(c is not None for c in cols + dots), "a Q4_1 tensor's d / m did not fit fp16"
     weights = sum(w.shape[0] * w.shape[1] for w in ws)
     print(f"{len(ws)} weights, {weights / 1e6:.1f}M weights; resident MB: torch pack "
-          f"{sum(p.nbytes for p in torch_ps) / 1e6:.1f}, Int4Cols {sum(c.nbytes for c in cols) / 1e6:.1f}")
+          f"{sum(p.nbytes for p in torch_ps) / 1e6:.1f}, Int4Cols {sum(c.nbytes for c in cols) / 1e6:.1f}, "
+          f"Int4Dot {sum(c.nbytes for c in dots) / 1e6:.1f}")
 
     big, buf = torch.randn(1 << 16), torch.empty(1 << 16)
 
@@ -92,44 +100,50 @@ def main() -> None:
         xb = {k: v.to(torch.bfloat16) for k, v in xs.items()}
         xn = {k: v.numpy() for k, v in xs.items()}
         total = 0.0
-        for p, c in zip(torch_ps, cols):
+        for p, c, dt in zip(torch_ps, cols, dots):
             if threads > 1:
                 torch.add(big, 1.0, out=buf)
             t = time.perf_counter()
             if kind == "torch":
                 p._small(xb[p.shape[1]])
-            else:
+            elif kind == "cols":
                 c.matvec(xn[c.shape[1]], threads)
+            else:
+                dt.matvec(xb[dt.shape[1]], threads)
             total += time.perf_counter() - t
         return total * 1e9 / weights
 
     ms = [int(v) for v in args.ms.split(",")]
-    results = {(m, th, kind): [] for m in ms for th in (1, 2) for kind in ("torch", "cols")}
+    results = {(m, th, kind): [] for m in ms for th in (1, 2) for kind in KINDS}
     for th in (1, 2):  # warm-up: compile, page in
         torch.set_num_threads(th)
-        for kind in ("torch", "cols"):
+        for kind in KINDS:
             run_set(kind, 1, th)
     for _ in range(args.rounds):
         for m in ms:
             for th in (1, 2):
                 torch.set_num_threads(th)
-                for kind in ("torch", "cols"):
+                for kind in KINDS:
                     results[(m, th, kind)].append(run_set(kind, m, th))
     load = os.getloadavg()
-    print("| M | threads | torch int4 ns/weight | Int4Cols ns/weight | Int4Cols / torch |")
-    print("|--:|--:|--:|--:|--:|")
+    print("ns per weight, median (best) of the rounds:")
+    print("| M | threads | torch int4 | Int4Cols | Int4Dot | Int4Cols / torch | Int4Dot / torch |")
+    print("|--:|--:|--:|--:|--:|--:|--:|")
     for m in ms:
         for th in (1, 2):
-            a, b = statistics.median(results[(m, th, "torch")]), statistics.median(results[(m, th, "cols")])
-            print(f"| {m} | {th} | {a:.3f} | {b:.3f} | {b / a:.2f} |")
+            med = [statistics.median(results[(m, th, kind)]) for kind in KINDS]
+            best = [min(results[(m, th, kind)]) for kind in KINDS]
+            cells = " | ".join(f"{a:.3f} ({b:.3f})" for a, b in zip(med, best))
+            print(f"| {m} | {th} | {cells} | {med[1] / med[0]:.2f} ({best[1] / best[0]:.2f}) "
+                  f"| {med[2] / med[0]:.2f} ({best[2] / best[0]:.2f}) |")
     print("rounds (ns/weight): " + "; ".join(
         f"M{m} t{th} {kind} " + " ".join(f"{v:.3f}" for v in results[(m, th, kind)])
-        for m in ms for th in (1, 2) for kind in ("torch", "cols")))
+        for m in ms for th in (1, 2) for kind in KINDS))
     print(f"load {load}")
     torch.set_num_threads(2)
     for i, m in enumerate((1, 7)):
         w = ws[2 + 4 * i]  # a gate_up weight
-        errs = errors(w, torch_ps[2 + 4 * i], cols[2 + 4 * i], m)
+        errs = errors(w, torch_ps[2 + 4 * i], cols[2 + 4 * i], dots[2 + 4 * i], m)
         print(f"error vs dequantize + F.linear (fp64), M={m}, {w.shape[0]}x{w.shape[1]}, relative to max |y|: "
               + ", ".join(f"{k} {v:.1e}" for k, v in errs.items()))
 

@@ -23,7 +23,7 @@ What LLVM makes of it (``int4_cols_matmul.inspect_asm``): 256-bit ymm code (LLVM
 preferred vector width on this CPU), per 8 weights a zero-extension (vpmovzxbd), an int
 -> float conversion (vcvtdq2ps) and an FMA, the nibbles split by vpand / vgf2p8affineqb;
 no integer dot products (vpdpbusd / vpmaddubsw: x stays fp32). numba's own int -> float
-conversion widens to int64 first (vcvtqq2ps on half-width vectors), hence ``_nibble_f32``.
+conversion widens to int64 first (vcvtqq2ps on half-width vectors), hence ``nibble_f32``.
 A layout of 64-row blocks (torch's) gave 32-byte inner loops whose per-loop set-up
 (runtime alias checks) cost about as much as their bodies: twice slower on one thread.
 """
@@ -38,12 +38,12 @@ from numba.extending import intrinsic
 from furca.runtime.omp_team_kernel import TEAM_SIGNATURE, as_ptr, claim
 
 _OPTS = dict(fastmath=True, nogil=True, cache=True, boundscheck=False, error_model="numpy")
-_LOW, _SHIFT = np.uint32(15), np.uint32(4)
+LOW_NIBBLE, _SHIFT = np.uint32(15), np.uint32(4)
 _TWO_112 = np.float32(2.0 ** 112)  # fp16 -> fp32 exponent rebias (15 -> 127)
 
 
 @intrinsic
-def _f32_bits(typingctx, u):
+def f32_bits(typingctx, u):
     """The uint32 ``u`` reinterpreted as a float32 (a register bitcast, vectorizable)."""
     sig = types.float32(types.uint32)
 
@@ -54,7 +54,7 @@ def _f32_bits(typingctx, u):
 
 
 @intrinsic
-def _nibble_f32(typingctx, u):
+def nibble_f32(typingctx, u):
     """The uint32 ``u`` (a code below 2^31) as a float32, converted from 32 bits (numba's
     own int -> float conversion widens to int64 first: vcvtqq2ps on half-width vectors)."""
     sig = types.float32(types.uint32)
@@ -71,7 +71,7 @@ def half_to_f32(h, out):
     magnitude's bits shifted into fp32 place, then the exponent rebiased by 2^112)."""
     for j in range(h.shape[0]):
         b = np.uint32(h[j])
-        f = _f32_bits((b & np.uint32(0x7FFF)) << np.uint32(13)) * _TWO_112
+        f = f32_bits((b & np.uint32(0x7FFF)) << np.uint32(13)) * _TWO_112
         out[j] = -f if b & np.uint32(0x8000) else f
 
 
@@ -105,10 +105,10 @@ def int4_cols_matmul(x, xsum, codes, scale, offset, out, lo, hi):
                 r0, r1, r2, r3 = codes[kk], codes[kk + 1], codes[kk + 2], codes[kk + 3]
                 for d in range(h):
                     b0, b1, b2, b3 = np.uint32(r0[d]), np.uint32(r1[d]), np.uint32(r2[d]), np.uint32(r3[d])
-                    acc_lo[d] += (x0 * _nibble_f32(b0 & _LOW) + x1 * _nibble_f32(b1 & _LOW)
-                                  + x2 * _nibble_f32(b2 & _LOW) + x3 * _nibble_f32(b3 & _LOW))
-                    acc_hi[d] += (x0 * _nibble_f32(b0 >> _SHIFT) + x1 * _nibble_f32(b1 >> _SHIFT)
-                                  + x2 * _nibble_f32(b2 >> _SHIFT) + x3 * _nibble_f32(b3 >> _SHIFT))
+                    acc_lo[d] += (x0 * nibble_f32(b0 & LOW_NIBBLE) + x1 * nibble_f32(b1 & LOW_NIBBLE)
+                                  + x2 * nibble_f32(b2 & LOW_NIBBLE) + x3 * nibble_f32(b3 & LOW_NIBBLE))
+                    acc_hi[d] += (x0 * nibble_f32(b0 >> _SHIFT) + x1 * nibble_f32(b1 >> _SHIFT)
+                                  + x2 * nibble_f32(b2 >> _SHIFT) + x3 * nibble_f32(b3 >> _SHIFT))
             xs = xsum[m, g]
             ol, oh = out[m, :h], out[m, h:]
             for d in range(h):

@@ -23,12 +23,38 @@ from furca.runtime.quant.groups import QuantGroups
 _ALIGN = 32  # N is padded to a multiple of this with zero rows (16-byte runs of byte columns)
 
 
-def _fp16_bits(t: torch.Tensor) -> np.ndarray | None:
+def fp16_bits(t: torch.Tensor) -> np.ndarray | None:
     """t (fp32) as fp16 bits (uint16), or None where fp16 does not hold it exactly."""
     h = t.to(torch.float16)
     if not torch.equal(h.to(torch.float32), t):
         return None
     return h.view(torch.int16).numpy().view(np.uint16)
+
+
+def unsigned_fp16(groups: QuantGroups, align: int,
+                  group_ok: bool) -> tuple[torch.Tensor, np.ndarray, np.ndarray] | None:
+    """``groups`` (when ``group_ok`` and its codes take at most 4 bits) as unsigned codes q (N padded to a multiple of ``align`` with zero rows,
+    K) int32 in 0..15 and contiguous fp16 bits of scale and offset (K / group, N padded),
+    w = scale * q + offset (a signed code c gets q = c + 8 and offset -8 * scale); None
+    when a code falls outside 0..15 or fp16 does not hold a scale or an offset exactly."""
+    if groups.bits > 4 or not group_ok:
+        return None
+    n, k = groups.shape
+    q = groups.codes.to(torch.int32)
+    offset = torch.zeros_like(groups.scale) if groups.offset is None else groups.offset
+    if groups.signed:
+        q, offset = q + 8, offset - 8.0 * groups.scale
+    if int(q.min()) < 0 or int(q.max()) > 15:
+        return None
+    scale16, offset16 = fp16_bits(groups.scale.t().contiguous()), fp16_bits(offset.t().contiguous())
+    if scale16 is None or offset16 is None:
+        return None
+    pad = -n % align
+    if pad:  # zero rows (q = 0, scale = offset = 0)
+        q = torch.cat([q, q.new_zeros(pad, k)])
+        zeros = np.zeros((k // groups.group, pad), np.uint16)
+        scale16, offset16 = np.concatenate([scale16, zeros], 1), np.concatenate([offset16, zeros], 1)
+    return q, np.ascontiguousarray(scale16), np.ascontiguousarray(offset16)
 
 
 class Int4Cols:
@@ -41,27 +67,14 @@ class Int4Cols:
     def pack(groups: QuantGroups) -> "Int4Cols | None":
         """The layout of ``groups``, or None when its codes need more than 4 bits, its
         group is not a multiple of 4, or fp16 does not hold its scales and offsets exactly."""
-        if groups.bits > 4 or groups.group % 4:  # the kernel takes four k a pass
+        fit = unsigned_fp16(groups, _ALIGN, groups.group % 4 == 0)  # the kernel takes four k a pass
+        if fit is None:
             return None
-        n, k = groups.shape
-        q = groups.codes.to(torch.int32)
-        offset = torch.zeros_like(groups.scale) if groups.offset is None else groups.offset
-        if groups.signed:
-            q, offset = q + 8, offset - 8.0 * groups.scale
-        if int(q.min()) < 0 or int(q.max()) > 15:
-            return None
-        scale16, offset16 = _fp16_bits(groups.scale.t().contiguous()), _fp16_bits(offset.t().contiguous())
-        if scale16 is None or offset16 is None:
-            return None
-        pad = -n % _ALIGN
-        if pad:  # zero rows (q = 0, scale = offset = 0) fill the last columns
-            q = torch.cat([q, q.new_zeros(pad, k)])
-            zeros = np.zeros((k // groups.group, pad), np.uint16)
-            scale16, offset16 = np.concatenate([scale16, zeros], 1), np.concatenate([offset16, zeros], 1)
-        h = (n + pad) // 2
+        (q, scale16, offset16), (n, k) = fit, groups.shape
+        h = q.shape[0] // 2
         qt = q.t().to(torch.uint8)
         codes = (qt[:, :h] | (qt[:, h:] << 4)).contiguous().numpy()
-        return Int4Cols(codes, np.ascontiguousarray(scale16), np.ascontiguousarray(offset16), (n, k))
+        return Int4Cols(codes, scale16, offset16, (n, k))
 
     @property
     def nbytes(self) -> int:

@@ -47,6 +47,10 @@ INT4_SMALL_M = 32
 INT4_SMALL_M_FP32 = 1  # torch's int4 op with an fp32 x (fp32 scale / zero) is several times slower
 GROUP_INT8_SMALL_M = 12
 GROUP_INT8_SMALL_M_FP32 = 24  # fp32 F.linear (no AMX) is slower than bf16: the kernel wins longer
+# True: fp16-exact 4-bit groups of 32 (GGUF Q4_0 / Q4_1) take int4_dot.Int4Dot where the CPU
+# has AVX512_VNNI. Off: torch's int4 op is faster on this CPU (bench/quant_int4_matvec.py,
+# bench/quant_int4_decode.py; docs/quantization.md)
+INT4_DOT = False
 
 # Below this many weights per thread a split costs more than it saves (a hand-off is ~30 us).
 _MIN_WEIGHTS_PER_THREAD = 1 << 16
@@ -124,7 +128,18 @@ def pack(groups: QuantGroups, device: torch.device | str = "cpu") -> PackedWeigh
     if torch.device(device).type != "cpu":
         raise ValueError(f"packed.py holds the CPU layouts; got device {device}")
     tg = _torch_int4_group(groups)
-    return Int4Packed(groups, tg) if tg is not None else GroupInt8(groups)
+    if tg is None:
+        return GroupInt8(groups)
+    dot = _int4_dot(groups) if INT4_DOT else None
+    return dot if dot is not None else Int4Packed(groups, tg)
+
+
+def _int4_dot(groups: QuantGroups) -> PackedWeight | None:
+    """furca's VNNI int4 layout (int4_dot.py) for fp16-exact groups of 32 (GGUF Q4_0 /
+    Q4_1), where the CPU has AVX512_VNNI."""
+    from furca.runtime.quant import int4_dot
+
+    return int4_dot.Int4Dot.pack(groups) if int4_dot.vnni_available() else None
 
 
 class Int4Packed(PackedWeight):

@@ -1,0 +1,120 @@
+"""``Int4Dot``: int4 weights in groups of 32 computed with integer dot products (AVX-512
+VNNI) against x quantized to int8 per group, llama.cpp's Q4_1 x Q8_1 arithmetic
+(kernels: cpu_int4_dot_kernels.py).
+
+The weight (N, K) is stored as ``words`` (K / 8, N) uint32 (word [r, n]: q[n, 8 r + i] in
+the low nibble of byte i, q[n, 8 r + 4 + i] in the high one) and per group of 32 one
+(scale, offset) pair per row as fp16 bits, ``scale`` / ``offset`` (K / 32, N): w = scale *
+q + offset, q in 0..15 (a signed code c gets q = c + 8 and offset -8 * scale). Lossless
+against its ``QuantGroups`` (``pack`` declines groups fp16 does not hold exactly); the
+loss is x's: rounding x to int8 per group of 32 costs about 1e-2 of max |y| on the default
+model's weights (bench/quant_int4_matvec.py), against about 4e-3 for torch's int4 op with
+a bf16 x and bf16 scales.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from furca.runtime import omp_team
+from furca.runtime.quant.groups import QuantGroups
+from furca.runtime.quant.int4_cols import unsigned_fp16
+from furca.runtime.quant.packed import PackedWeight, _as_torch, _scratch, _split_rows
+
+_GROUP = 32
+_ALIGN = 16  # N is padded to a multiple of this with zero rows (one 512-bit vector of int32)
+SMALL_M = 4  # rows of x (bf16 or fp32) computed by the kernel; more: dequantize + F.linear
+_VNNI: list[bool] = []
+
+
+def vnni_available() -> bool:
+    """Whether this CPU runs the kernels (AVX512_VNNI, with numba installed)."""
+    if not _VNNI:
+        try:
+            import llvmlite.binding as ll
+            import numba  # noqa: F401
+            _VNNI.append(bool(ll.get_host_cpu_features().get("avx512vnni")))
+        except ImportError:
+            _VNNI.append(False)
+    return _VNNI[0]
+
+
+class Int4Dot(PackedWeight):
+    """A 4-bit weight in groups of 32 in the VNNI word layout (see the module docstring)."""
+
+    def __init__(self, words: np.ndarray, scale: np.ndarray, offset: np.ndarray, shape: tuple[int, int]):
+        self.words, self.scale, self.offset, self.shape = words, scale, offset, shape
+        self.small_m = self.small_m_fp32 = SMALL_M
+        self._addresses: tuple[int, int, int] | None = None
+
+    @staticmethod
+    def pack(groups: QuantGroups) -> "Int4Dot | None":
+        """The layout of ``groups``, or None when its codes need more than 4 bits, its
+        group is not 32, or fp16 does not hold its scales and offsets exactly."""
+        fit = unsigned_fp16(groups, _ALIGN, groups.group == _GROUP)
+        if fit is None:
+            return None
+        (q, scale16, offset16), (n, k) = fit, groups.shape
+        c = q.to(torch.int64).view(q.shape[0], k // 8, 2, 4)  # [n, r, low / high nibble, byte i]
+        shifts = 8 * torch.arange(4)
+        words = ((c[:, :, 0] << shifts) | (c[:, :, 1] << (shifts + 4))).sum(dim=2)  # (N, K / 8), disjoint bits
+        words = words.t().contiguous().to(torch.int32).numpy().view(np.uint32)
+        return Int4Dot(words, scale16, offset16, (n, k))
+
+    @property
+    def nbytes(self) -> int:
+        return self.words.nbytes + self.scale.nbytes + self.offset.nbytes
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return self._unpack(slice(0, self.shape[0])).to(dtype)
+
+    def _rows(self, ids: torch.Tensor) -> torch.Tensor:
+        return self._unpack(ids.numpy())
+
+    def _unpack(self, rows) -> torch.Tensor:
+        """The fp32 weight rows ``rows`` (a slice or an index array) -> (len, K)."""
+        w = torch.from_numpy(self.words[:, rows].view(np.int32)).to(torch.int64).t()  # (rows, K / 8)
+        shifts = 8 * torch.arange(4)
+        low, high = (w[..., None] >> shifts) & 15, (w[..., None] >> (shifts + 4)) & 15
+        q = torch.stack([low, high], dim=2).reshape(w.shape[0], -1).to(torch.float32)
+        sc = torch.from_numpy(self.scale[:, rows].view(np.int16)).view(torch.float16).float().t()
+        of = torch.from_numpy(self.offset[:, rows].view(np.int16)).view(torch.float16).float().t()
+        return (q.view(q.shape[0], -1, _GROUP) * sc[..., None] + of[..., None]).view(q.shape[0], -1)
+
+    def _weight(self, dtype: torch.dtype) -> torch.Tensor:
+        if dtype not in (torch.float32, torch.bfloat16):
+            return self.dequantize(dtype)
+        from furca.runtime.quant import cpu_int4_dot_kernels as kern
+
+        k, n = self.shape[1], self.scale.shape[1]
+        out_t = _scratch((k, n), dtype)  # the transposed weight: F.linear reads the view as it is
+        _split_rows(kern.dequant_words_t, (k // 8, 8 * n), self.words, self.scale, self.offset, out_t)
+        return _as_torch(out_t)[:, :self.shape[0]].t()
+
+    def _small(self, x: torch.Tensor) -> torch.Tensor:
+        return self.matvec(x)
+
+    def matvec(self, x: torch.Tensor, threads: int | None = None) -> torch.Tensor:
+        """x (M, K) fp32 or bf16, contiguous -> x @ w.T (M, N) in x's dtype (accumulated in
+        fp32; x rounded to int8 per group of 32); on torch's OpenMP team (the rows split
+        between its threads) when it is reachable, else on the calling thread."""
+        from furca.runtime.quant import cpu_int4_dot_kernels as kern
+
+        m, k = x.shape
+        groups, n = self.scale.shape
+        out = torch.empty((m, n), dtype=x.dtype)
+        bf16 = x.dtype == torch.bfloat16
+        threads = threads or torch.get_num_threads()
+        parts = min(threads, n // _ALIGN)
+        if parts > 1 and omp_team.available():
+            if self._addresses is None:  # the weight's arrays never move
+                self._addresses = (self.words.ctypes.data, self.scale.ctypes.data, self.offset.ctypes.data)
+            args = np.array([0, parts, m, k, n, groups, self.offset.shape[0], x.data_ptr(), bf16,
+                             *self._addresses, out.data_ptr()], np.int64)
+            omp_team.run(kern.int4_dot_team, args, threads)
+        else:
+            xn, on = (x.view(torch.int16).numpy().view(np.uint16), out.view(torch.int16).numpy().view(np.uint16)) \
+                if bf16 else (x.numpy(), out.numpy())
+            kern.int4_dot_matmul(xn, self.words, self.scale, self.offset, on, 0, n)
+        return out[:, :self.shape[0]]
