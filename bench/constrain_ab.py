@@ -41,8 +41,10 @@ def load_package(path: str, name: str):
     return mod
 
 
-def run_schema(pkg, info, d, tok, text_of, clock, out):
-    """One schema with one version: appends TTFM and step times to out; returns its status."""
+def run_schema(pkg, info, d, tok, text_of, clock, out, name=""):
+    """One schema with one version: appends TTFM and step times to out, and records in
+    out["per"][name] (sum of its steps in ns, automaton states at its end); returns its
+    status."""
     bm = np.zeros((1, info.num_words), dtype=np.int32)
     t0 = clock()
     try:
@@ -52,6 +54,7 @@ def run_schema(pkg, info, d, tok, text_of, clock, out):
         return "compile_error"
     out["ttfm"].append(clock() - t0)
     status = "pass"
+    first = len(out["steps"])
     for test in d["tests"]:
         ids = tok.encode(text_of(test["data"], d["schema"]), add_special_tokens=False).ids + [info.eos_token_id]
         m, ok = g.matcher(), True
@@ -69,6 +72,7 @@ def run_schema(pkg, info, d, tok, text_of, clock, out):
             status = "valid_rejected"
         if not test["valid"] and ok:
             status = "invalid_accepted"
+    out["per"][name] = (sum(out["steps"][first:]), g.automaton.num_states)
     return status
 
 
@@ -78,6 +82,7 @@ def main():
     ap.add_argument("--b", default=os.path.join(ROOT, "furca", "constrain"))
     ap.add_argument("--sample", type=int, default=500)
     ap.add_argument("--files", default=None, help="schema file names, one per line (instead of --sample)")
+    ap.add_argument("--slowest", type=int, default=15, help="schemas listed with their automaton states")
     ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
     a = ap.parse_args()
     sys.path.insert(0, HARNESS)
@@ -94,7 +99,7 @@ def main():
         info = pkg.TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
         pkg.GrammarCompiler(info).compile_json_schema({"type": "object"}).matcher().fill_bitmask(
             np.zeros((1, info.num_words), dtype=np.int32))  # numba kernels compiled before timing
-        versions.append((label, where, pkg, info, {"ttfm": [], "steps": [], "counts": {}}))
+        versions.append((label, where, pkg, info, {"ttfm": [], "steps": [], "counts": {}, "per": {}}))
     gc.collect()
     gc.freeze()  # as constrain_maskbench.py: the set-up heap is skipped by later collections
     names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
@@ -105,7 +110,7 @@ def main():
         with open(os.path.join(a.data, name), encoding="utf-8") as f:
             d = json.load(f)
         for label, _where, pkg, info, out in (versions if k % 2 == 0 else versions[::-1]):
-            status = run_schema(pkg, info, d, tok, schemas.instance_text, time.thread_time_ns, out)
+            status = run_schema(pkg, info, d, tok, schemas.instance_text, time.thread_time_ns, out, name)
             out["counts"][status] = out["counts"].get(status, 0) + 1
     for label, where, _pkg, _info, out in versions:
         x, y = np.array(out["steps"]) / 1e3, np.array(out["ttfm"]) / 1e6
@@ -113,6 +118,24 @@ def main():
         print(f"  TTFM ms p50 {np.percentile(y, 50):.2f} p99 {np.percentile(y, 99):.1f} | token µs p50 "
               f"{np.percentile(x, 50):.1f} p90 {np.percentile(x, 90):.1f} p99 {np.percentile(x, 99):.1f} "
               f"max {x.max():.0f} sum {x.sum() / 1e3:.0f} ms, {(x > 500).sum()} over 500 µs (n={len(x)})")
+    print_slowest([out["per"] for *_rest, out in versions], a.slowest)
+
+
+def print_slowest(pers, n):
+    """The n schemas with the largest sum of steps (both versions added): per version the
+    sum of its steps (ms) and its automaton states at the end of its instances."""
+    names = [k for k in pers[0] if all(k in p for p in pers)]
+    names.sort(key=lambda k: -sum(p[k][0] for p in pers))
+    print(f"slowest {min(n, len(names))} schemas: sum of steps ms / automaton states, A then B")
+    tot = [[0, 0] for _ in pers]
+    for k in names[:n]:
+        cells = []
+        for t, p in zip(tot, pers):
+            t[0] += p[k][0]
+            t[1] += p[k][1]
+            cells.append(f"{p[k][0] / 1e6:8.1f} / {p[k][1]:7d}")
+        print(f"  {k[:40]:40s} " + " | ".join(cells))
+    print("  total" + " " * 36 + " | ".join(f"{t[0] / 1e6:8.1f} / {t[1]:7d}" for t in tot))
 
 
 if __name__ == "__main__":

@@ -66,6 +66,8 @@ class LazyAutomaton:
         self.acc = np.zeros(self._cap, dtype=bool)  # accepting, for the compiled walk
         self._canon: dict[int, int] = {}
         self._canon_stack: dict[int, int] = {}
+        self._canon_short: dict[int, int] = {}  # canonical_short's memo
+        self._canon_stack_short: dict[int, int] = {}
         self._max_token_len = info.max_token_len
         self._jump: dict[int, bytes] = {}
         self._steps: dict[tuple, int] = {}  # (s, data) -> step(s, data)
@@ -199,35 +201,49 @@ class LazyAutomaton:
         region's twin without a maximum (nfa.length_free) at count m, whose walks
         meet no count at all (they saturate at m), so the masks inside such a region
         are one per position in the pattern, not one per count."""
-        c = self._canon.get(s)
-        if c is None:
-            configs = self.configs[s]
-            canon = [(n, self.canonical_stack(st)) for n, st in configs]
-            c = s if all(a == b for a, b in zip(canon, configs)) else self.intern(canon, self.accepting[s])
-            self._canon[s] = c
-        return c
+        return self._canonical(s, self._max_token_len, self._canon, self._canon_stack)
+
+    def canonical_short(self, s: int) -> int:
+        """canonical(s) with the bound of the short tokens (info.short_len bytes) in place
+        of the longest token: the state whose mask s shares for every token of at most
+        short_len bytes (the same argument, for those tokens only). masks.py takes the
+        short tokens' bits from it and walks the long tokens from s itself."""
+        return self._canonical(s, self.info.short_len, self._canon_short, self._canon_stack_short)
 
     def canonical_stack(self, st: int) -> int:
         """st with every counter deep in its range at its canonical count (see canonical)."""
+        return self._canonical_stack(st, self._max_token_len, self._canon_stack)
+
+    def _canonical(self, s, bound, memo, stack_memo):
+        c = memo.get(s)
+        if c is None:
+            configs = self.configs[s]
+            canon = [(n, self._canonical_stack(st, bound, stack_memo)) for n, st in configs]
+            c = s if all(a == b for a, b in zip(canon, configs)) else self.intern(canon, self.accepting[s])
+            memo[s] = c
+        return c
+
+    def _canonical_stack(self, st, bound, memo):
+        """st with every frame whose room exceeds bound bytes at its canonical count."""
         if st == 0:
             return 0
-        c = self._canon_stack.get(st)
+        c = memo.get(st)
         if c is None:
             frames = self.stacks.frames
             ret, parent, k = frames[st]
-            p = self.canonical_stack(parent)
+            p = self._canonical_stack(parent, bound, memo)
             if k and ret in self.nfa.length:  # k - 1 characters
                 free = self.nfa.length_free.get(ret)
                 if free is not None:
                     _body, _exit, lo, hi = self.nfa.length[ret]
-                    if k > lo and hi - (k - 1) >= self._max_token_len + self.nfa.length_need[ret]:
+                    if k > lo and hi - (k - 1) >= bound + self.nfa.length_need[ret]:
                         ret, k = free, lo + 1
             elif k:
                 _body, _done, lo, hi = self.nfa.counter[ret]
-                if k >= lo and hi - k > self._max_token_len:
+                if k >= lo and hi - k > bound:
                     k = max(lo, 1)
             c = st if (ret, p, k) == frames[st] else self.stacks.push(ret, p, k)
-            self._canon_stack[st] = c
+            memo[st] = c
         return c
 
     # ---- jump-forward --------------------------------------------------------------

@@ -37,11 +37,14 @@ class TokenMasks:
         self._info = automaton.info
         self.slices = slices
         self._canon = automaton.canonical if automaton.nfa.counter or automaton.nfa.length else None  # states that share a mask
+        info = automaton.info
+        self._tiered = self._canon is not None and 0 < info.short_len < info.max_token_len  # see _tiered_mask
         self._store: dict[int, object] = {}  # canonical state -> packed row or (word indices, words)
         self.mask_bytes = 0
         self._ctx: dict[int, tuple | None] = {}  # state -> (abstract state, continuation state) or None
         self._cont: dict[int, int] = {}  # context stack -> state after returning from it
         self._abs: dict[int, tuple] = {}  # abstract state -> (mask words, return nodes, trie, size)
+        self._abs_long: dict[int, tuple] = {}  # abstract state -> (long tokens' words, return nodes in long_trie)
 
     # ---- the mask store ---------------------------------------------------------------
     def _cached_mask(self, s: int):
@@ -56,7 +59,8 @@ class TokenMasks:
                 m = self._store.get(s)
                 if m is None:
                     with GC_PAUSE.paused():  # a new mask grows the automaton: see gcpause.py
-                        packed = self._compute_mask_ctx(s)
+                        short = self._a.canonical_short(s) if self._tiered else s
+                        packed = self._compute_mask_ctx(s) if short == s else self._tiered_mask(s, short)
                     nz = np.flatnonzero(packed)
                     m = (nz.astype(np.int32), packed[nz].copy()) if len(nz) <= SPARSE_WORDS else packed
                     size = m[0].nbytes * 2 if isinstance(m, tuple) else m.nbytes
@@ -67,9 +71,48 @@ class TokenMasks:
                         for old in self._abs.values():
                             self.mask_bytes -= old[3]
                         self._abs.clear()
+                        for old in self._abs_long.values():
+                            self.mask_bytes -= sum(x.nbytes for x in old)
+                        self._abs_long.clear()
                     self._store[s] = m
                     self.mask_bytes += size
         return m
+
+    def _tiered_mask(self, s, short):
+        """s's mask from short = canonical_short(s) != s: every token of at most
+        info.short_len bytes is allowed in s exactly when it is in short (the frames
+        canonical_short moved have more room than such a token can use), so those bits
+        are short's mask (stored once for every such count); the long tokens, the few
+        whose bytes could reach a bound, are walked from s over their own trie (inside a
+        rule call: from s's abstract state, shared by every caller, and its continuation,
+        as _compute_mask_ctx)."""
+        info = self._info
+        words = self.mask(short).view(np.uint32) & ~info.long_words
+        words &= ~info.eos_mask.view(np.uint32)
+        fns = _walk.get_walk_range()
+        ctx = self._context(s) if fns is not None else None
+        if ctx is None:
+            if _walk.get_walk() is not None:
+                self._walk_compiled(s, info.long_trie, words)
+            else:
+                self._walk_numpy(s, info.long_trie, words)
+        else:  # as _compute_mask_ctx, over the long tokens: their abstract walk is shared
+            ab, cont = ctx
+            hit = self._abs_long.get(ab)
+            if hit is None:
+                ab_words = np.zeros(info.num_words, dtype=np.uint32)
+                roots = self._walk_recording(ab, info.long_trie, ab_words)
+                nz = np.flatnonzero(ab_words)  # few words: the long tokens are few
+                hit = self._abs_long[ab] = (nz, ab_words[nz], roots)
+                self.mask_bytes += nz.nbytes + hit[1].nbytes + roots.nbytes
+            nz, vals, roots = hit
+            words[nz] |= vals
+            if len(roots) and cont:
+                self._continue(roots, info.long_trie, cont, words)
+        packed = words.view("<i4")
+        if self._a.accepting[s]:
+            packed |= info.eos_mask
+        return packed
 
     def mask(self, s: int) -> np.ndarray:
         """Packed int32 bitmask (info.num_words) of the tokens allowed in state s."""
@@ -173,21 +216,26 @@ class TokenMasks:
         else:
             words = stored.copy()
         if len(roots) and cont:
-            a = self._a
-            walk_roots = fns[1]
-            node_state = np.empty(trie.num_nodes, dtype=np.int32)
-            parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
-            j, i = 0, -1
-            while True:
-                j, i = walk_roots(j, i, roots, cont, node_state, parent, byte, end, a.trans, a.expanded,
-                                  trie.tok_start, trie.tok_ids, words)
-                if j >= len(roots):
-                    break
-                a.expand(int(node_state[parent[i]]))
+            self._continue(roots, trie, cont, words)
         packed = words.view("<i4")
         if self._a.accepting[s]:
             packed |= self._info.eos_mask
         return packed
+
+    def _continue(self, roots, trie, cont, words):
+        """Sets in words the bits of the tokens below the trie nodes roots (where an
+        abstract state's rule returned) that the continuation state cont allows."""
+        a = self._a
+        walk_roots = _walk.get_walk_range()[1]
+        node_state = np.empty(trie.num_nodes, dtype=np.int32)
+        parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
+        j, i = 0, -1
+        while True:
+            j, i = walk_roots(j, i, roots, cont, node_state, parent, byte, end, a.trans, a.expanded,
+                              trie.tok_start, trie.tok_ids, words)
+            if j >= len(roots):
+                break
+            a.expand(int(node_state[parent[i]]))
 
     def _compute_mask(self, s, record=False):
         a, info = self._a, self._info

@@ -169,6 +169,7 @@ class _Key:
     vocab_size: int
 
 
+LONG_TOKENS = 256  # tokens walked apart near a bound (TokenizerInfo._split_long)
 _CACHE: dict[_Key, "TokenizerInfo"] = {}
 _CACHE_LOCK = threading.Lock()
 
@@ -193,7 +194,8 @@ class TokenizerInfo:
         words; ids >= len(token_bytes) (padding columns) are never allowed.
     """
 
-    def __init__(self, token_bytes: list[bytes | None], eos_token_ids: list[int], vocab_size: int | None = None):
+    def __init__(self, token_bytes: list[bytes | None], eos_token_ids: list[int], vocab_size: int | None = None,
+                 long_tokens: int = LONG_TOKENS):
         """Builds the info and its token trie (about a second for a 128k vocabulary).
 
         Parameters
@@ -205,6 +207,9 @@ class TokenizerInfo:
         vocab_size : int, optional
             The logits width, when it differs from len(token_bytes): larger adds padding
             ids (never allowed), smaller drops the ids past it.
+        long_tokens : int
+            How many of the longest tokens the masks of bounded counters walk one by one
+            (see _split_long); the rest share masks across counts.
 
         Raises
         ------
@@ -227,10 +232,26 @@ class TokenizerInfo:
         self.num_words = (vocab_size + 31) // 32
         self.max_token_len = max((len(b) for b in self.token_bytes if b), default=1)
         self.trie = TokenTrie(self.token_bytes)
+        self._split_long(long_tokens)
         eos_bits = np.zeros(self.num_words * 32, dtype=bool)
         eos_bits[list(self.eos_token_ids)] = True
         self.eos_mask = np.packbits(eos_bits, bitorder="little").view("<i4").copy()
         self._slices = [TokenSlice(self, name, ranges) for name, ranges in SLICES]
+
+    def _split_long(self, limit: int) -> None:
+        """short_len: the fewest bytes such that at most ``limit`` tokens are longer (the
+        "long" tokens); long_trie: their trie; long_words: their packed bitmask (uint32).
+        Bounded counters far enough from their bound for every short token share a mask
+        (automaton.canonical_short) and walk only the long tokens (masks.py)."""
+        lengths = sorted((len(b) for b in self.token_bytes if b), reverse=True)
+        self.short_len = lengths[limit] if len(lengths) > limit else 0
+        long_bits = np.zeros(self.num_words * 32, dtype=bool)
+        rest = [None] * len(self.token_bytes)
+        for i, b in enumerate(self.token_bytes):
+            if b and len(b) > self.short_len:
+                long_bits[i], rest[i] = True, b
+        self.long_trie = TokenTrie(rest)
+        self.long_words = np.packbits(long_bits, bitorder="little").view(np.uint32).copy()
 
     def slices(self) -> list["TokenSlice"]:
         """The vocabulary slices the masks take whole where they can (see TokenSlice)."""
