@@ -2,17 +2,22 @@
 32, in integer AVX-512 VNNI dot products (imported only where the CPU has AVX512_VNNI:
 ``int4_dot.vnni_available``; the ``cfunc`` compiles at import).
 
-words (K / 8, N) uint32: word [r, n] holds q[n, 8 r + i] in the low nibble of byte i and
-q[n, 8 r + 4 + i] in its high nibble (i = 0..3), so that masking the word (& 0x0F0F0F0F)
-or shifting it (>> 4, & 0x0F0F0F0F) gives four unsigned bytes to dot with four int8 of
-x: one vpdpbusd (u8 x s8, four products summed into each int32 lane) per 16 rows and 4 k.
-x of a group of 32 is quantized to int8 (symmetric, d = max |x| / 127, llama.cpp's Q8_1
-block), its 32 bytes read as 8 int32 words; a group's integer dot is exact in int32 (at
-most 32 * 15 * 127) and enters the output once: acc * (scale * d) + offset * xsum, with
-xsum the exact fp32 sum of x over the group. The loops over N are zero-based and
-contiguous (cpu_kernels.py's docstring); the dot itself is LLVM's vpdpbusd intrinsic on
-512-bit vectors, emitted by ``_dpbusd_group`` (numba has no way to ask for it: LLVM does
-not turn a scalar u8 x s8 dot into vpdpbusd).
+The weight is stored in blocks of 16 rows, each block contiguous: ``words`` (N / 16, K / 8,
+16) uint32, word [b, r, t] holding q[16 b + t, 8 r + i] in the low nibble of byte i and
+q[16 b + t, 8 r + 4 + i] in its high nibble (i = 0..3), so that masking a word (&
+0x0F0F0F0F) or shifting it (>> 4, & 0x0F0F0F0F) gives four unsigned bytes to dot with
+four int8 of x: one vpdpbusd (u8 x s8, four products summed into each int32 lane) per
+16 rows and 4 k. ``scale`` / ``offset`` (N / 16, K / 32, 16) fp16 bits. x of a group of
+32 is rounded to int8 (symmetric, d = max |x| / 127, llama.cpp's Q8_1 block), its 32
+bytes read as 8 int32 words; a group's integer dot is exact in int32 (at most 32 * 15 *
+127) and enters the fp32 result once: acc * (scale * d) + offset * xsum, with xsum the
+exact fp32 sum of x over the group.
+
+``_tile16`` computes one block for one x row as LLVM IR end to end: the int32 and fp32
+accumulators stay in zmm registers across all groups of K (eight vpdpbusd, two
+vcvtph2ps and two FMAs a group), one store at the end; numba has no way to ask for
+vpdpbusd (LLVM does not turn a scalar u8 x s8 dot into it) nor to keep a 16-lane
+accumulator in a register across a loop of its own.
 """
 
 from __future__ import annotations
@@ -31,39 +36,59 @@ _OPTS = dict(fastmath=True, nogil=True, cache=True, boundscheck=False, error_mod
 
 
 @intrinsic
-def _dpbusd_group(typingctx, acc, words, r, d, e, x0, x1, x2, x3, x4, x5, x6, x7):
-    """acc[e:e + 16] (int32) += the dot of the word rows r..r + 3 (columns d..d + 15 of
-    ``words``) with the x words x0..x7 (x0 / x1: row r's low / high nibbles, and so on):
-    eight vpdpbusd on 512-bit vectors."""
-    sig = types.void(acc, words, r, d, e, x0, x1, x2, x3, x4, x5, x6, x7)
-
+def _tile16(typingctx, words, scale, offset, xq, xd, xsum, out, b, m, ob):
+    """out[m, 16 ob:16 ob + 16] = x[m] @ (the rows of block b).T: words (N / 16, K / 8, 16)
+    uint32, scale / offset (N / 16, G, 16) fp16 bits, xq (M, K / 4) int32 (x's int8
+    codes), xd / xsum (M, G) fp32, out (M, *) fp32; arrays C-contiguous in their last
+    dimension."""
+    sig = types.void(words, scale, offset, xq, xd, xsum, out, b, m, ob)
     def codegen(context, builder, signature, args):
-        acc_a = context.make_array(signature.args[0])(context, builder, args[0])
-        w_a = context.make_array(signature.args[1])(context, builder, args[1])
-        i32, i64 = ir.IntType(32), ir.IntType(64)
-        v16 = ir.VectorType(i32, 16)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v16, [v16, v16, v16]),
-                                            "llvm.x86.avx512.vpdpbusd.512")
-        row_bytes = builder.extract_value(w_a.strides, 0)
-        aptr = builder.bitcast(builder.gep(acc_a.data, [args[4]]), v16.as_pointer())
-        a = builder.load(aptr, align=4)
-        mask, four = ir.Constant(v16, [0x0F0F0F0F] * 16), ir.Constant(v16, [4] * 16)
-        base = builder.add(builder.ptrtoint(w_a.data, i64), builder.mul(args[3], ir.Constant(i64, 4)))
-        undef = ir.Constant(v16, ir.Undefined)
-
-        def splat(s):
-            one = builder.insert_element(undef, s, ir.Constant(i32, 0))
-            return builder.shuffle_vector(one, undef, ir.Constant(v16, [0] * 16))
-
-        for i in range(4):
-            row = builder.add(args[2], ir.Constant(i64, i))
-            wv = builder.load(builder.inttoptr(builder.add(base, builder.mul(row, row_bytes)), v16.as_pointer()),
-                              align=4)
-            a = builder.call(fn, [a, builder.and_(wv, mask), splat(args[5 + 2 * i])])
-            a = builder.call(fn, [a, builder.and_(builder.lshr(wv, four), mask), splat(args[6 + 2 * i])])
-        builder.store(a, aptr, align=4)
+        arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:7], args[:7])]
+        w_a, s_a, o_a, xq_a, xd_a, xs_a, out_a = arrs
+        b, m, ob = args[7], args[8], args[9]
+        i32, i64, f32, f16 = ir.IntType(32), ir.IntType(64), ir.FloatType(), ir.HalfType()
+        v16i, v16f, v16h = ir.VectorType(i32, 16), ir.VectorType(f32, 16), ir.VectorType(f16, 16)
+        dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v16i, [v16i, v16i, v16i]), "llvm.x86.avx512.vpdpbusd.512")
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v16f, [v16f, v16f, v16f]), "llvm.fma.v16f32")
+        groups = builder.extract_value(s_a.shape, 1)
+        wb = builder.extract_value(w_a.strides, 0); wr = builder.extract_value(w_a.strides, 1)
+        sb = builder.extract_value(s_a.strides, 0); sg = builder.extract_value(s_a.strides, 1)
+        xqm = builder.extract_value(xq_a.strides, 0); xdm = builder.extract_value(xd_a.strides, 0)
+        outm = builder.extract_value(out_a.strides, 0)
+        def addr(arr, off):
+            return builder.add(builder.ptrtoint(arr.data, i64), off)
+        wbase = addr(w_a, builder.mul(b, wb))
+        sbase = addr(s_a, builder.mul(b, sb)); obase = addr(o_a, builder.mul(b, sb))
+        xqbase = addr(xq_a, builder.mul(m, xqm)); xdbase = addr(xd_a, builder.mul(m, xdm)); xsbase = addr(xs_a, builder.mul(m, xdm))
+        facc = cgutils.alloca_once_value(builder, ir.Constant(v16f, None))
+        mask, four = ir.Constant(v16i, [0x0F0F0F0F] * 16), ir.Constant(v16i, [4] * 16)
+        undef_i, undef_f = ir.Constant(v16i, ir.Undefined), ir.Constant(v16f, ir.Undefined)
+        zero16 = ir.Constant(v16i, [0] * 16)
+        def splat(s, undef):
+            return builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(i32, 0)), undef, ir.Constant(v16i, [0] * 16))
+        with cgutils.for_range(builder, groups) as loop:
+            g = loop.index
+            ia = ir.Constant(v16i, None)
+            for i in range(4):
+                row = builder.add(builder.mul(g, ir.Constant(i64, 4)), ir.Constant(i64, i))
+                wv = builder.load(builder.inttoptr(builder.add(wbase, builder.mul(row, wr)), v16i.as_pointer()), align=4)
+                xi = builder.add(builder.mul(g, ir.Constant(i64, 8)), ir.Constant(i64, 2 * i))
+                x0 = builder.load(builder.inttoptr(builder.add(xqbase, builder.mul(xi, ir.Constant(i64, 4))), i32.as_pointer()))
+                x1 = builder.load(builder.inttoptr(builder.add(xqbase, builder.mul(builder.add(xi, ir.Constant(i64, 1)), ir.Constant(i64, 4))), i32.as_pointer()))
+                ia = builder.call(dp, [ia, builder.and_(wv, mask), splat(x0, undef_i)])
+                ia = builder.call(dp, [ia, builder.and_(builder.lshr(wv, four), mask), splat(x1, undef_i)])
+            sv = builder.fpext(builder.load(builder.inttoptr(builder.add(sbase, builder.mul(g, sg)), v16h.as_pointer()), align=2), v16f)
+            ov = builder.fpext(builder.load(builder.inttoptr(builder.add(obase, builder.mul(g, sg)), v16h.as_pointer()), align=2), v16f)
+            goff = builder.mul(g, ir.Constant(i64, 4))
+            d = builder.load(builder.inttoptr(builder.add(xdbase, goff), f32.as_pointer()))
+            xs = builder.load(builder.inttoptr(builder.add(xsbase, goff), f32.as_pointer()))
+            fa = builder.load(facc)
+            fa = builder.call(fma, [builder.sitofp(ia, v16f), builder.fmul(sv, splat(d, undef_f)), fa])
+            fa = builder.call(fma, [ov, splat(xs, undef_f), fa])
+            builder.store(fa, facc)
+        optr = builder.inttoptr(builder.add(builder.add(builder.ptrtoint(out_a.data, i64), builder.mul(m, outm)), builder.mul(ob, ir.Constant(i64, 64))), v16f.as_pointer())
+        builder.store(builder.load(facc), optr, align=4)
         return context.get_dummy_value()
-
     return sig, codegen
 
 
@@ -102,36 +127,20 @@ def quantize_x_groups(x, xq, xd, xsum):
 
 @njit(**_OPTS)
 def int4_dot_matmul(x, words, scale, offset, out, lo, hi):
-    """out[:, lo:hi] = x @ w.T for the rows [lo, hi) of w (multiples of 16): x (M, K) fp32
-    or bf16 bits (uint16), rounded to int8 per group of 32 here; words (K / 8, N) uint32,
-    scale / offset (G, N) fp16 bits (offset (0, N): none), groups of 32; out (M, N) fp32
-    or bf16 bits (uint16, rounded to nearest even)."""
+    """out[:, 16 lo:16 hi] = x @ w.T for the row blocks [lo, hi): x (M, K) fp32 or bf16
+    bits (uint16), rounded to int8 per group of 32 here; out (M, N) fp32 or bf16 bits
+    (uint16, rounded to nearest even)."""
     m_rows, k = x.shape
-    groups = scale.shape[0]
+    groups = scale.shape[1]
     xq8 = np.empty((m_rows, k), np.int8)
     xd, xsum = np.empty((m_rows, groups), np.float32), np.empty((m_rows, groups), np.float32)
     quantize_x_groups(x, xq8, xd, xsum)
     xq = xq8.view(np.int32)  # four int8 of x a word
-    w = hi - lo
-    acc = np.empty(w, np.int32)
-    sf, of = np.empty(w, np.float32), np.zeros(w, np.float32)
-    res = np.zeros((m_rows, w), np.float32)
-    for g in range(groups):
-        half_to_f32(scale[g, lo:hi], sf)
-        if offset.shape[0] > 0:
-            half_to_f32(offset[g, lo:hi], of)
-        q = 8 * g
-        for m in range(m_rows):
-            for j in range(w):
-                acc[j] = 0
-            xr = xq[m]
-            for c in range(w // 16):
-                _dpbusd_group(acc, words, 4 * g, lo + 16 * c, 16 * c, xr[q], xr[q + 1], xr[q + 2], xr[q + 3],
-                              xr[q + 4], xr[q + 5], xr[q + 6], xr[q + 7])
-            dd, xs, rrow = xd[m, g], xsum[m, g], res[m]
-            for j in range(w):
-                rrow[j] += np.float32(acc[j]) * (sf[j] * dd) + of[j] * xs
-    _store_rows(res, out, lo)
+    res = np.empty((m_rows, 16 * (hi - lo)), np.float32)
+    for m in range(m_rows):
+        for b in range(lo, hi):
+            _tile16(words, scale, offset, xq, xd, xsum, res, b, m, b - lo)
+    _store_rows(res, out, 16 * lo)
 
 
 @njit(nogil=True, cache=True, boundscheck=False)
@@ -146,24 +155,23 @@ def _store_rows(res, out, lo):
 
 @njit(inline="always", nogil=True)
 def _team_parts(pargs, a, x, out):
-    groups, off_groups, k, n = a[5], a[6], a[3], a[4]
-    words = carray(as_ptr(a[9]), (k // 8, n), np.uint32)
-    scale = carray(as_ptr(a[10]), (groups, n), np.uint16)
-    offset = carray(as_ptr(a[11]), (off_groups, n), np.uint16)
-    parts, n16 = a[1], n // 16
+    groups, k, n = a[5], a[3], a[4]
+    words = carray(as_ptr(a[9]), (n // 16, k // 8, 16), np.uint32)
+    scale = carray(as_ptr(a[10]), (n // 16, groups, 16), np.uint16)
+    offset = carray(as_ptr(a[11]), (n // 16, groups, 16), np.uint16)
+    parts, nb = a[1], n // 16
     p = claim(pargs)
     while p < parts:
-        int4_dot_matmul(x, words, scale, offset, out, 16 * (n16 * p // parts), 16 * (n16 * (p + 1) // parts))
+        int4_dot_matmul(x, words, scale, offset, out, nb * p // parts, nb * (p + 1) // parts)
         p = claim(pargs)
 
 
 @cfunc(TEAM_SIGNATURE, nogil=True, cache=True, fastmath=True, error_model="numpy")
 def int4_dot_team(pargs):
     """`int4_dot_matmul` run by every thread of an OpenMP team: ``pargs`` = [counter,
-    parts, m, k, n, groups, offset groups, x, x is bf16, words, scale, offset, out] (sizes,
-    addresses and a 0 / 1 flag; out has x's dtype); part p is the weight rows [16 * (n16
-    * p // parts), 16 * (n16 * (p + 1) // parts)) with n16 = n / 16 (runs of at least 64
-    bytes of every word row). Each thread rounds x to int8 itself (a
+    parts, m, k, n, groups, 0, x, x is bf16, words, scale, offset, out] (sizes, addresses
+    and a 0 / 1 flag; out has x's dtype); part p is the row blocks [nb * p // parts, nb *
+    (p + 1) // parts) with nb = n / 16: one contiguous run of the weight. Each thread rounds x to int8 itself (a
     few thousand values), so no part waits for another."""
     a = carray(pargs, 13)
     m, k, n = a[2], a[3], a[4]
@@ -179,15 +187,20 @@ def dequant_words_t(words, scale, offset, out_t, lo, hi):
     scale[g, n] * q[n, k] + offset[g, n] for k in [8 lo, 8 hi), out_t (K, N) fp32 or
     uint16 (bf16 bits, rounded to nearest even)."""
     n = out_t.shape[1]
-    sf, of = np.empty(n, np.float32), np.zeros(n, np.float32)
+    sf, of = np.empty(n, np.float32), np.empty(n, np.float32)
     wide = np.empty(n, np.float32)
     bits = wide.view(np.uint32)
+    wr, s16, o16 = np.empty(n, np.uint32), np.empty(n, np.uint16), np.empty(n, np.uint16)
     for r in range(lo, hi):
         g = r // 4  # 8 k a word row, 32 a group
-        half_to_f32(scale[g], sf)
-        if offset.shape[0] > 0:
-            half_to_f32(offset[g], of)
-        wr = words[r]
+        for b in range(words.shape[0]):  # row r of every block (and its group's scales) gathered
+            base = 16 * b
+            for t in range(16):
+                wr[base + t] = words[b, r, t]
+                s16[base + t] = scale[b, g, t]
+                o16[base + t] = offset[b, g, t]
+        half_to_f32(s16, sf)
+        half_to_f32(o16, of)
         for i in range(8):
             shift = np.uint32(8 * (i % 4) + 4 * (i // 4))
             o = out_t[8 * r + i]

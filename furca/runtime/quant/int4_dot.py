@@ -2,9 +2,10 @@
 VNNI) against x quantized to int8 per group, llama.cpp's Q4_1 x Q8_1 arithmetic
 (kernels: cpu_int4_dot_kernels.py).
 
-The weight (N, K) is stored as ``words`` (K / 8, N) uint32 (word [r, n]: q[n, 8 r + i] in
-the low nibble of byte i, q[n, 8 r + 4 + i] in the high one) and per group of 32 one
-(scale, offset) pair per row as fp16 bits, ``scale`` / ``offset`` (K / 32, N): w = scale *
+The weight (N, K) is stored in blocks of 16 rows, each contiguous: ``words`` (N / 16, K /
+8, 16) uint32 (word [b, r, t]: q[16 b + t, 8 r + i] in the low nibble of byte i, q[16 b +
+t, 8 r + 4 + i] in the high one) and per group of 32 one (scale, offset) pair per row as
+fp16 bits, ``scale`` / ``offset`` (N / 16, K / 32, 16): w = scale *
 q + offset, q in 0..15 (a signed code c gets q = c + 8 and offset -8 * scale). Lossless
 against its ``QuantGroups`` (``pack`` declines groups fp16 does not hold exactly); the
 loss is x's: rounding x to int8 per group of 32 costs about 1e-2 of max |y| on the default
@@ -59,8 +60,13 @@ class Int4Dot(PackedWeight):
         c = q.to(torch.int64).view(q.shape[0], k // 8, 2, 4)  # [n, r, low / high nibble, byte i]
         shifts = 8 * torch.arange(4)
         words = ((c[:, :, 0] << shifts) | (c[:, :, 1] << (shifts + 4))).sum(dim=2)  # (N, K / 8), disjoint bits
-        words = words.t().contiguous().to(torch.int32).numpy().view(np.uint32)
-        return Int4Dot(words, scale16, offset16, (n, k))
+        nb, groups = q.shape[0] // _ALIGN, k // _GROUP
+        words = words.to(torch.int32).view(nb, _ALIGN, k // 8).transpose(1, 2).contiguous().numpy().view(np.uint32)
+
+        def blocked(t16: np.ndarray) -> np.ndarray:  # (G, N) -> (N / 16, G, 16)
+            return np.ascontiguousarray(t16.reshape(groups, nb, _ALIGN).transpose(1, 0, 2))
+
+        return Int4Dot(words, blocked(scale16), blocked(offset16), (n, k))
 
     @property
     def nbytes(self) -> int:
@@ -74,12 +80,13 @@ class Int4Dot(PackedWeight):
 
     def _unpack(self, rows) -> torch.Tensor:
         """The fp32 weight rows ``rows`` (a slice or an index array) -> (len, K)."""
-        w = torch.from_numpy(self.words[:, rows].view(np.int32)).to(torch.int64).t()  # (rows, K / 8)
+        flat = self.words.transpose(1, 0, 2).reshape(self.words.shape[1], -1)  # (K / 8, N)
+        w = torch.from_numpy(flat[:, rows].view(np.int32)).to(torch.int64).t()  # (rows, K / 8)
         shifts = 8 * torch.arange(4)
         low, high = (w[..., None] >> shifts) & 15, (w[..., None] >> (shifts + 4)) & 15
         q = torch.stack([low, high], dim=2).reshape(w.shape[0], -1).to(torch.float32)
-        sc = torch.from_numpy(self.scale[:, rows].view(np.int16)).view(torch.float16).float().t()
-        of = torch.from_numpy(self.offset[:, rows].view(np.int16)).view(torch.float16).float().t()
+        sc, of = (torch.from_numpy(a.transpose(1, 0, 2).reshape(a.shape[1], -1)[:, rows].view(np.int16))
+                  .view(torch.float16).float().t() for a in (self.scale, self.offset))
         return (q.view(q.shape[0], -1, _GROUP) * sc[..., None] + of[..., None]).view(q.shape[0], -1)
 
     def _weight(self, dtype: torch.dtype) -> torch.Tensor:
@@ -87,7 +94,7 @@ class Int4Dot(PackedWeight):
             return self.dequantize(dtype)
         from furca.runtime.quant import cpu_int4_dot_kernels as kern
 
-        k, n = self.shape[1], self.scale.shape[1]
+        k, n = self.shape[1], self.words.shape[0] * _ALIGN
         out_t = _scratch((k, n), dtype)  # the transposed weight: F.linear reads the view as it is
         _split_rows(kern.dequant_words_t, (k // 8, 8 * n), self.words, self.scale, self.offset, out_t)
         return _as_torch(out_t)[:, :self.shape[0]].t()
@@ -102,19 +109,20 @@ class Int4Dot(PackedWeight):
         from furca.runtime.quant import cpu_int4_dot_kernels as kern
 
         m, k = x.shape
-        groups, n = self.scale.shape
+        nb, groups = self.scale.shape[:2]
+        n = nb * _ALIGN
         out = torch.empty((m, n), dtype=x.dtype)
         bf16 = x.dtype == torch.bfloat16
         threads = threads or torch.get_num_threads()
-        parts = min(threads, n // _ALIGN)
+        parts = min(threads, nb)
         if parts > 1 and omp_team.available():
             if self._addresses is None:  # the weight's arrays never move
                 self._addresses = (self.words.ctypes.data, self.scale.ctypes.data, self.offset.ctypes.data)
-            args = np.array([0, parts, m, k, n, groups, self.offset.shape[0], x.data_ptr(), bf16,
+            args = np.array([0, parts, m, k, n, groups, 0, x.data_ptr(), bf16,
                              *self._addresses, out.data_ptr()], np.int64)
             omp_team.run(kern.int4_dot_team, args, threads)
         else:
             xn, on = (x.view(torch.int16).numpy().view(np.uint16), out.view(torch.int16).numpy().view(np.uint16)) \
                 if bf16 else (x.numpy(), out.numpy())
-            kern.int4_dot_matmul(xn, self.words, self.scale, self.offset, on, 0, n)
+            kern.int4_dot_matmul(xn, self.words, self.scale, self.offset, on, 0, nb)
         return out[:, :self.shape[0]]

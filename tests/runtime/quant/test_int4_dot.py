@@ -97,4 +97,4 @@ def test_other_int4_groups_keep_torchs_pack(int4_dot_on):
     assert isinstance(pack(quantize_int4(torch.randn(N, K) * 0.05, 64)), Int4Packed)
     g = _groups("Q4_1")
     assert Int4Dot.pack(QuantGroups(g.codes, g.scale, g.offset, 32, 5, "Q5_K")) is None
-    assert Int4Dot.pack(g).words.shape == (K // 8, 112)  # N padded to 16
+    assert Int4Dot.pack(g).words.shape == (112 // 16, K // 8, 16)  # N padded to 16
