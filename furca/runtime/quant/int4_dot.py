@@ -5,12 +5,13 @@ VNNI) against x quantized to int8 per group, llama.cpp's Q4_1 x Q8_1 arithmetic
 The weight (N, K) is stored in blocks of 16 rows, each contiguous: ``words`` (N / 16, K /
 8, 16) uint32 (word [b, r, t]: q[16 b + t, 8 r + i] in the low nibble of byte i, q[16 b +
 t, 8 r + 4 + i] in the high one) and per group of 32 one (scale, offset) pair per row as
-fp16 bits, ``scale`` / ``offset`` (N / 16, K / 32, 16): w = scale *
-q + offset, q in 0..15 (a signed code c gets q = c + 8 and offset -8 * scale). Lossless
-against its ``QuantGroups`` (``pack`` declines groups fp16 does not hold exactly); the
-loss is x's: rounding x to int8 per group of 32 costs about 1e-2 of max |y| on the default
-model's weights (bench/quant_int4_matvec.py), against about 4e-3 for torch's int4 op with
-a bf16 x and bf16 scales.
+fp16 bits, ``scale`` / ``offset`` (N / 16, K / 32, 16): w = scale * q + offset, q in
+0..15 (a signed code c gets q = c + 8 and offset -8 * scale). Lossless against its
+``QuantGroups`` (``pack`` declines groups fp16 does not hold exactly); the loss is x's:
+rounding x to int8 per group of 32 costs about 1e-2 of max |y| on the default model's
+weights (bench/quant_int4_matvec.py), against about 4e-3 for torch's int4 op with a bf16
+x and bf16 scales, and flips the default model's greedy near-tie on "What is the capital
+of France?", so ``packed.pack`` takes this layout only with ``packed.INT4_DOT`` on.
 """
 
 from __future__ import annotations
