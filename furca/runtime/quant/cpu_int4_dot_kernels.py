@@ -63,7 +63,6 @@ def _tile16(typingctx, words, scale, offset, xq, xd, xsum, out, b, m, ob):
         facc = cgutils.alloca_once_value(builder, ir.Constant(v16f, None))
         mask, four = ir.Constant(v16i, [0x0F0F0F0F] * 16), ir.Constant(v16i, [4] * 16)
         undef_i, undef_f = ir.Constant(v16i, ir.Undefined), ir.Constant(v16f, ir.Undefined)
-        zero16 = ir.Constant(v16i, [0] * 16)
         def splat(s, undef):
             return builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(i32, 0)), undef, ir.Constant(v16i, [0] * 16))
         with cgutils.for_range(builder, groups) as loop:
