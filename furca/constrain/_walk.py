@@ -3,16 +3,21 @@
 get_walk() -> walk or None (numba missing, or FURCA_NO_NUMBA=1: the caller then uses
 the numpy level-by-level walk). numba is imported on the first call, not at import.
 
-walk(i, node_state, parent, byte, end, trans, expanded, tok_start, tok_ids, words) -> int
+walk(i, node_state, parent, byte, end, trans, expanded, tok_start, tok_ids, words, rest, lim, short) -> int
     Visits trie nodes i, i+1, ... in DFS order: node_state[i] = trans[node_state[parent[i]],
     byte[i]]; a dead node (0) skips its subtree; a live node sets the bits (in the
     uint32 words) of the tokens that end there. Cost: proportional to the live nodes
     (plus the root's children), so a restrictive state's mask costs microseconds.
     Stops and returns i at the first node whose parent state has no transition row yet
     (the caller expands it and resumes from i); returns len(parent) when done.
+    Canonical states inside the walk: at a node with rest[i] <= lim (no token below has
+    more than lim bytes left), the node's state is short[s] (the automaton's
+    canonical_short of s, shared by the walks of every count); short[s] < 0 (not yet
+    mapped) also stops the walk at i (the caller maps s and resumes). lim = -1: off.
 
 get_walk_range() -> walk_range or None:
-walk_range(i, stop, node_state, parent, byte, end, trans, expanded, tok_start, tok_ids, words, acc, rec) -> int
+walk_range(i, stop, node_state, parent, byte, end, trans, expanded, tok_start, tok_ids, words, acc, rec,
+           rest, lim, short) -> int
     The same walk over nodes i .. stop-1 (a subtree: stop = end[root]), and, when
     rec has room (len(rec) > 1), records in rec[1 : 1 + rec[0]] the live nodes whose
     state is accepting (acc[state]): for an abstract state (masks.TokenMasks._context) those
@@ -54,7 +59,7 @@ def _build():
         return None, None
 
     @njit(cache=True, nogil=True)
-    def walk(i, node_state, parent, byte, end, trans, expanded, tok_start, tok_ids, words):
+    def walk(i, node_state, parent, byte, end, trans, expanded, tok_start, tok_ids, words, rest, lim, short):
         n = parent.shape[0]
         one = np.uint32(1)
         while i < n:
@@ -62,6 +67,11 @@ def _build():
             if not expanded[ps]:
                 return i
             s = trans[ps, byte[i]]
+            if s != 0 and rest[i] <= lim:
+                c = short[s]
+                if c < 0:
+                    return i
+                s = c
             node_state[i] = s
             if s == 0:
                 i = end[i]
@@ -73,7 +83,8 @@ def _build():
         return n
 
     @njit(cache=True, nogil=True)
-    def walk_range(i, stop, node_state, parent, byte, end, trans, expanded, tok_start, tok_ids, words, acc, rec):
+    def walk_range(i, stop, node_state, parent, byte, end, trans, expanded, tok_start, tok_ids, words, acc, rec,
+                   rest, lim, short):
         one = np.uint32(1)
         cap = rec.shape[0]
         record = cap > 1
@@ -85,6 +96,11 @@ def _build():
             if s == 0:
                 i = end[i]
                 continue
+            if rest[i] <= lim:
+                c = short[s]
+                if c < 0:
+                    return i
+                s = c
             if record and acc[s]:
                 c = rec[0]
                 if c + 1 >= cap:
@@ -99,7 +115,8 @@ def _build():
         return stop
 
     @njit(cache=True, nogil=True)
-    def walk_roots(j, i, roots, start, node_state, parent, byte, end, trans, expanded, tok_start, tok_ids, words):
+    def walk_roots(j, i, roots, start, node_state, parent, byte, end, trans, expanded, tok_start, tok_ids, words,
+                   rest, lim, short):
         """For each root x in roots[j:]: the subtree below x walked from state `start`
         (x's own tokens excluded). Returns (j, i) to resume after expanding the parent
         state of node i; j == len(roots) when done. Start with i = -1."""
@@ -116,6 +133,11 @@ def _build():
                 if not expanded[ps]:
                     return j, i
                 s = trans[ps, byte[i]]
+                if s != 0 and rest[i] <= lim:
+                    c = short[s]
+                    if c < 0:
+                        return j, i
+                    s = c
                 node_state[i] = s
                 if s == 0:
                     i = end[i]

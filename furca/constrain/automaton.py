@@ -64,6 +64,10 @@ class LazyAutomaton:
         self.trans = np.zeros((self._cap, 256), dtype=np.int32)
         self.expanded = np.zeros(self._cap, dtype=bool)
         self.acc = np.zeros(self._cap, dtype=bool)  # accepting, for the compiled walk
+        # canonical_short of each state for the compiled walk (-1: not mapped yet), used at
+        # trie nodes with at most walk_lim bytes left below them (-1: never; _walk.py)
+        self.short = np.full(self._cap, -1, dtype=np.int32)
+        self.walk_lim = info.short_len if (nfa.counter or nfa.length) and info.short_len > 0 else -1
         self._canon: dict[int, int] = {}
         self._canon_stack: dict[int, int] = {}
         self._canon_short: dict[int, int] = {}  # canonical_short's memo
@@ -121,7 +125,9 @@ class LazyAutomaton:
                 expanded[:n] = self.expanded[:n]
                 acc = np.zeros(MAX_STATES, dtype=bool)
                 acc[:n] = self.acc[:n]
-                self.trans, self.expanded, self.acc, self._cap = trans, expanded, acc, MAX_STATES
+                short = np.full(MAX_STATES, -1, dtype=np.int32)
+                short[:n] = self.short[:n]
+                self.trans, self.expanded, self.acc, self.short, self._cap = trans, expanded, acc, short, MAX_STATES
                 return
         self._cap = min(2 * self._cap, MAX_STATES)
         trans = np.empty((self._cap, 256), dtype=np.int32)
@@ -130,7 +136,9 @@ class LazyAutomaton:
         expanded[: len(self.expanded)] = self.expanded
         acc = np.zeros(self._cap, dtype=bool)
         acc[: len(self.acc)] = self.acc
-        self.trans, self.expanded, self.acc = trans, expanded, acc
+        short = np.full(self._cap, -1, dtype=np.int32)
+        short[: len(self.short)] = self.short
+        self.trans, self.expanded, self.acc, self.short = trans, expanded, acc, short
 
     # ---- transitions ---------------------------------------------------------------
     def expand(self, s: int):
@@ -209,6 +217,11 @@ class LazyAutomaton:
         short_len bytes (the same argument, for those tokens only). masks.py takes the
         short tokens' bits from it and walks the long tokens from s itself."""
         return self._canonical(s, self.info.short_len, self._canon_short, self._canon_stack_short)
+
+    def map_short(self, s: int) -> None:
+        """Fills short[s] with canonical_short(s) (for the compiled walk, _walk.py)."""
+        c = self.canonical_short(s)
+        self.short[s] = c  # after canonical_short: interning may have grown the table
 
     def canonical_stack(self, st: int) -> int:
         """st with every counter deep in its range at its canonical count (see canonical)."""

@@ -232,10 +232,24 @@ class TokenMasks:
         j, i = 0, -1
         while True:
             j, i = walk_roots(j, i, roots, cont, node_state, parent, byte, end, a.trans, a.expanded,
-                              trie.tok_start, trie.tok_ids, words)
+                              trie.tok_start, trie.tok_ids, words, trie.dfs_rest, a.walk_lim, a.short)
             if j >= len(roots):
                 break
-            a.expand(int(node_state[parent[i]]))
+            self._resume(trie, node_state, i)
+
+    def _resume(self, trie, node_state, i) -> bool:
+        """Where a compiled walk stopped at node i: expands its parent's state, or maps
+        the node's state to its canonical_short (_walk.py); False when neither was due."""
+        a = self._a
+        ps = int(node_state[trie.dfs_parent[i]])
+        if not a.expanded[ps]:
+            a.expand(ps)
+            return True
+        t = int(a.trans[ps, trie.dfs_byte[i]])
+        if t and trie.dfs_rest[i] <= a.walk_lim and a.short[t] < 0:
+            a.map_short(t)
+            return True
+        return False
 
     def _compute_mask(self, s, record=False):
         a, info = self._a, self._info
@@ -272,9 +286,10 @@ class TokenMasks:
         parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
         walk = _walk.get_walk()
         while i < n:
-            i = walk(i, node_state, parent, byte, end, a.trans, a.expanded, trie.tok_start, trie.tok_ids, words)
+            i = walk(i, node_state, parent, byte, end, a.trans, a.expanded, trie.tok_start, trie.tok_ids, words,
+                     trie.dfs_rest, a.walk_lim, a.short)
             if i < n:
-                a.expand(int(node_state[parent[i]]))
+                self._resume(trie, node_state, i)
 
     def _walk_recording(self, s, trie, words):
         """_walk_compiled for an abstract state; returns the trie nodes (DFS order) where
@@ -289,14 +304,11 @@ class TokenMasks:
         rec = np.zeros(257, dtype=np.int32)
         while i < n:
             i = walk_range(i, n, node_state, parent, byte, end, a.trans, a.expanded, trie.tok_start,
-                           trie.tok_ids, words, a.acc, rec)
-            if i < n:
-                if not a.expanded[node_state[parent[i]]]:
-                    a.expand(int(node_state[parent[i]]))
-                else:  # rec full
-                    grown = np.zeros(2 * len(rec) - 1, dtype=np.int32)
-                    grown[: len(rec)] = rec
-                    rec = grown
+                           trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short)
+            if i < n and not self._resume(trie, node_state, i):  # rec full
+                grown = np.zeros(2 * len(rec) - 1, dtype=np.int32)
+                grown[: len(rec)] = rec
+                rec = grown
         return rec[1 : 1 + rec[0]].copy()
 
     def _walk_numpy(self, s, trie, words):

@@ -88,6 +88,15 @@ class TokenTrie:
         self.dfs_byte = np.asarray(dfs_byte, dtype=np.int32)
         self.dfs_end = np.asarray(dfs_end, dtype=np.int32)
         depth = np.asarray(dfs_depth, dtype=np.int32)
+        # dfs_rest[n]: the most bytes any token below DFS node n has left past n
+        rest = np.zeros(len(depth), dtype=np.int32)
+        by_depth = np.argsort(-depth, kind="stable")
+        bounds = np.searchsorted(-depth[by_depth], np.arange(-int(depth.max(initial=0)), 1))
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            nodes = by_depth[lo:hi]
+            nodes = nodes[nodes > 0]
+            np.maximum.at(rest, self.dfs_parent[nodes], rest[nodes] + 1)
+        self.dfs_rest = rest
         perm = np.argsort(depth, kind="stable")  # BFS position -> DFS index
         inv = np.empty_like(perm)
         inv[perm] = np.arange(len(perm))
