@@ -35,7 +35,6 @@ PROGRAMS = {
     "test_mt_bench": {},
     "test_select": {"check_answer": False},
     "test_decode_json_regex": {},
-    "test_decode_json": {},
     "test_expert_answer": {"check_answer": False},
     "test_parallel_decoding": {},
     "test_stream": {},
@@ -44,6 +43,9 @@ PROGRAMS = {
     "test_dtype_gen": {},
 }
 LEFT_OUT = {
+    "test_decode_json": "samples at temperature 1 (no switch) strings under SGLang's REGEX_STR, whose \\s admits "
+                        "tab, CR, VT and FF, which json.loads rejects inside a string: it passes or fails by the draw "
+                        "(test_decode_json_regex, the same program at temperature 0, runs)",
     "test_few_shot_qa": "asserts the capitals of the US, Japan, UK and China; no check_answer switch",
     "test_decode_int": "asserts 24 hours a day and 365 days a year; no check_answer switch",
     "test_tool_use": "asserts 257 * 983 and eval()s the model's expression; no check_answer switch",
