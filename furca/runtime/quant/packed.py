@@ -247,8 +247,7 @@ class GroupInt8(PackedWeight):
         parts = _parts(self.shape)
         if parts > 1 and omp_team.available():
             team = kern.group_matmul_team_i8 if self.codes.dtype == np.int8 else kern.group_matmul_team_u8
-            n, k = self.shape
-            omp_team.run(team, np.array([0, 4 * parts, m, k, n, self.scale.shape[1], self.offset.shape[1],
+            omp_team.run(team, np.array([0, 4 * parts, m, k, self.shape[0], self.scale.shape[1], self.offset.shape[1],
                                          xf.ctypes.data, xsum.ctypes.data, self.codes.ctypes.data,
                                          self.scale.ctypes.data, self.offset.ctypes.data, out.ctypes.data], np.int64))
         else:
