@@ -1,17 +1,18 @@
 """``Int4Dot``: int4 weights in groups of 32 computed with integer dot products (AVX-512
-VNNI) against x quantized to int8 per group, llama.cpp's Q4_1 x Q8_1 arithmetic
-(kernels: cpu_int4_dot_kernels.py).
+VNNI) against x rounded to int16 per group of 32 (kernels: cpu_int4_dot_kernels.py).
 
 The weight (N, K) is stored in blocks of 16 rows, each contiguous: ``words`` (N / 16, K /
 8, 16) uint32 (word [b, r, t]: q[16 b + t, 8 r + i] in the low nibble of byte i, q[16 b +
 t, 8 r + 4 + i] in the high one) and per group of 32 one (scale, offset) pair per row as
 fp16 bits, ``scale`` / ``offset`` (N / 16, K / 32, 16): w = scale * q + offset, q in
 0..15 (a signed code c gets q = c + 8 and offset -8 * scale). Lossless against its
-``QuantGroups`` (``pack`` declines groups fp16 does not hold exactly); the loss is x's:
-rounding x to int8 per group of 32 costs about 1e-2 of max |y| on the default model's
-weights (bench/quant_int4_matvec.py), against about 4e-3 for torch's int4 op with a bf16
-x and bf16 scales, and flips the default model's greedy near-tie on "What is the capital
-of France?", so ``packed.pack`` takes this layout only with ``packed.INT4_DOT`` on.
+``QuantGroups`` (``pack`` declines groups fp16 does not hold exactly); the loss is x's.
+x is rounded to int16 per group of 32 (``vpdpwssd``, int16 pairs): about 2e-5 of max |y|
+on the default model's weights (bench/quant_int4_matvec.py), below torch's int4 op's 4e-3
+(bf16 x and bf16 scales). The int8 rounding (llama.cpp's Q4_1 x Q8_1 arithmetic,
+``vpdpbusd``, ``x_bits = 8``) costs about 1e-2 and flips the default model's greedy
+near-tie on "What is the capital of France?"; it is kept as an option for measurement.
+``packed.pack`` takes this layout only with ``packed.INT4_DOT`` on.
 """
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ def vnni_available() -> bool:
 
 
 class Int4Dot(PackedWeight):
-    """A 4-bit weight in groups of 32 in the VNNI word layout (see the module docstring)."""
+    """A 4-bit weight in groups of 32 in the VNNI word layout (see the module docstring).
+    ``x_bits``: x's rounding in ``matvec``, 16 (the default) or 8."""
+
+    x_bits = 16
 
     def __init__(self, words: np.ndarray, scale: np.ndarray, offset: np.ndarray, shape: tuple[int, int]):
         self.words, self.scale, self.offset, self.shape = words, scale, offset, shape
@@ -105,9 +109,14 @@ class Int4Dot(PackedWeight):
 
     def matvec(self, x: torch.Tensor, threads: int | None = None) -> torch.Tensor:
         """x (M, K) fp32 or bf16, contiguous -> x @ w.T (M, N) in x's dtype (accumulated in
-        fp32; x rounded to int8 per group of 32); on torch's OpenMP team (the rows split
-        between its threads) when it is reachable, else on the calling thread."""
+        fp32; x rounded to ``x_bits`` per group of 32); on torch's OpenMP team (the rows
+        split between its threads) when it is reachable, else on the calling thread."""
         from furca.runtime.quant import cpu_int4_dot_kernels as kern
+
+        if self.x_bits not in (8, 16):
+            raise ValueError(f"Int4Dot.x_bits must be 8 or 16, got {self.x_bits}")
+        team, matmul = (kern.int4_dot16_team, kern.int4_dot16_matmul) if self.x_bits == 16 \
+            else (kern.int4_dot_team, kern.int4_dot_matmul)
 
         m, k = x.shape
         nb, groups = self.scale.shape[:2]
@@ -121,9 +130,9 @@ class Int4Dot(PackedWeight):
                 self._addresses = (self.words.ctypes.data, self.scale.ctypes.data, self.offset.ctypes.data)
             args = np.array([0, parts, m, k, n, groups, 0, x.data_ptr(), bf16,
                              *self._addresses, out.data_ptr()], np.int64)
-            omp_team.run(kern.int4_dot_team, args, threads)
+            omp_team.run(team, args, threads)
         else:
             xn, on = (x.view(torch.int16).numpy().view(np.uint16), out.view(torch.int16).numpy().view(np.uint16)) \
                 if bf16 else (x.numpy(), out.numpy())
-            kern.int4_dot_matmul(xn, self.words, self.scale, self.offset, on, 0, nb)
+            matmul(xn, self.words, self.scale, self.offset, on, 0, nb)
         return out[:, :self.shape[0]]

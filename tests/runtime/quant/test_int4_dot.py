@@ -1,9 +1,12 @@
-"""Int4Dot (int4 weights dotted with x rounded to int8 per group of 32 by AVX-512 VNNI):
-lossless against its groups, the integer arithmetic exact (equal to the same rounding
-emulated in fp64), within the int8-x tolerance of dequantize-then-F.linear at M = 1, 7
-and 64 (kernel and dequantize + F.linear paths), on one thread and on torch's OpenMP
-team; ``pack`` chooses it (with ``packed.INT4_DOT`` on) for fp16-exact groups of 32 only."""
+"""Int4Dot (int4 weights dotted with x rounded per group of 32 by AVX-512 VNNI: to int16
+with vpdpwssd, or to int8 with vpdpbusd): lossless against its groups, the integer
+arithmetic exact (equal to the same rounding emulated in fp64), within each variant's
+tolerance of dequantize-then-F.linear at M = 1, 7 and 64 (kernel and dequantize + F.linear
+paths), on one thread and on torch's OpenMP team; the int16 entry points
+(``quantize_x16``, ``int4_dot16_blocks``) keep their contract when called from njit code;
+``pack`` chooses the layout (with ``packed.INT4_DOT`` on) for fp16-exact groups of 32 only."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -15,6 +18,20 @@ from furca.runtime.quant.packed import Int4Packed, pack
 from furca.runtime.quant.rtn import quantize_int4
 
 pytestmark = pytest.mark.skipif(not vnni_available(), reason="needs AVX512_VNNI and numba")
+if vnni_available():  # the kernels compile VNNI code at import
+    from numba import njit
+
+    from furca.runtime.quant import cpu_int4_dot_kernels as kern
+
+    @njit
+    def _blocks_from_njit(x, words, scale, offset, out, b_lo, b_hi):
+        """The int16 entry points called from njit code, as a compiled decode step calls them."""
+        m, k = x.shape
+        xq = np.empty((m, k), np.int16)
+        xd, xsum = np.empty((m, k // 32), np.float32), np.empty((m, k // 32), np.float32)
+        kern.quantize_x16(x, xq, xd, xsum)
+        kern.int4_dot16_blocks(xq, xd, xsum, words, scale, offset, out, b_lo, b_hi)
+
 
 N, K = 100, 256  # N not a multiple of the layout's 16-row padding
 
@@ -28,21 +45,66 @@ def _groups(kind: str, n=N, k=K, seed=0) -> QuantGroups:
     return QuantGroups(torch.randint(-8, 8, (n, k), generator=g, dtype=torch.int8), scale, None, 32, 4, "Q4_0")
 
 
-def _emulated(x: torch.Tensor, groups: QuantGroups) -> torch.Tensor:
-    """x rounded to int8 per group of 32 as the kernel rounds it (fp32 127 / max|x|,
-    half to even), integer dots exact, the rest in fp64."""
+def _emulated(x: torch.Tensor, groups: QuantGroups, top: int = 127) -> torch.Tensor:
+    """x rounded per group of 32 as the kernels round it (fp32 top / max|x|, half to even;
+    top 127: int8, 32767: int16), integer dots exact, the rest in fp64; the offset term
+    takes the exact sum of x (int8 kernel) or of the rounded x (int16)."""
     m, k = x.shape
     xb = x.view(m, -1, 32)
     amax = xb.abs().amax(dim=2, keepdim=True)
-    xq = torch.round(xb * torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))).double()
-    d = (amax / 127.0).double()
-    q = groups.codes.double().view(N, -1, 32)
+    xq = torch.round(xb * torch.where(amax > 0, top / amax, torch.zeros_like(amax))).double()
+    d = (amax / top).double()
+    q = groups.codes.double().view(groups.shape[0], -1, 32)
     off = torch.zeros_like(groups.scale) if groups.offset is None else groups.offset
     if groups.signed:
         q, off = q + 8, off - 8.0 * groups.scale
     dots = torch.einsum("mgj,ngj->mng", xq, q)
+    xsum = xb.double().sum(2) if top == 127 else (xq * d).sum(2)
     return (dots * d[..., 0][:, None, :] * groups.scale.double()[None]
-            + xb.double().sum(2)[:, None, :] * off.double()[None]).sum(2)
+            + xsum[:, None, :] * off.double()[None]).sum(2)
+
+
+def _x16(x: np.ndarray):
+    m, k = x.shape
+    xq, xd, xsum = np.empty((m, k), np.int16), np.empty((m, k // 32), np.float32), np.empty((m, k // 32), np.float32)
+    kern.quantize_x16(x, xq, xd, xsum)
+    return xq, xd, xsum
+
+
+def test_quantize_x16_contract():
+    x = torch.randn(3, K, generator=torch.Generator().manual_seed(5))
+    x[1, 32:64] = 0.0  # an all-zero group
+    xq, xd, xsum = _x16(x.numpy())
+    order = torch.tensor([0, 2, 1, 3, 4, 6, 5, 7])
+    codes = torch.from_numpy(xq).view(3, K // 8, 8)[:, :, order.argsort()].reshape(3, K)  # back to x's order
+    xb = x.view(3, -1, 32)
+    amax = xb.abs().amax(dim=2)
+    assert torch.equal(torch.from_numpy(xd), amax / 32767)
+    assert torch.equal(codes.view(3, -1, 32).float(),
+                       torch.round(xb * torch.where(amax > 0, 32767 / amax, 0)[..., None]))
+    assert codes.abs().max() == 32767 and not codes[1, 32:64].any() and xd[1, 1] == 0 and xsum[1, 1] == 0
+    want = (codes.view(3, -1, 32).double().sum(2) * torch.from_numpy(xd).double()).float()
+    assert torch.allclose(torch.from_numpy(xsum), want, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("kind", ["Q4_1", "Q4_0"])
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 7])
+def test_int4_dot16_blocks_is_the_int16_x_arithmetic(kind, m):
+    groups = _groups(kind, seed=m)
+    layout = Int4Dot.pack(groups)
+    x = torch.randn(m, K, generator=torch.Generator().manual_seed(3))
+    nb = layout.words.shape[0]
+    out = np.full((m, 16 * nb), np.nan, np.float32)
+    kern.int4_dot16_blocks(*_x16(x.numpy()), layout.words, layout.scale, layout.offset, out, 0, nb)
+    got = torch.from_numpy(out[:, :N]).double()
+    want = _emulated(x, groups, 32767)
+    assert (got - want).abs().max() <= 1e-6 * want.abs().max()
+    exact = F.linear(x.double(), groups.dequantize().double())
+    assert (got - exact).abs().max() <= 1e-4 * exact.abs().max()  # the int16 rounding of x
+    part = np.full_like(out, np.nan)
+    _blocks_from_njit(x.numpy(), layout.words, layout.scale, layout.offset, part, 2, 5)
+    assert np.isnan(part[:, :32]).all() and np.isnan(part[:, 80:]).all()  # rows 32..79 only
+    assert np.array_equal(part[:, 32:80], out[:, 32:80])
 
 
 @pytest.fixture
@@ -67,14 +129,24 @@ def test_pack_is_lossless_and_chosen(kind, int4_dot_on):
 @pytest.mark.parametrize("kind", ["Q4_1", "Q4_0"])
 @pytest.mark.parametrize("m", [1, 7, 64])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_matvec_is_the_int8_x_arithmetic(kind, m, threads):
+@pytest.mark.parametrize("x_bits, top, tol", [(16, 32767, 1e-4), (8, 127, 3e-2)])  # tol: the rounding of x
+def test_matvec_is_the_rounded_x_arithmetic(kind, m, threads, x_bits, top, tol):
     groups = _groups(kind, seed=m)
     x = torch.randn(m, K, generator=torch.Generator().manual_seed(1))
-    got = Int4Dot.pack(groups).matvec(x, threads).double()
-    want = _emulated(x, groups)
+    layout = Int4Dot.pack(groups)
+    layout.x_bits = x_bits
+    got = layout.matvec(x, threads).double()
+    want = _emulated(x, groups, top)
     assert (got - want).abs().max() <= 1e-5 * want.abs().max()
     exact = F.linear(x.double(), groups.dequantize().double())
-    assert (got - exact).abs().max() <= 3e-2 * exact.abs().max()  # the int8 rounding of x
+    assert (got - exact).abs().max() <= tol * exact.abs().max()
+
+
+def test_matvec_rejects_other_x_bits():
+    layout = Int4Dot.pack(_groups("Q4_1"))
+    layout.x_bits = 4
+    with pytest.raises(ValueError, match="x_bits must be 8 or 16, got 4"):
+        layout.matvec(torch.randn(1, K))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -86,7 +158,7 @@ def test_matmul_both_paths(dtype, m, int4_dot_on):
     exact = F.linear(x.double(), groups.dequantize().double())
     y = layout.matmul(x)
     assert y.dtype == dtype and y.shape == (m, N)
-    tol = 3e-2 if m <= layout.small_m else (1e-5 if dtype == torch.float32 else 1e-2)
+    tol = (1e-4 if m <= layout.small_m else 1e-5) if dtype == torch.float32 else 1e-2  # int16 x; bf16 x and out
     assert (y.double() - exact).abs().max() <= tol * exact.abs().max()
     w = layout._weight(dtype)
     assert torch.allclose(w.float(), groups.dequantize().to(dtype).float(), rtol=1e-2 if dtype == torch.bfloat16 else 1e-6)
