@@ -92,7 +92,7 @@ def _serve_dp(args: argparse.Namespace) -> int:
     given = {a.dest: getattr(args, a.dest) for a in sub.choices["serve"]._actions
              if a.option_strings and a.dest not in ("help", "host", "port", *DP_FLAGS)
              and getattr(args, a.dest) != a.default}
-    config = RouterConfig(policy=args.router_policy)
+    config = RouterConfig(policy=args.router_policy, api_key=args.api_key)  # the replicas get --api-key too
     return serve_dp(serve_argv(args.model, **given), args.dp, config, args.host, args.port, args.log_level)
 
 

@@ -12,8 +12,11 @@
 - any other route goes to the idlest healthy replica (``/v1/models``, ``/server_info``,
   ``/tokenize``, ...), so the router answers what a replica answers.
 
-No healthy replica: 503 with Retry-After. The router checks no API key: the replicas do,
-and the client's Authorization header reaches them unchanged.
+No healthy replica: 503 with Retry-After. With ``api_key`` the router checks the key itself
+(`furca.auth`, as a replica does: every route but ``/health`` and ``/metrics``), so a
+request without it is refused before it is routed (it neither enters a replica's
+prefix tree nor counts in the load) and ``/workers`` does not show the replicas'
+addresses to it; the client's Authorization header reaches the replicas unchanged.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
+from furca.auth import APIKeyMiddleware
 from furca.router import metrics as router_metrics
 from furca.router.config import RouterConfig
 from furca.router.keys import routing_key
@@ -165,6 +169,8 @@ def create_router_app(config: RouterConfig) -> FastAPI:
                 checks.cancel()
 
     app = FastAPI(title="furca router", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    if config.api_key:
+        app.add_middleware(APIKeyMiddleware, api_key=config.api_key)
 
     @app.get("/health")
     async def health():

@@ -39,6 +39,9 @@ class RouterConfig:
                 "(one refused connection is enough)"})
     max_request_bytes: int = field(default=16 * 1024 * 1024, metadata={
         "help": "request bodies longer than this get 413"})
+    api_key: str | None = field(default=None, repr=False, metadata={
+        "help": "require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') at the router itself, on every "
+                "route but /health and /metrics; the header still reaches the replicas, which check their own"})
 
     def __post_init__(self) -> None:
         workers = (self.workers,) if isinstance(self.workers, str) else tuple(self.workers)
@@ -47,6 +50,8 @@ class RouterConfig:
         if len(set(w.rstrip("/") for w in workers)) != len(workers):
             raise ConfigError(f"workers must be distinct, got {list(workers)!r}")
         object.__setattr__(self, "workers", tuple(w.rstrip("/") for w in workers))
+        if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key):
+            raise ConfigError("api_key must be a non-empty string (leave it out to disable the check)")
         if self.policy not in POLICIES:
             raise ConfigError(f"policy must be one of {list(POLICIES)}, got {self.policy!r}")
         if not 0.0 <= self.cache_threshold <= 1.0:

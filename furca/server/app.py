@@ -28,10 +28,10 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import PlainTextResponse, Response
 
 import furca
+from furca.auth import APIKeyMiddleware
 from furca.errors import FurcaError
 from furca.server import errors, openapi_doc
 from furca.server.args import ServerArgs
-from furca.server.auth import APIKeyMiddleware
 from furca.server.jsonout import FiniteJSONResponse
 from furca.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from furca.server.native_api import router as native_router

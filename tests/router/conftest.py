@@ -16,13 +16,17 @@ from tests.server.conftest import REPO, free_port
 
 
 class RouterProcess:
-    """``furca router --worker URL ...`` in a subprocess; ``url``, ``wait_healthy(n)``, ``stop()``."""
+    """``furca router --worker URL ... [--api-key KEY]`` in a subprocess; ``url``,
+    ``wait_healthy(n)``, ``stop()``."""
 
-    def __init__(self, workers: list[str], *extra: str):
+    def __init__(self, workers: list[str], *extra: str, api_key: str | None = None):
         self.port = free_port()
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "furca.cli", "router", "--port", str(self.port), "--log-level", "warning",
                "--health-interval", "0.5", *extra]
+        if api_key:
+            cmd += ["--api-key", api_key]
         for w in workers:
             cmd += ["--worker", w]
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"furca-router-{self.port}.log"
@@ -30,7 +34,7 @@ class RouterProcess:
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT)
 
     def workers(self) -> list[dict]:
-        return httpx.get(f"{self.url}/workers", timeout=30).json()["workers"]
+        return httpx.get(f"{self.url}/workers", headers=self.headers, timeout=30).json()["workers"]
 
     def wait_healthy(self, count: int) -> None:
         def ready():

@@ -3,8 +3,10 @@ when it has nowhere to send a request."""
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 
+from furca.errors import ConfigError
 from furca.router import RouterConfig, create_router_app
 from tests.conftest import wait_until
 from tests.server.conftest import free_port
@@ -35,3 +37,19 @@ def test_an_oversized_body_is_a_413_before_routing():
     with _router(max_request_bytes=100) as client:
         answer = client.post("/generate", json={"text": "x" * 200})
         assert answer.status_code == 413 and "100 bytes" in answer.json()["error"]["message"]
+
+
+def test_with_an_api_key_the_router_checks_it_first():
+    with _router(api_key="s3cret") as client:
+        assert client.get("/workers").status_code == 401  # the replicas' addresses stay hidden
+        refused = client.post("/generate", json={"text": "hi"}, headers={"x-api-key": "wrong"})
+        assert refused.status_code == 401 and refused.json()["error"]["type"] == "AuthenticationError"
+        assert client.get("/workers", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        passed = client.post("/generate", json={"text": "hi"}, headers={"Authorization": "Bearer s3cret"})
+        assert passed.status_code == 503  # past the check: routed, and no replica is up
+        assert client.get("/health").status_code == 503 and client.get("/metrics").status_code == 200
+
+
+def test_an_empty_api_key_is_refused():
+    with pytest.raises(ConfigError, match="api_key"):
+        RouterConfig(workers=("http://127.0.0.1:1",), api_key="")

@@ -36,7 +36,7 @@ def replicas():
 
 @pytest.fixture(scope="module")
 def router(replicas):
-    proc = RouterProcess([r.url for r in replicas])
+    proc = RouterProcess([r.url for r in replicas], api_key=API_KEY)  # the replicas' key, checked at the router too
     try:
         proc.wait_healthy(2)
         yield proc
@@ -140,6 +140,21 @@ def test_health_workers_and_metrics_are_aggregated(replicas, router):
     routed = {s.labels["replica"]: s.value for s in merged["furca_router_requests"].samples
               if s.name == "furca_router_requests_total"}
     assert set(routed) == {r.url for r in replicas} and sum(routed.values()) >= 2
+
+
+def test_the_router_refuses_a_request_without_the_key_before_routing_it(router):
+    before = router.workers()
+    for path, call in (("/generate", httpx.post), ("/v1/chat/completions", httpx.post), ("/workers", httpx.get),
+                       ("/flush_cache", httpx.post)):
+        kwargs = {"json": {"text": "a prompt no replica sees " * 20}} if call is httpx.post else {}
+        answer = call(f"{router.url}{path}", headers={"Authorization": "Bearer wrong"}, timeout=CLIENT_TIMEOUT,
+                      **kwargs)
+        assert answer.status_code == 401, (path, answer.text)
+        assert answer.json()["error"]["code"] == "invalid_api_key" and answer.headers["www-authenticate"] == "Bearer"
+    after = router.workers()  # nothing was routed, nothing entered a prefix tree
+    assert [(w["routed"], w["tree_chars"]) for w in after] == [(w["routed"], w["tree_chars"]) for w in before]
+    assert httpx.get(f"{router.url}/health", timeout=30).status_code == 200  # probes and scrapers need no key
+    assert httpx.get(f"{router.url}/metrics", timeout=60).status_code == 200
 
 
 def test_a_session_stays_on_its_replica_and_a_program_runs_through_the_router(router):

@@ -1,5 +1,5 @@
-"""API-key check (ASGI middleware): ``Authorization: Bearer KEY`` (or ``x-api-key: KEY``)
-on every route except `ALWAYS_PUBLIC` (/health for probes, /metrics for scrapers: counts
+"""API-key check (ASGI middleware) for the server and the router: ``Authorization: Bearer
+KEY`` (or ``x-api-key: KEY``) on every route except `ALWAYS_PUBLIC` (/health for probes, /metrics for scrapers: counts
 and latencies only, no prompt, model path or key) and, with ``public_docs``, the API
 docs (`DOCS_PATHS`). A browser's preflight (OPTIONS) passes: it carries no key, and
 no route answers it but CORS.
@@ -9,6 +9,9 @@ and of the key's UTF-8 bytes) and the digests compared with `hmac.compare_digest
 neither the key's content nor its length shows in the timing. Any header value
 (missing, empty, ``Bearer`` alone, non-ASCII bytes, another scheme) is just a wrong key:
 401 with ``WWW-Authenticate: Bearer``, never an error.
+
+A leaf module (the standard library and starlette's types): the router imports it without
+the server's code. The 401 body has the OpenAI error shape ``furca.server.errors`` uses.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import json
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from furca.server.errors import error_body
 
 ALWAYS_PUBLIC = frozenset({"/health", "/metrics"})
 DOCS_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
@@ -53,8 +55,9 @@ class APIKeyMiddleware:
         if self._authorized(scope):
             await self.app(scope, receive, send)
             return
-        body = json.dumps(error_body(401, "Incorrect or missing API key: send 'Authorization: Bearer <key>'",
-                                     code="invalid_api_key")).encode()
+        body = json.dumps({"error": {"message": "Incorrect or missing API key: send 'Authorization: Bearer <key>'",
+                                     "type": "AuthenticationError", "param": None,
+                                     "code": "invalid_api_key"}}).encode()
         await send({"type": "http.response.start", "status": 401,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"www-authenticate", b"Bearer")]})
