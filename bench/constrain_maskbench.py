@@ -53,6 +53,52 @@ def walk(engine, compiled, ids, eos_id, bitmask, clock):
     return Walk(True, -1, "", mask_ns, commit_ns)
 
 
+PHASES = ("metaschema", "translate", "lower", "prepare", "build_nfa")
+
+
+def _time_phases(clock):
+    """Wraps the compile's phase functions where the compile path looks them up, so that
+    each call adds its time to the returned dict (phase -> ns, cleared per schema)."""
+    import furca.constrain.compiler as compiler_mod
+    import furca.constrain.json_schema as js
+    from furca.constrain.json_schema.compiler import Compiler
+
+    acc = {}
+
+    def timed(phase, fn):
+        def run(*args, **kw):
+            t0 = clock()
+            try:
+                return fn(*args, **kw)
+            finally:
+                acc[phase] = acc.get(phase, 0) + clock() - t0
+        return run
+
+    js.check_metaschema = timed("metaschema", js.check_metaschema)
+    js.lower = timed("lower", js.lower)
+    Compiler.compile_root = timed("translate", Compiler.compile_root)
+    compiler_mod.prepare = timed("prepare", compiler_mod.prepare)
+    compiler_mod.build_nfa = timed("build_nfa", compiler_mod.build_nfa)
+    return acc
+
+
+def _print_phases(phases, n):
+    """Percentiles of each phase over the compiled schemas and the n slowest TTFMs by phase."""
+    cols = PHASES + ("first mask",)
+
+    def row(ttfm, ph):
+        return [ph.get(k, 0) for k in PHASES] + [ttfm - sum(ph.get(k, 0) for k in PHASES)]
+
+    table = np.array([row(t, ph) for _, t, ph in phases]) / 1e6
+    print("TTFM phases ms  p50 / p90 / p99 / sum: " + "  ".join(
+        f"{c} {np.percentile(table[:, i], 50):.2f} / {np.percentile(table[:, i], 90):.2f} / "
+        f"{np.percentile(table[:, i], 99):.1f} / {table[:, i].sum():.0f}" for i, c in enumerate(cols)))
+    print("| schema | TTFM ms | " + " | ".join(cols) + " |")
+    print("|:--|--:|" + "--:|" * len(cols))
+    for name, t, ph in sorted(phases, key=lambda x: -x[1])[:n]:
+        print(f"| {name.removesuffix('.json')} | {t / 1e6:.1f} | " + " | ".join(f"{v / 1e6:.1f}" for v in row(t, ph)) + " |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sample", type=int, default=50)
@@ -68,6 +114,11 @@ def main():
     ap.add_argument("--cpu-time", action="store_true",
                     help="time with this thread's CPU time (time.thread_time_ns) instead of wall time: "
                          "steadier on a loaded machine")
+    ap.add_argument("--phases", type=int, default=0, metavar="N",
+                    help="time each compile's phases (metaschema, translate, lower, prepare, build_nfa; "
+                         "'first mask' is the rest of the TTFM: the automaton, the start state's mask, the "
+                         "releases of the translator and the IR) with the same clock; print their percentiles and the N slowest "
+                         "TTFMs by phase")
     ap.add_argument("--profile", default=None,
                     help="cProfile the instance walks (masks and accepts, not the compile) into this .pstats "
                          "file and print the 30 functions with the most own time")
@@ -95,6 +146,8 @@ def main():
     engines.warm_up(eng, tok.encode(engines.WARM_UP_TEXT, add_special_tokens=False).ids, eos, info.vocab_size)
     gc.collect()  # as the harness's worker (and furca serve) do after set-up: full collections
     gc.freeze()   # then skip the set-up heap (numba, the tokenizer), ~40 ms each otherwise
+    clock = time.thread_time_ns if a.cpu_time else time.perf_counter_ns
+    phase_ns = _time_phases(clock) if a.phases else None
     names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
     if a.files:  # an explicit list (one schema file name per line), e.g. the schemas every engine passed
         with open(a.files, encoding="utf-8") as f:
@@ -102,6 +155,7 @@ def main():
     counts = {}
     ttfm, steps = [], []
     slow = []  # (ttfm ns, max step ns, name)
+    phases = []  # (name, ttfm ns, {phase: ns}) with --phases
     heavy = {}  # name -> steps over 2 ms
 
     def alarm(*_):
@@ -124,13 +178,16 @@ def main():
         signal.alarm(a.timeout_s)
         try:
             eng.compiler = GrammarCompiler(info)  # cold: nothing cached between schemas
-            clock = time.thread_time_ns if a.cpu_time else time.perf_counter_ns
+            if phase_ns is not None:
+                phase_ns.clear()
             t0 = clock()
             try:
                 g = eng.compile("json_schema", d["schema"])
                 eng.fill(eng.new_matcher(g), bm)
                 ttfm.append(clock() - t0)
                 slow.append([ttfm[-1], 0, name])
+                if phase_ns is not None:
+                    phases.append((name, ttfm[-1], dict(phase_ns)))
             except Exception as e:  # noqa: BLE001
                 status, why = "compile_error", f"{type(e).__name__}: {e}"[:200]
             else:
@@ -184,6 +241,8 @@ def main():
     def p(xs, q):
         return np.percentile(np.asarray(xs) / 1e3, q) if xs else float("nan")
 
+    if phases:
+        _print_phases(phases, a.phases)
     print(f"TTFM ms   p50 {p(ttfm, 50) / 1e3:.2f}  p90 {p(ttfm, 90) / 1e3:.2f}  p99 {p(ttfm, 99) / 1e3:.2f}  "
           f"max {max(ttfm) / 1e6 if ttfm else float('nan'):.1f}")
     if mem:

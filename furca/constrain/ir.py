@@ -12,6 +12,10 @@ A grammar is ``Grammar(rules={name: expr}, root=name)``; an expr is a tuple:
                               unbounded), counted by the ticks inside expr (a length frame,
                               nfa.py); expr holds no call, no length region
     ("tick",)                 inside a "len": the next byte starts a character
+    ("keys", names, rest, other, is_open)
+                              a quoted JSON key that is none of the plain ASCII `names`,
+                              leaving the names' trie through the calls `rest` / `other`
+                              (("ref", ...) exprs): key_trie.py (made by key_trie.keys)
 
 Everything is over bytes: a Unicode character class becomes an alternation of UTF-8
 byte-range sequences (``char_class``), so tokens that split a character work.

@@ -77,6 +77,8 @@ def _rename(e, prefix):
         return (k, [_rename(x, prefix) for x in e[1]])
     if k == "rep":
         return ("rep", _rename(e[1], prefix), e[2], e[3])
+    if k == "keys":  # a key trie calls two rules
+        return ("keys", e[1], _rename(e[2], prefix), _rename(e[3], prefix), e[4])
     return e
 
 

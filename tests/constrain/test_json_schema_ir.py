@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from furca.constrain import GrammarCompiler, gbnf, ir
+from furca.constrain import GrammarCompiler, gbnf, ir, key_trie
 from furca.constrain.json_schema import schema_to_gbnf, schema_to_ir
 from furca.errors import CompileError
 
@@ -27,7 +27,14 @@ def _norm(e):
     k = e[0]
     if k == "ref":
         return ("ref", e[1])
-    if k in ("seq", "alt"):
+    if k == "keys":  # the IR's key trie: compared as the ordinary IR it stands for
+        return _norm(key_trie.expand(e))
+    if k == "seq":  # a key trie inside a sequence: its quote and trie flattened into it, as parsed
+        items = []
+        for x in e[1]:
+            items += key_trie.expand(x)[1] if x[0] == "keys" else [x]
+        return ("seq", tuple(_norm(x) for x in items))
+    if k == "alt":
         return (k, tuple(_norm(x) for x in e[1]))
     if k == "rep":
         return ("rep", _norm(e[1]), e[2], e[3])

@@ -3,14 +3,21 @@
 declared, non-ASCII and escaped names included; a trie node shares its wide-character
 and escape tail (key-other) with every other node; a trie state (trie node plus
 key-other's start) is proven to survive every slice string without a state search, and
-a bounded string is refuted by the probe, in agreement with the search over states."""
+a bounded string is refuted by the probe, in agreement with the search over states.
+The IR's key trie (key_trie.py) is built into the same NFA as its expansion, accepts
+exactly the other keys, keeps its open names when its rules match nothing, and has its
+calls renamed inside structural tags."""
 
 import itertools
 import json
 import random
 
-from furca.constrain import GrammarCompiler
+import pytest
+
+from furca.constrain import GrammarCompiler, ir, key_trie
+from furca.constrain.nfa import build_nfa, prepare
 from furca.constrain.slice_proof import UNBOUNDED
+from furca.errors import CompileError
 
 from .conftest import BYTE_EOS, allowed_set, byte_info, walk_checking_masks
 
@@ -222,3 +229,73 @@ def test_word_limited_string_is_refuted_by_the_word_probe():
     assert proof._killed(first, sl, shared)
     assert len(shared) >= 20 and not any(shared.values())
     walk_checking_masks(m, info, random.Random(0), 12)
+
+
+# ---- the IR's key trie (key_trie.py): plain ASCII names built into the NFA directly
+
+def _trie_grammar(trie_expr, rest_body=None):
+    """root: a key trie, then ":"; key-rest / key-other as json_schema/keys.py writes them
+    (any plain characters, the closing quote; one wide byte, then key-rest)."""
+    rest_body = rest_body if rest_body is not None else ir.seq([("rep", ("byte", ((0x20, 0x21), (0x23, 0x7E))), 0, None),
+                                                                ir.literal('"')])
+    return ir.Grammar({"root": ir.seq([trie_expr, ir.literal(":")]), "key-rest": rest_body,
+                       "key-other": ir.seq([("byte", ((0x80, 0xFF),)), ("ref", "key-rest", 0)])})
+
+
+def _nfa_fields(g):
+    n = build_nfa(prepare(g))
+    return (n.edges, n.eps, n.call, n.is_end, n.rule_start, n.start, n.is_tail)
+
+
+NAME_SETS = [["a"], ["", "a", "ab"], [""], ["ab", "abc", "b", "a b"], ["apiVersion", "kind", "metadata", "spec"],
+             ["z" * 40, "~", " ", "x{", "x}"]]
+
+
+def test_trie_built_directly_is_the_nfa_of_its_expansion():
+    rng = random.Random(1)
+    sets = NAME_SETS + [sorted({"".join(rng.choice("abc") for _ in range(rng.randint(0, 4))) for _ in range(12)})
+                        for _ in range(20)]
+    for names in sets:
+        e = key_trie.keys(names, "key-rest", "key-other")
+        assert _nfa_fields(_trie_grammar(e)) == _nfa_fields(_trie_grammar(key_trie.expand(e))), names
+
+
+def test_trie_accepts_exactly_the_other_plain_keys():
+    names = ["", "a", "ab", "b c"]
+    g = _trie_grammar(key_trie.keys(names, "key-rest", "key-other"))
+    compiled = GrammarCompiler(byte_info())._compile(g, ("grammar",))
+    keys = {"".join(p) for k in range(4) for p in itertools.product(["a", "b", " ", "c"], repeat=k)}
+    for key in keys:
+        m = compiled.matcher()
+        ok = all(m.accept_token(b) for b in ('"%s":' % key).encode()) and m.can_terminate()
+        assert ok == (key not in names), key
+
+
+def test_trie_without_its_rules_keeps_the_open_names():
+    # key-rest matches nothing: prepare expands the trie and drops the branches calling it;
+    # what is left are the prefixes that are not names, then the closing quote
+    names = ["ab", "b"]
+    g = _trie_grammar(key_trie.keys(names, "key-rest", "key-other"), rest_body=ir.NOTHING)
+    compiled = GrammarCompiler(byte_info())._compile(g, ("grammar",))
+    for key, want in [("", True), ("a", True), ("ab", False), ("b", False), ("abc", False), ("x", False)]:
+        m = compiled.matcher()
+        ok = all(m.accept_token(b) for b in ('"%s":' % key).encode()) and m.can_terminate()
+        assert ok == want, key
+    closed = _trie_grammar(key_trie.keys(["", "a"], "key-rest", "key-other"), rest_body=ir.NOTHING)
+    with pytest.raises(CompileError, match="matches no string"):
+        prepare(closed)
+
+
+def test_trie_names_must_be_plain_ascii():
+    for bad in (['q"'], ["b\\"], ["é"], ["\n"]):
+        with pytest.raises(ValueError, match="plain ASCII"):
+            key_trie.keys(bad, "key-rest", "key-other")
+
+
+def test_structural_tag_renames_the_calls_of_a_trie():
+    schema = {"type": "object", "properties": {"ab": {"type": "integer"}}}
+    g = GrammarCompiler(byte_info()).compile_structural_tag(
+        [{"begin": "<f>", "schema": schema, "end": "</f>"}, {"begin": "<g>", "schema": schema, "end": "</g>"}], ["<"])
+    for text, want in [('<f>{"ab":1,"x":2}</f>', True), ('<g>{"ab":1,"ab":2}</g>', False)]:
+        m = g.matcher()
+        assert (all(m.accept_token(b) for b in text.encode()) and m.can_terminate()) == want, text

@@ -8,6 +8,9 @@ Nodes are immutable and hashable:
     Alt(items)                alternation; Alt(()) is NOTHING, the empty language
     Rep(item, min, max)       item{min,max}; max None = unbounded
     Ref(name)                 a named rule of the enclosing Grammar (recursion allowed)
+    Keys(names)               a quoted JSON key, canonically spelled, that is none of `names`
+                              (a tuple): the key trie of keys.py, calling the rules
+                              key-rest and key-other; kept as one leaf until lowered
     Len(item, min, max)       the strings of item with min..max characters, where item
                               (JSON-encoded, no Ref, no Len) marks each character's start
                               with TICK (lengths.py; a length frame in the automaton)
@@ -85,6 +88,11 @@ class Rep(_CachedHash):
 @dataclass(frozen=True, slots=True)
 class Ref:
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    names: tuple  # distinct, in declaration order (the order of the trie's branches)
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,3 +296,4 @@ for _node in (Seq, Alt, Rep, Len):  # dataclass(frozen=True) installs its own __
 # leaves: their one field's hash (no tuple built per call; equal nodes have equal fields)
 Lit.__hash__ = lambda self: hash(self.text)
 Cls.__hash__ = lambda self: hash(self.ranges)
+Keys.__hash__ = lambda self: hash(self.names)

@@ -13,10 +13,21 @@ every node whose children are plain ASCII calls. Its UTF-8 continuation nodes th
 exist once per grammar instead of once per trie node (~8 NFA nodes each), which is what
 the slice proof (slice_proof.py) and the automaton's closures pay for per node. A node
 with a non-ASCII or escaped child spells its own exact classes instead.
+
+The translator keeps a trie as one leaf, `Keys(names)`: building it as translator nodes
+(an `alt` per trie node, each hashed and deduplicated) and lowering those cost ~35 µs a
+trie node, two thirds of a Kubernetes schema's translation (85 tries, 3,800 nodes).
+`lower` turns a trie whose names are plain ASCII into the IR's own key trie
+(`furca.constrain.key_trie`: the same language, built into the NFA straight from the
+names); `trie` builds the translator's nodes, which `render` writes as GBNF and which
+name sets with wide or escaped characters are lowered from.
 """
 from __future__ import annotations
 
-from .grammar import MAX_CP, NOTHING, Cls, alt, chars, cls, complement, intersect, lit, normalize, rep, seq, subtract
+from .. import key_trie
+from ..key_trie import is_plain, plain_ascii_except, trie_of
+from .grammar import (MAX_CP, NOTHING, Cls, Keys, Ref, alt, chars, cls, complement, intersect, lit, normalize,
+                      rep, seq, subtract)
 
 _SPECIAL = normalize([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
 _NAMED = {0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t", 0x22: '"', 0x5C: "\\"}
@@ -26,23 +37,6 @@ _ALL_SPECIAL = frozenset(range(0x20)) | {0x22, 0x5C}
 
 
 _UNITS: dict = {}  # character -> canonical_unit of it (the trie's children, shared by every trie)
-_PLAIN_ASCII = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F))  # ASCII written as itself in a key
-
-
-def _plain_ascii_except(codes):
-    """_PLAIN_ASCII without the sorted code points `codes` (all inside it): sorted,
-    disjoint, non-adjacent ranges (what `normalize` returns)."""
-    out = []
-    i, n = 0, len(codes)
-    for lo, hi in _PLAIN_ASCII:
-        while i < n and codes[i] <= hi:
-            if codes[i] > lo:
-                out.append((lo, codes[i] - 1))
-            lo = codes[i] + 1
-            i += 1
-        if lo <= hi:
-            out.append((lo, hi))
-    return tuple(out)
 
 
 def _escapes(members):
@@ -69,22 +63,33 @@ def canonical_unit(ranges):
 
 
 def key_not_in(c, names):
-    """A quoted JSON key (canonical spelling) whose value is not in `names`.
-    `c` is the compiler (for the shared rules `key-esc`, `key-rest` and `key-other`)."""
-    def build():
-        trie = {}
-        for n in names:
-            node = trie
-            for ch in n:
-                node = node.setdefault(ch, {})
-            node[None] = True
+    """A quoted JSON key (canonical spelling) whose value is not in `names`: the leaf
+    `Keys(names)`. `c` is the compiler: the shared rules its trie calls (`key-esc`,
+    `key-rest` and `key-other`) are defined here."""
+    if ("named", "key-other") not in c.memo:  # their bodies built once per grammar, not per object
         esc = c.named("key-esc", _escapes(_ALL_SPECIAL))
         rest = c.named("key-rest", seq(rep(alt(cls(complement(_SPECIAL)), esc), 0, None), lit('"')))
         # every escape is spelled inline (not a call of key-esc): a trie state is then the
         # trie node plus key-other's start, two configurations
-        other = c.named("key-other", seq(alt(cls(subtract(_WIDE, _SPECIAL)), _escapes(_ALL_SPECIAL)), rest))
-        return seq(lit('"'), _rest(trie, rest, other))
-    return c.cached(("key_not_in",) + tuple(names), build)
+        c.named("key-other", seq(alt(cls(subtract(_WIDE, _SPECIAL)), _escapes(_ALL_SPECIAL)), rest))
+    return Keys(tuple(names))
+
+
+_REST, _OTHER = Ref("key-rest"), Ref("key-other")
+
+
+def trie(node: Keys):
+    """The translator's grammar of `node`: the opening quote, then the trie (`_rest`)."""
+    return seq(lit('"'), _rest(trie_of(node.names), _REST, _OTHER))
+
+
+def keys_ir(node: Keys, conv):
+    """The IR of `node`: the IR's own key trie (`furca.constrain.key_trie`) when every
+    name is plain ASCII (almost always), else `conv` (lower's converter of translator
+    nodes) of `trie(node)`."""
+    if all(is_plain(ch) for name in node.names for ch in name):
+        return key_trie.keys(node.names, _REST.name, _OTHER.name)
+    return conv(trie(node))
 
 
 def _rest(node, rest, other):
@@ -99,8 +104,8 @@ def _rest(node, rest, other):
         if unit is None:
             unit = _UNITS[ch] = canonical_unit(chars(ch))
         parts.append(seq(unit, _rest(node[ch], rest, other)))
-    if all(" " <= k < "\x80" and k not in '"\\' for k in kids):
-        narrow = _plain_ascii_except(sorted(ord(k) for k in kids))
+    if all(is_plain(k) for k in kids):
+        narrow = plain_ascii_except(sorted(ord(k) for k in kids))
         if narrow:
             parts.append(seq(Cls(narrow), rest))
         parts.append(other)  # every wide character and every escape leaves the trie

@@ -9,13 +9,15 @@ flatten as the parser's do), and the rules come ``root`` first.
 (tests/constrain/test_json_schema_ir.py checks the two are equal, schema by schema.)
 A compound node shared by several rules is lowered once and its IR shared (IR values are
 never mutated in place); literals are lowered where they occur, classes come from
-`ir.char_class`'s cache.
+`ir.char_class`'s cache. A key trie (`Keys`) is built from its names by `keys.keys_ir`,
+once per distinct set of names.
 """
 from __future__ import annotations
 
 from .. import ir
 from ..deadline import check as check_deadline
-from .grammar import Alt, Cls, Grammar, Len, Lit, Ref, Rep, Seq, Tick
+from .grammar import Alt, Cls, Grammar, Keys, Len, Lit, Ref, Rep, Seq, Tick
+from .keys import keys_ir
 
 
 def lower(g: Grammar) -> ir.Grammar:
@@ -46,6 +48,11 @@ def lower(g: Grammar) -> ir.Grammar:
             out = ("rep", conv(node.item), node.min, node.max)
         elif t is Len:
             out = ("len", conv(node.item), node.min, node.max)
+        elif t is Keys:
+            key = ("keys", node.names)  # equal tries (other Keys objects) share one IR
+            hit = memo.get(key)
+            out = hit[1] if hit is not None else keys_ir(node, conv)
+            memo[key] = (node, out)
         else:
             raise TypeError("not a grammar node: %r" % (node,))
         memo[id(node)] = (node, out)  # the node is kept so that its id is not reused

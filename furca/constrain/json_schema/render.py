@@ -11,7 +11,8 @@ from __future__ import annotations
 from furca.errors import CompileError
 
 from ..deadline import check as check_deadline
-from .grammar import MAX_CP, Alt, Cls, Grammar, Len, Lit, Ref, Rep, Seq, complement
+from .grammar import MAX_CP, Alt, Cls, Grammar, Keys, Len, Lit, Ref, Rep, Seq, complement
+from .keys import trie
 
 _LIT_ESC = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 _CLS_SPECIAL = set("]\\^-[")
@@ -73,6 +74,8 @@ def _render(node, prec: int) -> str:
         else:
             q = "{%d,%d}" % (lo, hi)
         return inner + q
+    if isinstance(node, Keys):
+        return _render(trie(node), prec)
     if isinstance(node, Len):  # counted by the automaton's length frame: GBNF cannot say it
         raise CompileError("a pattern or format with minLength %d / maxLength %s too large for a GBNF "
                            "product of the two" % (node.min, node.max))

@@ -1,0 +1,142 @@
+"""The IR's key trie, ``("keys", names, rest, other, is_open)``: a quoted JSON key that is
+none of `names`, built into the NFA straight from the names.
+
+What it means (`expand` writes it as ordinary IR): the opening quote, then at each trie
+node the alternatives, in this order: the closing quote when the prefix so far is not a
+name; each child character (in the order the names first reach it) followed by its
+child's alternatives; one plain ASCII character that is no child, then the rule `rest`
+(the rest of any key and its closing quote); the rule `other` (a wide character or an
+escape, then `rest`). Every name is plain ASCII (0x20-0x7F, no quote or backslash): the
+JSON-schema translator (json_schema/keys.py) sends other name sets through ordinary IR.
+`is_open`: some trie node is not a name (the trie derives a string without its rules).
+
+Why: a Kubernetes schema has ~85 such tries (~3,800 trie nodes). As ordinary IR, each
+trie node is an `alt` of `seq`s that `lower`, `prepare` (scans, the nullable and
+productive worklist) and `build_nfa` (a fragment per expression) each walk; `add_to_nfa`
+makes the NFA that `build_nfa` makes of `expand(e)`, node for node and in the same
+order (tests/constrain/test_key_tries.py compares the two), with one loop per trie node.
+"""
+
+from __future__ import annotations
+
+from .deadline import check as check_deadline
+
+_PLAIN_ASCII = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F))  # ASCII written as itself in a key
+_QUOTE = ("byte", ((0x22, 0x22),))
+
+
+def is_plain(ch: str) -> bool:
+    """A character a JSON key spells as itself, one byte: printable ASCII but `"` and `\\`."""
+    return " " <= ch < "\x80" and ch not in '"\\'
+
+
+def plain_ascii_except(codes) -> tuple:
+    """The plain ASCII code points without the sorted `codes` (all plain): sorted,
+    disjoint, non-adjacent (lo, hi) ranges."""
+    out = []
+    i, n = 0, len(codes)
+    for lo, hi in _PLAIN_ASCII:
+        while i < n and codes[i] <= hi:
+            if codes[i] > lo:
+                out.append((lo, codes[i] - 1))
+            lo = codes[i] + 1
+            i += 1
+        if lo <= hi:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def trie_of(names) -> dict:
+    """{child character: node}, None -> True where the prefix is a name."""
+    trie: dict = {}
+    for name in names:
+        node = trie
+        for ch in name:
+            node = node.setdefault(ch, {})
+        node[None] = True
+    return trie
+
+
+def keys(names, rest: str, other: str):
+    """The IR expression of the trie of `names` (a tuple of plain ASCII names) whose
+    leaving branches call the rules `rest` and `other`."""
+    names = tuple(names)
+    if not all(is_plain(ch) for name in names for ch in name):
+        raise ValueError("key trie names must be plain ASCII (no quote, backslash or control character)")
+    found = set(names)
+    is_open = "" not in found or any(name[:i] not in found for name in names for i in range(1, len(name)))
+    return ("keys", names, ("ref", rest, 0), ("ref", other, 0), is_open)
+
+
+def expand(e):
+    """The same language as ordinary IR (seq / alt / byte / ref)."""
+    _k, names, rest, other, _open = e
+
+    def below(node):
+        kids = [k for k in node if k is not None]
+        parts = [] if None in node else [_QUOTE]
+        for ch in kids:
+            o = ord(ch)
+            parts.append(("seq", [("byte", ((o, o),)), below(node[ch])]))
+        narrow = plain_ascii_except(sorted(ord(k) for k in kids))
+        if narrow:
+            parts.append(("seq", [("byte", narrow), rest]))
+        parts.append(other)
+        return ("alt", parts)
+
+    try:
+        return ("seq", [_QUOTE, below(trie_of(names))])
+    finally:
+        below = None  # noqa: F841 - a recursive closure: break its cycle (compiles run with the GC paused)
+
+
+def add_to_nfa(nfa, e, s: int) -> int:
+    """Adds the trie `e` leaving NFA node s; returns the node where it ends (what
+    `build_nfa`'s fragment of `expand(e)` adds and returns)."""
+    _k, names, rest, other, _open = e
+    edges, eps, call = nfa.edges, nfa.eps, nfa.call
+    rest_name, other_name = rest[1], other[1]
+    t = len(edges)  # the opening quote
+    edges.append(())
+    eps.append(())
+    edges[s] += ((0x22, 0x22, t),)
+
+    def below(node, s):
+        check_deadline()
+        t = len(edges)  # the join of the node's alternatives
+        edges.append(())
+        eps.append(())
+        kids = [k for k in node if k is not None]
+        out = [] if None in node else [(0x22, 0x22, t)]
+        for ch in kids:
+            u = len(edges)
+            edges.append(())
+            eps.append(())
+            o = ord(ch)
+            out.append((o, o, u))
+            edges[s] += tuple(out)  # in the order the fragments add them
+            out = []
+            eps[below(node[ch], u)] += (t,)
+        narrow = plain_ascii_except(sorted(ord(k) for k in kids))
+        if narrow:
+            u = len(edges)
+            out += [(lo, hi, u) for lo, hi in narrow]
+            edges[s] += tuple(out)
+            out = []
+            c = u + 1
+            edges.extend(((), (), ()))
+            eps.extend(((c,), (), (t,)))
+            call[c] = (rest_name, c + 1)
+        if out:
+            edges[s] += tuple(out)
+        c = len(edges)
+        edges.extend(((), ()))
+        eps.extend(((), (t,)))
+        eps[s] += (c,)
+        call[c] = (other_name, c + 1)
+        return t
+
+    try:
+        return below(trie_of(names), t)
+    finally:
+        below = None  # noqa: F841 - (as in expand)
