@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 _LOCK = threading.Lock()
-_STATE: list = []  # [GOMP_parallel or None] once resolved
+_STATE: list = []  # [GOMP_parallel or None] once resolved, then [.., team_functions()] once asked
 
 
 def _off_in_child() -> None:
@@ -61,6 +61,21 @@ def _resolve():
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
     fn.restype = None
     return fn
+
+
+def team_functions() -> tuple[int, int] | None:
+    """The addresses of this libgomp's ``omp_get_thread_num`` and ``omp_get_num_threads``
+    (for a team kernel that splits work by thread and waits at barriers: it must know
+    the team it got), or None where `run` is not available."""
+    if not available():
+        return None
+    if len(_STATE) == 1:
+        with _LOCK:
+            if len(_STATE) == 1:
+                lib = ctypes.CDLL(_loaded_libgomp())
+                _STATE.append((ctypes.cast(lib.omp_get_thread_num, ctypes.c_void_p).value,
+                               ctypes.cast(lib.omp_get_num_threads, ctypes.c_void_p).value))
+    return _STATE[1]
 
 
 def _gomp_parallel():

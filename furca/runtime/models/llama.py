@@ -18,7 +18,9 @@ and gate/up are fused at load time (``qkv_proj``, ``gate_up_proj``).
 On CPU, an fp32 model's residual adds, RMSNorms and SiLU are numba glue (``cpu_glue``:
 one call each instead of a dozen dispatched torch ops, and no casts around the
 projections: the glue writes their dtype); each layer returns ``(delta, residual)`` and
-the next norm adds them. ``glue_dtype`` is None where the torch ops run instead.
+the next norm adds them. ``glue_dtype`` is None where the torch ops run instead. A
+small decode batch of a quantized fp32 model runs all its layers as one compiled call
+on torch's OpenMP team instead (``cpu_step``; which models, in its docstring).
 
 Quantized weights (``quant``, a ``furca.runtime.quant.QuantPlan``): the projections are
 ``QuantLinear`` modules computing from packed weights, filled shard by shard from
@@ -39,7 +41,7 @@ from furca.errors import ModelLoadError
 from furca.runtime import batch_invariant
 from furca.runtime.forward_batch import ForwardBatch
 from furca.runtime.model_config import ModelConfig
-from furca.runtime.models import cpu_glue
+from furca.runtime.models import cpu_glue, cpu_step
 from furca.runtime.models.rope import RotaryEmbedding, apply_rope
 from furca.runtime.quant.groups import QuantGroups
 from furca.runtime.quant.linear import QuantLinear, QuantPlan, QuantTable, float_weight
@@ -241,6 +243,7 @@ class LlamaForCausalLM(nn.Module):
         # the projections' input dtype where numba glue joins them (fp32 CPU models), else None
         self.glue_dtype = (linear_dtype if torch.device(device).type == "cpu" and dtype == torch.float32
                            and linear_dtype in cpu_glue.DTYPES and cpu_glue.available() else None)
+        self.cpu_step = None  # cpu_step.CpuStep: a small decode batch's layers in one compiled call (set at load)
         if config.tie_word_embeddings:
             self.lm_head = None
         else:
@@ -266,9 +269,12 @@ class LlamaForCausalLM(nn.Module):
         h = self.embed(input_ids)  # (T, hidden)
         cos_sin = self.rotary_emb.cos_sin(positions, h.dtype, max_position)  # once for all layers
         glue_dtype = self.glue_dtype
-        residual = None
-        for layer in self.model.layers:
-            h, residual = layer(h, residual, cos_sin, batch, glue_dtype)
+        if self.cpu_step is not None and self.cpu_step.applies(batch, h):  # every layer in one team call
+            h, residual = self.cpu_step.run(h, cos_sin, batch)
+        else:
+            residual = None
+            for layer in self.model.layers:
+                h, residual = layer(h, residual, cos_sin, batch, glue_dtype)
         rows = batch.logits_indices  # (N,): the norm and the head are per row
         h, _ = self.model.norm.add_forward(h[rows], residual[rows], glue_dtype and self.dtype)
         return self.head(h)
@@ -336,6 +342,7 @@ class LlamaForCausalLM(nn.Module):
         if missing:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             raise ModelLoadError(f"checkpoint is missing tensor {missing[0]!r}{more}")
+        self.cpu_step = cpu_step.plan(self)
 
     def _module_or_none(self, name: str) -> nn.Module | None:
         try:
