@@ -1,13 +1,15 @@
 """furca's own int4 matvecs (Int4Cols, Int4Dot: numba) against torch's int4 op, in one process.
 
     nice -n -10 .venv/bin/python bench/quant_int4_matvec.py [--rounds 5] [--layers 30] [--ms 1,2,4]
+        [--threads 1,2] [--clock wall|thread] [--hot 0]
 
 The default model's own GGUF file gives the weights: every layer's Q4_1 projections as
 the engine fuses them (qkv 960x576, o 576x576, gate_up 3072x576, down 576x1536), packed
 three ways: ``Int4Packed`` (torch's CPU int4 pack, ``_weight_int4pack_mm_for_cpu``, bf16
 x and bf16 scale / zero, as the engine's decode runs it), ``Int4Cols`` (fp32 x, fp16
-scale / offset, ``cpu_int4_kernels``) and ``Int4Dot`` (bf16 x rounded to int8 per group
-of 32, integer VNNI dot products, bf16 out, ``cpu_int4_dot_kernels``). One set is all
+scale / offset, ``cpu_int4_kernels``) and ``Int4Dot`` (bf16 x rounded to int16 per group
+of 32, integer VNNI dot products ``vpdpwssd``, bf16 out, ``cpu_int4_dot_kernels``; and the
+same weight with x rounded to int8, ``vpdpbusd``: ``x_bits = 8``). One set is all
 ``--layers`` layers' projections (distinct weights, so none stays in cache between uses). Each round times one set per
 kernel, alternating: on one thread, then on 2 threads with a parallel torch op (an add
 of 64K elements) before every call, as a decode step has torch ops between its matmuls
@@ -15,7 +17,14 @@ of 64K elements) before every call, as a decode step has torch ops between its m
 timed. It prints the median and best ns per weight (a whole call over all M rows) of
 each (M, threads, kernel), the rounds, the load average, and the error of each kernel
 (and of x rounded to int8 per group of 32, emulated exactly in fp64) against
-dequantize-then-F.linear in fp64, relative to max |y|.
+dequantize-then-F.linear in fp64, relative to max |y|, at M = 1, 7 and 64 (bf16 x as the
+engine's decode gives it, and fp32 x: the rounding of x alone).
+
+On a loaded machine: ``--threads 1 --clock thread`` times each call in the calling
+thread's CPU time (``time.thread_time``: one thread computes the whole call then), which
+a descheduled thread does not inflate. ``--hot N``: instead of the sets, one gate_up
+weight (3072x576) called N times in a row per round, so it stays in L2: the kernels'
+compute speed without the memory stream.
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ from furca.runtime.quant.int4_dot import Int4Dot, vnni_available
 from furca.runtime.quant.packed import Int4Packed
 
 GGUF = Path("~/.cache/furca/gguf/SmolLM2-135M-Instruct.Q4_1.gguf").expanduser()
-KINDS = ("torch", "cols", "dot")
+KINDS = ("torch", "cols", "dot16", "dot8")
 FUSED = (("q_proj", "k_proj", "v_proj"), ("o_proj",), ("gate_proj", "up_proj"), ("down_proj",))
 
 
@@ -65,15 +74,22 @@ def int8_x_dot(x: np.ndarray, w: QuantGroups) -> np.ndarray:
     return (dots * (d[..., 0][:, None, :] * s[None]) + (xb * 1.0).sum(2)[:, None, :] * o[None]).sum(2)
 
 
-def errors(w: QuantGroups, torch_p: Int4Packed, cols: Int4Cols, dot: Int4Dot, m: int) -> dict[str, float]:
+def errors(w: QuantGroups, torch_p: Int4Packed, cols: Int4Cols, dot: Int4Dot, dot8: Int4Dot,
+           m: int) -> dict[str, float]:
     x = torch.randn(m, w.shape[1])
     ref = (x.double() @ w.dequantize().double().t()).numpy()
     scale = np.abs(ref).max()
-    got = {"torch int4 (bf16 x)": torch_p._small(x.to(torch.bfloat16)).double().numpy(),
+    xb = x.to(torch.bfloat16)
+    ref_b = (xb.double() @ w.dequantize().double().t()).numpy()  # the bf16 x itself, exact
+    got = {"torch int4 (bf16 x)": torch_p.matmul(xb).double().numpy(),
            "Int4Cols (fp32)": cols.matvec(x.numpy().copy()).astype(np.float64),
-           "Int4Dot (int8 x, VNNI)": dot.matvec(x.to(torch.bfloat16)).double().numpy(),
+           "Int4Dot int16 x (fp32 x, out)": dot.matvec(x).double().numpy(),
+           "Int4Dot int8 x (fp32 x, out)": dot8.matvec(x).double().numpy(),
            "int8 x per block": int8_x_dot(x.numpy(), w)}
-    return {name: float(np.abs(y - ref).max() / scale) for name, y in got.items()}
+    out = {name: float(np.abs(y - ref).max() / scale) for name, y in got.items()}
+    out["Int4Dot int16 x (bf16 x, out) vs the bf16 x"] = float(
+        np.abs(dot.matvec(xb).double().numpy() - ref_b).max() / np.abs(ref_b).max())
+    return out
 
 
 def main() -> None:
@@ -81,12 +97,18 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--layers", type=int, default=30)
     ap.add_argument("--ms", default="1,2,4")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--clock", choices=("wall", "thread"), default="wall")
+    ap.add_argument("--hot", type=int, default=0)
     args = ap.parse_args()
     ws = load_projections(args.layers)
     torch_ps = [Int4Packed(w, 32) for w in ws]
     assert vnni_available(), "Int4Dot needs AVX512_VNNI"
     cols = [Int4Cols.pack(w) for w in ws]
     dots = [Int4Dot.pack(w) for w in ws]
+    dots8 = [Int4Dot(d.words, d.scale, d.offset, d.shape) for d in dots]  # the same arrays
+    for d in dots8:
+        d.x_bits = 8
     assert all(c is not None for c in cols + dots), "a Q4_1 tensor's d / m did not fit fp16"
     weights = sum(w.shape[0] * w.shape[1] for w in ws)
     print(f"{len(ws)} weights, {weights / 1e6:.1f}M weights; resident MB: torch pack "
@@ -95,55 +117,67 @@ def main() -> None:
 
     big, buf = torch.randn(1 << 16), torch.empty(1 << 16)
 
+    thread_counts = [int(v) for v in args.threads.split(",")]
+    assert args.clock == "wall" or thread_counts == [1], "--clock thread times one thread: --threads 1"
+    clock = time.perf_counter if args.clock == "wall" else time.thread_time
+    sets = list(zip(torch_ps, cols, dots, dots8))
+    if args.hot:
+        sets = [sets[2]] * args.hot  # one gate_up weight, again and again
+        weights = args.hot * ws[2].shape[0] * ws[2].shape[1]
+
     def run_set(kind: str, m: int, threads: int) -> float:
         xs = {k: torch.randn(m, k) for k in (576, 1536)}
         xb = {k: v.to(torch.bfloat16) for k, v in xs.items()}
         xn = {k: v.numpy() for k, v in xs.items()}
         total = 0.0
-        for p, c, dt in zip(torch_ps, cols, dots):
+        for p, c, dt, d8 in sets:
             if threads > 1:
                 torch.add(big, 1.0, out=buf)
-            t = time.perf_counter()
+            t = clock()
             if kind == "torch":
                 p._small(xb[p.shape[1]])
             elif kind == "cols":
                 c.matvec(xn[c.shape[1]], threads)
-            else:
+            elif kind == "dot16":
                 dt.matvec(xb[dt.shape[1]], threads)
-            total += time.perf_counter() - t
+            else:
+                d8.matvec(xb[d8.shape[1]], threads)
+            total += clock() - t
         return total * 1e9 / weights
 
     ms = [int(v) for v in args.ms.split(",")]
-    results = {(m, th, kind): [] for m in ms for th in (1, 2) for kind in KINDS}
-    for th in (1, 2):  # warm-up: compile, page in
+    results = {(m, th, kind): [] for m in ms for th in thread_counts for kind in KINDS}
+    for th in thread_counts:  # warm-up: compile, page in
         torch.set_num_threads(th)
         for kind in KINDS:
             run_set(kind, 1, th)
     for _ in range(args.rounds):
         for m in ms:
-            for th in (1, 2):
+            for th in thread_counts:
                 torch.set_num_threads(th)
                 for kind in KINDS:
                     results[(m, th, kind)].append(run_set(kind, m, th))
     load = os.getloadavg()
-    print("ns per weight, median (best) of the rounds:")
-    print("| M | threads | torch int4 | Int4Cols | Int4Dot | Int4Cols / torch | Int4Dot / torch |")
-    print("|--:|--:|--:|--:|--:|--:|--:|")
+    print(f"ns per weight ({args.clock} clock{', one weight hot' if args.hot else ''}), median (best) of the rounds:")
+    print("| M | threads | torch int4 | Int4Cols | Int4Dot int16 x | Int4Dot int8 x | Int4Cols / torch "
+          "| int16 / torch | int8 / torch |")
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for m in ms:
-        for th in (1, 2):
+        for th in thread_counts:
             med = [statistics.median(results[(m, th, kind)]) for kind in KINDS]
             best = [min(results[(m, th, kind)]) for kind in KINDS]
             cells = " | ".join(f"{a:.3f} ({b:.3f})" for a, b in zip(med, best))
-            print(f"| {m} | {th} | {cells} | {med[1] / med[0]:.2f} ({best[1] / best[0]:.2f}) "
-                  f"| {med[2] / med[0]:.2f} ({best[2] / best[0]:.2f}) |")
+            ratios = " | ".join(f"{med[i] / med[0]:.2f} ({best[i] / best[0]:.2f})" for i in (1, 2, 3))
+            print(f"| {m} | {th} | {cells} | {ratios} |")
     print("rounds (ns/weight): " + "; ".join(
         f"M{m} t{th} {kind} " + " ".join(f"{v:.3f}" for v in results[(m, th, kind)])
-        for m in ms for th in (1, 2) for kind in KINDS))
+        for m in ms for th in thread_counts for kind in KINDS))
     print(f"load {load}")
     torch.set_num_threads(2)
-    for i, m in enumerate((1, 7)):
-        w = ws[2 + 4 * i]  # a gate_up weight
-        errs = errors(w, torch_ps[2 + 4 * i], cols[2 + 4 * i], dots[2 + 4 * i], m)
+    for i, m in enumerate((1, 7, 64)):
+        j = (2 + 4 * i) % len(ws)  # a gate_up weight
+        w = ws[j]
+        errs = errors(w, torch_ps[j], cols[j], dots[j], dots8[j], m)
         print(f"error vs dequantize + F.linear (fp64), M={m}, {w.shape[0]}x{w.shape[1]}, relative to max |y|: "
               + ", ".join(f"{k} {v:.1e}" for k, v in errs.items()))
 

@@ -8,21 +8,22 @@ q[16 b + t, 8 r + 4 + i] in its high nibble (i = 0..3). ``scale`` / ``offset`` (
 K / 32, 16) fp16 bits. Each group's integer dot is exact in int32 and enters the fp32
 result once: acc * (scale * d) + offset * xsum.
 
-- int16 x (the default; `quantize_x16`, `int4_dot16_blocks`): d = max |x| / 32767, xsum
-  = d * (the sum of the codes). A word shifted by 0, 8, 4, 12 and masked with 0x000F000F
-  gives its codes as int16 pairs, each dotted with a pair of x by vpdpwssd (s16 x s16,
-  two products summed into each int32 lane): 16 a group, at most 32 * 15 * 32767 in
-  int32. Error about 1e-5 of max |y| (x's rounding).
+- int16 x (the default; `quantize_x16`, `int4_dot16_blocks`): d = max |x| / 32639, xsum
+  = d * (the sum of the codes). Each code is split into two int8 halves (c = 256 hi +
+  lo), each half dotted as an int8 x is, the hi sum shifted by 8: 16 vpdpbusd a group
+  and the same 3 word operations a word as int8. Error about 2e-5 of max |y| (x's
+  rounding). (vpdpwssd on int16 pairs measured 1.3x this one's time with the weight in
+  L2: a word yields its codes as int16 pairs with 7 shifts and masks, not 3.)
 - int8 x (`quantize_x_groups`, `int4_dot_matmul`): d = max |x| / 127 (llama.cpp's Q8_1
   block), xsum the exact sum of x; a word masked with 0x0F0F0F0F, or shifted by 4 and
-  masked, gives four unsigned bytes, dotted with four int8 of x by vpdpbusd (u8 x s8): 8
-  a group. Twice the integer throughput, about 1e-2 of max |y| (enough to flip the
-  default model's greedy near-tie).
+  masked, gives four unsigned bytes, dotted with four int8 of x by vpdpbusd (u8 x s8,
+  four products summed into each int32 lane): 8 a group. About 1e-2 of max |y|, enough
+  to flip the default model's greedy near-tie.
 
 A tile (`_make_tile`) computes one block for 1, 2 or 4 x rows as LLVM IR end to end: the
 int32 and fp32 accumulators stay in zmm registers across all groups of K (the dots, two
 vcvtph2ps and two FMAs a group and row), one store a row at the end; numba has no way to
-ask for vpdpbusd / vpdpwssd (LLVM does not turn a scalar dot into them) nor to keep a
+ask for vpdpbusd (LLVM does not turn a scalar dot into them) nor to keep a
 16-lane accumulator in a register across a loop of its own.
 """
 
@@ -41,27 +42,19 @@ from furca.runtime.quant.cpu_kernels import store_row
 _OPTS = dict(fastmath=True, nogil=True, cache=True, boundscheck=False, error_model="numpy")
 
 
-# How a weight word (eight 4-bit codes, see the module docstring) is split for each x
-# width: (shift, mask) per part, each part dotted with one int32 of x by the instruction.
-# int8 x: four u8 codes a part (q0..q3, then q4..q7), vpdpbusd (u8 x s8, four products into
-# each int32 lane). int16 x: two codes a part as int16 pairs ((q0, q2), (q1, q3), (q4, q6),
-# (q5, q7)), vpdpwssd (s16 x s16, two products into each lane); x's int16 codes are stored
-# in that pair order (`quantize_x16`).
-_PARTS = {8: ((0, 0x0F0F0F0F), (4, 0x0F0F0F0F)),
-          16: ((0, 0x000F000F), (8, 0x000F000F), (4, 0x000F000F), (12, 0x000F000F))}
-_DOT = {8: "llvm.x86.avx512.vpdpbusd.512", 16: "llvm.x86.avx512.vpdpwssd.512"}
+_X16_TOP = 32639  # 127 * 257: the largest int16 code whose hi half ((c + 128) >> 8) fits int8
+_LOW4 = 0x0F0F0F0F  # a word masked: q0..q3 as four u8; shifted by 4 and masked: q4..q7
 
 
-def _make_tile(rows: int, x_bits: int):
-    """The register tile for ``rows`` consecutive x rows rounded to ``x_bits``, as an
-    intrinsic (one per row count: a word's decoded parts serve every row):
-    tile(words, scale, offset, xq, xd, xsum, out, b, m, ob) sets out[m + i, 16 ob:16 ob +
-    16] = x[m + i] @ (the rows of block b).T for i < rows. words (N / 16, K / 8, 16)
-    uint32, scale / offset (N / 16, G, 16) fp16 bits, xq (M, *) x's codes (int8 as int32
-    words, or int16; read as int32 words either way), xd / xsum (M, G) fp32, out (M, *)
-    fp32; arrays C-contiguous in their last dimension."""
-    parts, dot = _PARTS[x_bits], _DOT[x_bits]
-
+def _make_tile(rows: int, halves: int):
+    """The register tile for ``rows`` consecutive x rows, as an intrinsic (one per row
+    count: a word's two decoded parts serve every row): tile(words, scale, offset, xq, xd,
+    xsum, out, b, m, ob) sets out[m + i, 16 ob:16 ob + 16] = x[m + i] @ (the rows of block
+    b).T for i < rows. words (N / 16, K / 8, 16) uint32, scale / offset (N / 16, G, 16) fp16
+    bits, xd / xsum (M, G) fp32, out (M, *) fp32; arrays C-contiguous in their last
+    dimension. xq (M, *), read as int32 words: x's int8 codes, 8 words a group (``halves``
+    1), or its int16 codes c = 256 hi + lo as 8 words of the lo bytes then 8 of the hi
+    bytes a group (``halves`` 2: two vpdpbusd chains, the hi one's sum shifted by 8)."""
     @intrinsic
     def tile(typingctx, words, scale, offset, xq, xd, xsum, out, b, m, ob):
         sig = types.void(words, scale, offset, xq, xd, xsum, out, b, m, ob)
@@ -72,7 +65,7 @@ def _make_tile(rows: int, x_bits: int):
             b, m, ob = args[7], args[8], args[9]
             i32, i64, f32, f16 = ir.IntType(32), ir.IntType(64), ir.FloatType(), ir.HalfType()
             v16i, v16f, v16h = ir.VectorType(i32, 16), ir.VectorType(f32, 16), ir.VectorType(f16, 16)
-            dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v16i, [v16i, v16i, v16i]), dot)
+            dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v16i, [v16i, v16i, v16i]), "llvm.x86.avx512.vpdpbusd.512")
             fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v16f, [v16f, v16f, v16f]), "llvm.fma.v16f32")
 
             def c64(v):
@@ -101,17 +94,25 @@ def _make_tile(rows: int, x_bits: int):
             facc = [cgutils.alloca_once_value(builder, ir.Constant(v16f, None)) for _ in range(rows)]
             with cgutils.for_range(builder, groups) as loop:
                 g = loop.index
-                ia = [ir.Constant(v16i, None)] * rows
+                # one int32 accumulator per row, half and part: independent dependency chains
+                # (one chain would wait out vpdpbusd's latency at every step)
+                ia = [[ir.Constant(v16i, None)] * (2 * halves) for _ in range(rows)]
                 for r in range(4):  # the group's four word rows
                     row = builder.add(builder.mul(g, c64(4)), c64(r))
                     wv = load(builder.add(wbase, builder.mul(row, wr)), v16i, 4)
-                    vs = [builder.and_(builder.lshr(wv, ir.Constant(v16i, [sh] * 16)) if sh else wv, ir.Constant(v16i, [mk] * 16))
-                          for sh, mk in parts]
+                    low4 = ir.Constant(v16i, [_LOW4] * 16)
+                    vs = (builder.and_(wv, low4), builder.and_(builder.lshr(wv, ir.Constant(v16i, [4] * 16)), low4))
                     for i in range(rows):
-                        for j, v in enumerate(vs):  # x's int32 word len(parts) * row + j
-                            xi = builder.add(builder.mul(row, c64(len(parts))), c64(j))
-                            xv = load(builder.add(xqb[i], builder.mul(xi, c64(4))), i32, 2)
-                            ia[i] = builder.call(dp, [ia[i], v, splat(xv, undef_i)])
+                        for h in range(halves):
+                            for j, v in enumerate(vs):  # x's int32 word 8 (halves - 1) g + 8 h + 2 row + j
+                                xi = builder.add(builder.mul(row, c64(2)), c64(8 * h + j))
+                                if halves == 2:
+                                    xi = builder.add(xi, builder.mul(g, c64(8)))
+                                xv = load(builder.add(xqb[i], builder.mul(xi, c64(4))), i32, 2)
+                                ia[i][2 * h + j] = builder.call(dp, [ia[i][2 * h + j], v, splat(xv, undef_i)])
+                ia = [builder.add(acc[0], acc[1]) if halves == 1 else  # exact: at most 32 * 15 * 32639
+                      builder.add(builder.add(acc[0], acc[1]), builder.shl(builder.add(acc[2], acc[3]), ir.Constant(v16i, [8] * 16)))
+                      for acc in ia]
                 sv = builder.fpext(load(builder.add(sbase, builder.mul(g, sg)), v16h, 2), v16f)
                 ov = builder.fpext(load(builder.add(obase, builder.mul(g, sg)), v16h, 2), v16f)
                 goff = builder.mul(g, c64(4))
@@ -131,9 +132,9 @@ def _make_tile(rows: int, x_bits: int):
 
 # One x row rounded to int8: out[m, 16 ob:16 ob + 16] = x[m] @ (block b).T, xq (M, K / 4)
 # int32 (x's int8 codes four a word).
-_tile16 = _make_tile(1, 8)
-# int16 x, 1 / 2 / 4 rows at once (`int4_dot16_blocks`).
-_tile16_x16_1, _tile16_x16_2, _tile16_x16_4 = (_make_tile(r, 16) for r in (1, 2, 4))
+_tile16 = _make_tile(1, 1)
+# int16 x as two int8 halves, 1 / 2 / 4 rows at once (`int4_dot16_blocks`).
+_tile16_x16_1, _tile16_x16_2, _tile16_x16_4 = (_make_tile(r, 2) for r in (1, 2, 4))
 
 
 @njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
@@ -142,27 +143,30 @@ def quantize_x16(x, xq, xd, xsum):
     cfunc code; writes only its three outputs.
 
     x (M, K) fp32 (or bf16 bits as uint16), K a multiple of 32 -> xq (M, K) int16, xd
-    (M, K // 32) fp32, xsum (M, K // 32) fp32, all C-contiguous: for each group of 32,
-    d = max |x| / 32767 (0 for an all-zero group), code = round(x / d) (half to even,
-    |code| <= 32767), xd = d and xsum = d * (the sum of the group's codes), the sum of
-    the rounded x. Within each 8 of K the codes are stored in the order 0, 2, 1, 3, 4, 6,
-    5, 7 (the pairs a weight word yields), so xq is an operand of `int4_dot16_blocks`, not
-    x in order."""
+    (M, K // 32) fp32, xsum (M, K // 32) fp32, rows C-contiguous: for each group of 32,
+    d = max |x| / 32639 (0 for an all-zero group), code c = round(x / d) (half to even,
+    |c| <= 32639 = 127 * 257), xd = d and xsum = d * (the sum of the group's codes), the
+    sum of the rounded x. xq holds each group's codes as two int8 halves, c = 256 hi + lo
+    with hi = (c + 128) >> 8 and lo in -128..127: the group's 64 bytes are its 32 lo
+    then its 32 hi, in x's order; so xq is an operand of `int4_dot16_blocks`, not x's
+    codes as int16 values."""
     m_rows, k = x.shape
     for m in range(m_rows):
-        xr, qr = x[m], xq[m]
+        xr, qb = x[m], xq[m].view(np.int8)
         for g in range(k // 32):
             k0 = g * 32
             amax = np.float32(0.0)
             for j in range(32):
                 amax = max(amax, abs(_as_f32(xr[k0 + j])))
-            inv = np.float32(32767.0) / amax if amax > 0 else np.float32(0.0)
+            inv = np.float32(_X16_TOP) / amax if amax > 0 else np.float32(0.0)
             s = 0
             for j in range(32):
-                c = np.int16(np.round(_as_f32(xr[k0 + j]) * inv))
-                qr[k0 + ((j & ~3) | ((j & 1) << 1) | ((j >> 1) & 1))] = c  # bits 0 and 1 of j swapped
-                s += np.int32(c)
-            d = amax / np.float32(32767.0)
+                c = np.int32(np.round(_as_f32(xr[k0 + j]) * inv))
+                hi = (c + 128) >> 8
+                qb[2 * k0 + j] = np.int8(c - 256 * hi)
+                qb[2 * k0 + 32 + j] = np.int8(hi)
+                s += c
+            d = amax / np.float32(_X16_TOP)
             xd[m, g] = d
             xsum[m, g] = d * np.float32(s)
 
@@ -176,9 +180,10 @@ def int4_dot16_blocks(xq, xd, xsum, words, scale, offset, out, b_lo, b_hi):
     xq (M, K) int16, xd / xsum (M, K // 32) fp32 (any M >= 1, taken from xq.shape[0]);
     words (N_padded / 16, K / 8, 16) uint32, scale / offset (N_padded / 16, K / 32, 16)
     uint16 (fp16 bits): ``Int4Dot``'s arrays; out (M, N_padded) fp32, C-contiguous rows.
-    Per 16-row block and group the integer dot of the int16 codes with the 4-bit ones is
-    exact in int32 (at most 32 * 15 * 32767) and enters the fp32 sum as acc * (scale *
-    xd) + offset * xsum: x @ w.T of the rounded x (about 1e-5 of max |y| from x's)."""
+    Per 16-row block and group the integer dot of the int16 codes with the 4-bit ones
+    (two vpdpbusd, one a half: dot(q, hi) * 256 + dot(q, lo)) is exact in int32 (at most
+    32 * 15 * 32639) and enters the fp32 sum as acc * (scale * xd) + offset * xsum: x @
+    w.T of the rounded x (about 2e-5 of max |y| from x's)."""
     m_rows = xq.shape[0]
     for b in range(b_lo, b_hi):  # one block at a time: its words stay in L1 across the rows of x
         m = 0

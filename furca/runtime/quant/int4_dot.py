@@ -7,10 +7,10 @@ t, 8 r + 4 + i] in the high one) and per group of 32 one (scale, offset) pair pe
 fp16 bits, ``scale`` / ``offset`` (N / 16, K / 32, 16): w = scale * q + offset, q in
 0..15 (a signed code c gets q = c + 8 and offset -8 * scale). Lossless against its
 ``QuantGroups`` (``pack`` declines groups fp16 does not hold exactly); the loss is x's.
-x is rounded to int16 per group of 32 (``vpdpwssd``, int16 pairs): about 2e-5 of max |y|
-on the default model's weights (bench/quant_int4_matvec.py), below torch's int4 op's 4e-3
-(bf16 x and bf16 scales). The int8 rounding (llama.cpp's Q4_1 x Q8_1 arithmetic,
-``vpdpbusd``, ``x_bits = 8``) costs about 1e-2 and flips the default model's greedy
+x is rounded to int16 per group of 32 (each code dotted as two int8 halves by ``vpdpbusd``):
+about 2e-5 of max |y| on the default model's weights (bench/quant_int4_matvec.py), below
+torch's int4 op's 2-4e-3 (bf16 x and bf16 scales). The int8 rounding (llama.cpp's Q4_1 x
+Q8_1 arithmetic, ``x_bits = 8``) costs about 1e-2 and flips the default model's greedy
 near-tie on "What is the capital of France?"; it is kept as an option for measurement.
 ``packed.pack`` takes this layout only with ``packed.INT4_DOT`` on.
 """
