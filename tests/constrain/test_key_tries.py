@@ -4,7 +4,8 @@ declared, non-ASCII and escaped names included; a trie node shares its wide-char
 and escape tail (key-other) with every other node; a trie state (trie node plus
 key-other's start) is proven to survive every slice string without a state search, and
 a bounded string is refuted by the probe, in agreement with the search over states.
-The IR's key trie (key_trie.py) is built into the same NFA as its expansion, accepts
+The IR's key trie (key_trie.py), one NFA node per trie node, has the language and the
+masks of its expansion, accepts
 exactly the other keys, keeps its open names when its rules match nothing, and has its
 calls renamed inside structural tags."""
 
@@ -15,7 +16,7 @@ import random
 import pytest
 
 from furca.constrain import GrammarCompiler, ir, key_trie
-from furca.constrain.nfa import build_nfa, prepare
+from furca.constrain.nfa import prepare
 from furca.constrain.slice_proof import UNBOUNDED
 from furca.errors import CompileError
 
@@ -70,14 +71,15 @@ def _nfa_nodes(names):
 
 
 def test_trie_nodes_share_the_wide_character_tail():
-    # 40 names grown by 6 letters each: 240 more trie nodes. Each costs its kid edge, its
-    # ASCII class and two calls, ~8 NFA nodes; a UTF-8 class of its own for the wide
-    # characters would add ~16 more (24.8 per trie node that way).
+    # 40 names grown by 6 letters each: 240 more trie nodes. Each is one NFA node (its kid
+    # edge; its ASCII class, closing quote and call of key-other go to nodes every trie
+    # node shares, key_trie.py); as ordinary IR each cost ~8 (its own join, class target
+    # and two calls), and a UTF-8 class of its own for the wide characters ~16 more.
     rng = random.Random(0)
     base = ["k%02d" % i for i in range(40)]
     longer = [n + "".join(rng.choice("abcdefgh") for _ in range(6)) for n in base]
     per_trie_node = (_nfa_nodes(base + longer) - _nfa_nodes(base)) / (40 * 6)
-    assert per_trie_node < 10, per_trie_node
+    assert per_trie_node < 2, per_trie_node
 
 
 def _key_state(g, prefix):
@@ -234,41 +236,56 @@ def test_word_limited_string_is_refuted_by_the_word_probe():
 # ---- the IR's key trie (key_trie.py): plain ASCII names built into the NFA directly
 
 def _trie_grammar(trie_expr, rest_body=None):
-    """root: a key trie, then ":"; key-rest / key-other as json_schema/keys.py writes them
-    (any plain characters, the closing quote; one wide byte, then key-rest)."""
-    rest_body = rest_body if rest_body is not None else ir.seq([("rep", ("byte", ((0x20, 0x21), (0x23, 0x7E))), 0, None),
-                                                                ir.literal('"')])
+    """root: a key trie, then ":"; key-rest / key-other in the shape json_schema/keys.py
+    gives them (any plain or wide bytes, the closing quote; one wide byte, then key-rest)."""
+    if rest_body is None:
+        rest_body = ir.seq([("rep", ("byte", ((0x20, 0x21), (0x23, 0x7E), (0x80, 0xFF))), 0, None), ir.literal('"')])
     return ir.Grammar({"root": ir.seq([trie_expr, ir.literal(":")]), "key-rest": rest_body,
                        "key-other": ir.seq([("byte", ((0x80, 0xFF),)), ("ref", "key-rest", 0)])})
-
-
-def _nfa_fields(g):
-    n = build_nfa(prepare(g))
-    return (n.edges, n.eps, n.call, n.is_end, n.rule_start, n.start, n.is_tail)
 
 
 NAME_SETS = [["a"], ["", "a", "ab"], [""], ["ab", "abc", "b", "a b"], ["apiVersion", "kind", "metadata", "spec"],
              ["z" * 40, "~", " ", "x{", "x}"]]
 
 
-def test_trie_built_directly_is_the_nfa_of_its_expansion():
+def _compiled(g, info):
+    return GrammarCompiler(info)._compile(g, ("grammar",))
+
+
+def test_trie_built_directly_has_the_language_and_masks_of_its_expansion():
+    # one NFA node per trie node (the rest shared) against the expansion's ~7: the same
+    # strings accepted, the same mask at every step of random walks
     rng = random.Random(1)
     sets = NAME_SETS + [sorted({"".join(rng.choice("abc") for _ in range(rng.randint(0, 4))) for _ in range(12)})
-                        for _ in range(20)]
+                        for _ in range(12)]
+    info = byte_info(['"', '":', "ab", "abc", "a", "b", "ca", "\xe6"])
     for names in sets:
         e = key_trie.keys(names, "key-rest", "key-other")
-        assert _nfa_fields(_trie_grammar(e)) == _nfa_fields(_trie_grammar(key_trie.expand(e))), names
+        direct, expanded = _compiled(_trie_grammar(e), info), _compiled(_trie_grammar(key_trie.expand(e)), info)
+        for key in ["".join(p) for k in range(4) for p in itertools.product("abc ", repeat=k)] + names:
+            text = ('"%s":' % key).encode()
+            got = [_accepts_bytes(g, text) for g in (direct, expanded)]
+            assert got[0] == got[1] == (key not in names), (names, key)
+        for seed in range(2):
+            walk_checking_masks(direct.matcher(), info, random.Random(seed), 12)
+    nodes = [len(_compiled(_trie_grammar(key_trie.keys(names, "key-rest", "key-other")), info).automaton.nfa.edges)
+             for names in (["k%02d" % i for i in range(40)], ["k%02dabcdef" % i for i in range(40)])]
+    assert nodes[1] - nodes[0] == 40 * 6  # six more trie nodes a name: six more NFA nodes
+
+
+def _accepts_bytes(g, data):
+    m = g.matcher()
+    return all(m.accept_token(b) for b in data) and m.can_terminate()
 
 
 def test_trie_accepts_exactly_the_other_plain_keys():
     names = ["", "a", "ab", "b c"]
-    g = _trie_grammar(key_trie.keys(names, "key-rest", "key-other"))
-    compiled = GrammarCompiler(byte_info())._compile(g, ("grammar",))
+    compiled = _compiled(_trie_grammar(key_trie.keys(names, "key-rest", "key-other")), byte_info())
     keys = {"".join(p) for k in range(4) for p in itertools.product(["a", "b", " ", "c"], repeat=k)}
     for key in keys:
-        m = compiled.matcher()
-        ok = all(m.accept_token(b) for b in ('"%s":' % key).encode()) and m.can_terminate()
-        assert ok == (key not in names), key
+        assert _accepts_bytes(compiled, ('"%s":' % key).encode()) == (key not in names), key
+    for key in ["\u00e9", "a\u00e9", "\u65e5b"]:  # a wide character leaves the trie through key-other
+        assert _accepts_bytes(compiled, ('"%s":' % key).encode())
 
 
 def test_trie_without_its_rules_keeps_the_open_names():
@@ -276,11 +293,9 @@ def test_trie_without_its_rules_keeps_the_open_names():
     # what is left are the prefixes that are not names, then the closing quote
     names = ["ab", "b"]
     g = _trie_grammar(key_trie.keys(names, "key-rest", "key-other"), rest_body=ir.NOTHING)
-    compiled = GrammarCompiler(byte_info())._compile(g, ("grammar",))
+    compiled = _compiled(g, byte_info())
     for key, want in [("", True), ("a", True), ("ab", False), ("b", False), ("abc", False), ("x", False)]:
-        m = compiled.matcher()
-        ok = all(m.accept_token(b) for b in ('"%s":' % key).encode()) and m.can_terminate()
-        assert ok == want, key
+        assert _accepts_bytes(compiled, ('"%s":' % key).encode()) == want, key
     closed = _trie_grammar(key_trie.keys(["", "a"], "key-rest", "key-other"), rest_body=ir.NOTHING)
     with pytest.raises(CompileError, match="matches no string"):
         prepare(closed)
@@ -297,5 +312,4 @@ def test_structural_tag_renames_the_calls_of_a_trie():
     g = GrammarCompiler(byte_info()).compile_structural_tag(
         [{"begin": "<f>", "schema": schema, "end": "</f>"}, {"begin": "<g>", "schema": schema, "end": "</g>"}], ["<"])
     for text, want in [('<f>{"ab":1,"x":2}</f>', True), ('<g>{"ab":1,"ab":2}</g>', False)]:
-        m = g.matcher()
-        assert (all(m.accept_token(b) for b in text.encode()) and m.can_terminate()) == want, text
+        assert _accepts_bytes(g, text.encode()) == want, text
