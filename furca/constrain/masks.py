@@ -3,8 +3,8 @@
 TokenMasks receives the automaton (automaton.LazyAutomaton) and the slice bounds over
 it (slices.SliceBounds); it reads the automaton's tables and grows them through its
 public methods (intern, closure_of, expand), under the automaton's lock. A state's
-mask is a walk of the token trie over the transition table (numba DFS in _walk.py, or
-numpy level by level; dead states prune whole subtrees), with the vocabulary slices of
+mask is a walk of the token trie over the transition table (trie_walks.py: numba DFS in
+_walk.py, or numpy level by level; dead states prune whole subtrees), with the vocabulary slices of
 tokenizer.TokenSlice taken whole where the slice bounds prove them allowed. A state
 inside a rule call shares the mask of its abstract state (the rule's context cut off,
 see _context) and re-walks only the tokens that leave the rule. Masks are stored
@@ -21,6 +21,7 @@ from .automaton import LazyAutomaton
 from .gcpause import GC_PAUSE
 from .slices import SliceBounds
 from .stacks import CUT_RET
+from .trie_walks import walk_compiled, walk_continue, walk_numpy, walk_recording
 
 SPARSE_WORDS = 256  # masks with at most this many non-zero words are stored sparse
 MAX_MASK_BYTES = 256 << 20  # per compiled grammar
@@ -93,22 +94,22 @@ class TokenMasks:
         ctx = self._context(s) if fns is not None else None
         if ctx is None:
             if _walk.get_walk() is not None:
-                self._walk_compiled(s, info.long_trie, words)
+                walk_compiled(self._a, s, info.long_trie, words)
             else:
-                self._walk_numpy(s, info.long_trie, words)
+                walk_numpy(self._a, s, info.long_trie, words)
         else:  # as _compute_mask_ctx, over the long tokens: their abstract walk is shared
             ab, cont = ctx
             hit = self._abs_long.get(ab)
             if hit is None:
                 ab_words = np.zeros(info.num_words, dtype=np.uint32)
-                roots = self._walk_recording(ab, info.long_trie, ab_words)
+                roots = walk_recording(self._a, ab, info.long_trie, ab_words)
                 nz = np.flatnonzero(ab_words)  # few words: the long tokens are few
                 hit = self._abs_long[ab] = (nz, ab_words[nz], roots)
                 self.mask_bytes += nz.nbytes + hit[1].nbytes + roots.nbytes
             nz, vals, roots = hit
             words[nz] |= vals
             if len(roots) and cont:
-                self._continue(roots, info.long_trie, cont, words)
+                walk_continue(self._a, roots, info.long_trie, cont, words)
         packed = words.view("<i4")
         if self._a.accepting[s]:
             packed |= info.eos_mask
@@ -216,40 +217,11 @@ class TokenMasks:
         else:
             words = stored.copy()
         if len(roots) and cont:
-            self._continue(roots, trie, cont, words)
+            walk_continue(self._a, roots, trie, cont, words)
         packed = words.view("<i4")
         if self._a.accepting[s]:
             packed |= self._info.eos_mask
         return packed
-
-    def _continue(self, roots, trie, cont, words):
-        """Sets in words the bits of the tokens below the trie nodes roots (where an
-        abstract state's rule returned) that the continuation state cont allows."""
-        a = self._a
-        walk_roots = _walk.get_walk_range()[1]
-        node_state = np.empty(trie.num_nodes, dtype=np.int32)
-        parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
-        j, i = 0, -1
-        while True:
-            j, i = walk_roots(j, i, roots, cont, node_state, parent, byte, end, a.trans, a.expanded,
-                              trie.tok_start, trie.tok_ids, words, trie.dfs_rest, a.walk_lim, a.short)
-            if j >= len(roots):
-                break
-            self._resume(trie, node_state, i)
-
-    def _resume(self, trie, node_state, i) -> bool:
-        """Where a compiled walk stopped at node i: expands its parent's state, or maps
-        the node's state to its canonical_short (_walk.py); False when neither was due."""
-        a = self._a
-        ps = int(node_state[trie.dfs_parent[i]])
-        if not a.expanded[ps]:
-            a.expand(ps)
-            return True
-        t = int(a.trans[ps, trie.dfs_byte[i]])
-        if t and trie.dfs_rest[i] <= a.walk_lim and a.short[t] < 0:
-            a.map_short(t)
-            return True
-        return False
 
     def _compute_mask(self, s, record=False):
         a, info = self._a, self._info
@@ -265,79 +237,12 @@ class TokenMasks:
                         trie = level[2]
                         break
         if record:
-            return words, self._walk_recording(s, trie, words), trie
+            return words, walk_recording(self._a, s, trie, words), trie
         if _walk.get_walk() is not None:
-            self._walk_compiled(s, trie, words)
+            walk_compiled(self._a, s, trie, words)
         else:
-            self._walk_numpy(s, trie, words)
+            walk_numpy(self._a, s, trie, words)
         packed = words.view("<i4")
         if a.accepting[s]:
             packed |= info.eos_mask
         return packed
-
-    # ---- trie walks ------------------------------------------------------------------
-    def _walk_compiled(self, s, trie, words):
-        """Sets in words the bits of trie's tokens that s allows (numba DFS walk)."""
-        a = self._a
-        n = trie.num_nodes
-        node_state = np.empty(n, dtype=np.int32)  # only live parents are ever read
-        node_state[0] = s
-        i = 1 if s != 0 else n
-        parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
-        walk = _walk.get_walk()
-        while i < n:
-            i = walk(i, node_state, parent, byte, end, a.trans, a.expanded, trie.tok_start, trie.tok_ids, words,
-                     trie.dfs_rest, a.walk_lim, a.short)
-            if i < n:
-                self._resume(trie, node_state, i)
-
-    def _walk_recording(self, s, trie, words):
-        """_walk_compiled for an abstract state; returns the trie nodes (DFS order) where
-        its rule returned to the context (accepting states)."""
-        a = self._a
-        n = trie.num_nodes
-        node_state = np.empty(n, dtype=np.int32)
-        node_state[0] = s
-        i = 1 if s != 0 else n
-        parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
-        walk_range = _walk.get_walk_range()[0]
-        rec = np.zeros(257, dtype=np.int32)
-        while i < n:
-            i = walk_range(i, n, node_state, parent, byte, end, a.trans, a.expanded, trie.tok_start,
-                           trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short)
-            if i < n and not self._resume(trie, node_state, i):  # rec full
-                grown = np.zeros(2 * len(rec) - 1, dtype=np.int32)
-                grown[: len(rec)] = rec
-                rec = grown
-        return rec[1 : 1 + rec[0]].copy()
-
-    def _walk_numpy(self, s, trie, words):
-        """Same as _walk_compiled, level by level with numpy gathers (BFS order)."""
-        a = self._a
-        node_state = np.zeros(trie.num_nodes + 1, dtype=np.int32)
-        if s != 0 and trie.num_nodes > 1:
-            byte, first_child, num_children = trie.byte, trie.first_child, trie.num_children
-            cur = np.arange(trie.level_start[1], trie.level_start[2], dtype=np.int32)
-            pst = np.full(len(cur), s, dtype=np.int32)
-            while True:
-                exp = a.expanded
-                if not exp[pst].all():
-                    for u in np.unique(pst[~exp[pst]]):
-                        a.expand(int(u))
-                st = a.trans.reshape(-1)[pst.astype(np.int64) * 256 + byte[cur]]
-                node_state[cur] = st
-                keep = st != 0
-                par, pst = cur[keep], st[keep]
-                counts = num_children[par]
-                has = counts > 0
-                if not has.all():
-                    par, pst, counts = par[has], pst[has], counts[has]
-                if len(par) == 0:
-                    break
-                ends = np.cumsum(counts)
-                total = int(ends[-1])
-                cur = (np.repeat(first_child[par] - (ends - counts), counts) + np.arange(total, dtype=np.int32)).astype(np.int32)
-                pst = np.repeat(pst, counts)
-        allowed = np.zeros(len(words) * 32, dtype=bool)
-        allowed[: len(trie.token_node)] = node_state[trie.token_node] != 0
-        words |= np.packbits(allowed, bitorder="little").view(np.uint32)

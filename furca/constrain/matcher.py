@@ -128,8 +128,10 @@ class CompiledGrammar:
             Bytes.
         """
         a = self.automaton
-        # transition rows in use (the table may be reserved larger, see automaton._grow), masks
-        return int(a.num_states * a.trans.shape[1] * a.trans.itemsize + self.masks.mask_bytes)
+        # transition rows in use (the table may be reserved larger, see automaton._grow), masks,
+        # the compiled rows' tables (plain_rows.py)
+        plain = a.plain.nbytes(a.num_states) if a.plain is not None else 0
+        return int(a.num_states * a.trans.shape[1] * a.trans.itemsize + self.masks.mask_bytes + plain)
 
 
 class _Hist:

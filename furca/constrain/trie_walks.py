@@ -1,0 +1,114 @@
+"""The trie-walk drivers of a token mask: which states allow which tokens of a trie.
+
+Each sets, in a mask's uint32 words, the bits of the trie's tokens that a state allows
+(masks.TokenMasks calls them under the automaton's lock): walk_compiled (the numba DFS of
+_walk.py, resumed in Python wherever it meets a state without a row or an unmapped
+canonical_short state), walk_recording (the same for an abstract state, noting the trie
+nodes where its rule returned), walk_continue (the subtrees below those nodes from the
+continuation state) and walk_numpy (level by level, without numba). See DESIGN.md
+("Masks: computed once per state").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _walk
+
+
+def walk_continue(a, roots, trie, cont, words):
+    """Sets in words the bits of the tokens below the trie nodes roots (where an
+    abstract state's rule returned) that the continuation state cont allows."""
+    walk_roots = _walk.get_walk_range()[1]
+    node_state = np.empty(trie.num_nodes, dtype=np.int32)
+    parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
+    j, i = 0, -1
+    while True:
+        j, i = walk_roots(j, i, roots, cont, node_state, parent, byte, end, a.trans, a.walk_rows(),
+                          trie.tok_start, trie.tok_ids, words, trie.dfs_rest, a.walk_lim, a.short)
+        a.walk_synced()
+        if j >= len(roots):
+            break
+        resume(a, trie, node_state, i)
+
+
+def resume(a, trie, node_state, i) -> bool:
+    """Where a compiled walk stopped at node i: expands its parent's state, or maps
+    the node's state to its canonical_short (_walk.py); False when neither was due."""
+    ps = int(node_state[trie.dfs_parent[i]])
+    if not a.expanded[ps]:
+        a.expand(ps)
+        return True
+    t = int(a.trans[ps, trie.dfs_byte[i]])
+    if t and trie.dfs_rest[i] <= a.walk_lim and a.short[t] < 0:
+        a.map_short(t)
+        return True
+    return False
+
+
+def walk_compiled(a, s, trie, words):
+    """Sets in words the bits of trie's tokens that s allows (numba DFS walk)."""
+    n = trie.num_nodes
+    node_state = np.empty(n, dtype=np.int32)  # only live parents are ever read
+    node_state[0] = s
+    i = 1 if s != 0 else n
+    parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
+    walk = _walk.get_walk()
+    while i < n:
+        i = walk(i, node_state, parent, byte, end, a.trans, a.walk_rows(), trie.tok_start, trie.tok_ids, words,
+                 trie.dfs_rest, a.walk_lim, a.short)
+        a.walk_synced()
+        if i < n:
+            resume(a, trie, node_state, i)
+
+
+def walk_recording(a, s, trie, words):
+    """walk_compiled for an abstract state; returns the trie nodes (DFS order) where
+    its rule returned to the context (accepting states)."""
+    n = trie.num_nodes
+    node_state = np.empty(n, dtype=np.int32)
+    node_state[0] = s
+    i = 1 if s != 0 else n
+    parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
+    walk_range = _walk.get_walk_range()[0]
+    rec = np.zeros(257, dtype=np.int32)
+    while i < n:
+        i = walk_range(i, n, node_state, parent, byte, end, a.trans, a.walk_rows(), trie.tok_start,
+                       trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short)
+        a.walk_synced()
+        if i < n and not resume(a, trie, node_state, i):  # rec full
+            grown = np.zeros(2 * len(rec) - 1, dtype=np.int32)
+            grown[: len(rec)] = rec
+            rec = grown
+    return rec[1 : 1 + rec[0]].copy()
+
+
+def walk_numpy(a, s, trie, words):
+    """Same as walk_compiled, level by level with numpy gathers (BFS order)."""
+    node_state = np.zeros(trie.num_nodes + 1, dtype=np.int32)
+    if s != 0 and trie.num_nodes > 1:
+        byte, first_child, num_children = trie.byte, trie.first_child, trie.num_children
+        cur = np.arange(trie.level_start[1], trie.level_start[2], dtype=np.int32)
+        pst = np.full(len(cur), s, dtype=np.int32)
+        while True:
+            exp = a.expanded
+            if not exp[pst].all():
+                for u in np.unique(pst[~exp[pst]]):
+                    a.expand(int(u))
+            st = a.trans.reshape(-1)[pst.astype(np.int64) * 256 + byte[cur]]
+            node_state[cur] = st
+            keep = st != 0
+            par, pst = cur[keep], st[keep]
+            counts = num_children[par]
+            has = counts > 0
+            if not has.all():
+                par, pst, counts = par[has], pst[has], counts[has]
+            if len(par) == 0:
+                break
+            ends = np.cumsum(counts)
+            total = int(ends[-1])
+            cur = (np.repeat(first_child[par] - (ends - counts), counts) + np.arange(total, dtype=np.int32)).astype(np.int32)
+            pst = np.repeat(pst, counts)
+    allowed = np.zeros(len(words) * 32, dtype=bool)
+    allowed[: len(trie.token_node)] = node_state[trie.token_node] != 0
+    words |= np.packbits(allowed, bitorder="little").view(np.uint32)
