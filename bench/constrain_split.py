@@ -1,0 +1,153 @@
+"""Where the time of slow mask steps goes: each part of the cold path timed around its
+outermost call, over the steps above a threshold.
+
+    .venv/bin/python bench/constrain_split.py --files LIST [--over-us 200]
+
+LIST: schema file names (one a line, e.g. the slowest ones `bench/constrain_ab.py`
+prints). Per schema: a cold compile and first mask, then every valid instance token by
+token (fill_bitmask + accept_token), thread CPU time. For the steps over --over-us it
+sums the time of: the walk resumes (masks' trie_walks.resume: the expansions a walk
+returns for), the slice search, the numba walk calls, accept_token's byte steps through
+row-less states, and transition rows by kind (multi-configuration by size,
+single-configuration on plain nodes or not). Parts nest (a resume holds rows), so the
+shares overlap; the wrappers make the run ~1.3x slow. Figures: bench/results/constrain.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+clock = time.thread_time_ns
+parts: dict[str, list[int]] = {}
+
+
+def timed(owner, name, label):
+    """Wraps owner.name: its time (outermost calls only) goes to label(*args) or label."""
+    f = getattr(owner, name)
+    depth = [0]
+
+    def g(*a, **k):
+        if depth[0]:
+            return f(*a, **k)
+        depth[0] += 1
+        t0 = clock()
+        try:
+            return f(*a, **k)
+        finally:
+            depth[0] -= 1
+            x = parts.setdefault(label(*a) if callable(label) else label, [0, 0])
+            x[0] += clock() - t0
+            x[1] += 1
+    setattr(owner, name, g)
+
+
+def single_kind(_rows, a, _s, n, _st):
+    """'single plain': every byte class of n leads to one plain node (plain_rows' criterion)."""
+    from furca.constrain.plain_rows import _plain_target
+
+    nfa = a.nfa
+    if n in nfa.tick or any(_plain_target(nfa, a.closures, tg) is None for _lo, _hi, tg in a.template(n)):
+        return "single other"
+    return "single plain"
+
+
+def multi_kind(_rows, _a, _s, configs):
+    k = len(configs)
+    return f"multi {'2' if k == 2 else '3-4' if k <= 4 else '5-16' if k <= 16 else '17+'}"
+
+
+def instrument():
+    from furca.constrain import _walk, automaton, rows, slices, trie_walks
+
+    timed(rows.Rows, "single", single_kind)
+    timed(rows.Rows, "multi", multi_kind)
+    timed(slices.SliceBounds, "slice_depth", "slice search")
+    timed(trie_walks, "resume", "walk resumes")
+    timed(automaton.LazyAutomaton, "_step_byte", "byte steps")
+    walk = _walk.get_walk()
+    walk_range, walk_roots = _walk.get_walk_range()
+
+    def counted(f):
+        def g(*a):
+            t0 = clock()
+            r = f(*a)
+            x = parts.setdefault("numba walks", [0, 0])
+            x[0] += clock() - t0
+            x[1] += 1
+            return r
+        return g
+    _walk._WALK[0] = (counted(walk), (counted(walk_range), counted(walk_roots))) + _walk._WALK[0][2:]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", required=True, help="schema file names, one per line")
+    ap.add_argument("--over-us", type=float, default=200.0)
+    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+    a = ap.parse_args()
+    sys.path.insert(0, os.path.join(ROOT, "..", "shared", "bench", "grammar"))
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import schemas
+    from constrain.tokenizers_cache import tokenizer_json
+    from tokenizers import Tokenizer
+
+    from furca.constrain import GrammarCompiler, TokenizerInfo
+
+    instrument()
+    path, eos = tokenizer_json("llama3_1")
+    tok = Tokenizer.from_file(str(path))
+    info = TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
+    bm = np.zeros((1, info.num_words), dtype=np.int32)
+    GrammarCompiler(info).compile_json_schema({"type": "object"}).matcher().fill_bitmask(bm)
+    gc.collect()
+    gc.freeze()
+    with open(a.files, encoding="utf-8") as f:
+        names = [ln.strip() for ln in f if ln.strip()]
+    over = a.over_us * 1e3
+    total: dict[str, list[int]] = {}
+    steps, slow_ns, slow_n = [], 0, 0
+    for name in names:
+        with open(os.path.join(a.data, name), encoding="utf-8") as f:
+            d = json.load(f)
+        g = GrammarCompiler(info).compile_json_schema(d["schema"])
+        g.matcher().fill_bitmask(bm)
+        for test in d["tests"]:
+            if not test["valid"]:
+                continue
+            ids = tok.encode(schemas.instance_text(test["data"], d["schema"]), add_special_tokens=False).ids
+            m = g.matcher()
+            for t in ids + [info.eos_token_id]:
+                parts.clear()
+                t0 = clock()
+                m.fill_bitmask(bm)
+                ok = m.accept_token(t)
+                dt = clock() - t0
+                steps.append(dt)
+                if dt > over:
+                    slow_ns += dt
+                    slow_n += 1
+                    for k, (ns, n) in parts.items():
+                        x = total.setdefault(k, [0, 0])
+                        x[0] += ns
+                        x[1] += n
+                if not ok:
+                    break
+    x = np.array(steps) / 1e3
+    print(f"{len(x)} steps, µs p50 {np.percentile(x, 50):.1f} p90 {np.percentile(x, 90):.1f} "
+          f"p99 {np.percentile(x, 99):.1f} max {x.max():.0f}; sum {x.sum() / 1e3:.0f} ms")
+    print(f"{slow_n} steps over {a.over_us:g} µs, {slow_ns / 1e6:.0f} ms:")
+    for k, (ns, n) in sorted(total.items(), key=lambda kv: -kv[1][0]):
+        print(f"  {k:14s} {ns / 1e6:8.1f} ms {100 * ns / max(slow_ns, 1):5.1f}%  {n:7d} calls  {ns / max(n, 1) / 1e3:6.1f} µs each")
+
+
+if __name__ == "__main__":
+    main()
