@@ -12,8 +12,10 @@ model's ``cpu_step`` and once with it set aside (the per-op layers), in alternat
 Per path: median and best wall ms per token, the process CPU ms per token (all threads:
 team threads spin at barriers and between ops, so this is ~threads x wall when nothing
 else runs; on a loaded machine, wall swings with the other processes and CPU time less),
-and for the compiled path the ms per token inside the step's one call (the layers) and
-the rest (embedding, final norm, LM head, sampling, scheduler).
+and for the compiled path the ms per token inside the step's one call (the layers: wall,
+and the calling thread's CPU time, which on one thread is the whole team's and does not
+grow with the machine's load) and the rest (embedding, final norm, LM head, sampling,
+scheduler).
 
 The floor: the bytes a step reads (the layers' packed weights, and the Q8_0 head) over the
 pure-read bandwidth of a large tensor sum (`bandwidth_floor.read_bandwidth`) on the same
@@ -55,35 +57,36 @@ def main() -> None:
     step = model.cpu_step
     if step is None:
         raise SystemExit("the compiled step does not apply to this model here (see cpu_step's docstring)")
-    inside = [0.0]
+    inside = [0.0, 0.0]  # wall, calling thread's CPU
     run = step.run
 
     def timed(*a):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         out = run(*a)
         inside[0] += time.perf_counter() - t
+        inside[1] += time.thread_time() - c
         return out
 
     step.run = timed
 
-    def gen(n: int) -> tuple[float, float, float, str]:
-        inside[0] = 0.0
+    def gen(n: int) -> tuple[float, float, float, float, str]:
+        inside[:] = 0.0, 0.0
         w, c = time.perf_counter(), time.process_time()
         out = engine.generate(PROMPT, sampling_params={"max_new_tokens": n, "temperature": 0, "ignore_eos": True})
-        return time.perf_counter() - w, time.process_time() - c, inside[0], out["text"]
+        return time.perf_counter() - w, time.process_time() - c, inside[0], inside[1], out["text"]
 
-    def per_token(use_step: bool) -> tuple[float, float, float, str]:
+    def per_token(use_step: bool) -> tuple[float, float, float, float, str]:
         model.cpu_step = step if use_step else None
         long, short = gen(args.tokens), gen(8)
         k = 1e3 / (args.tokens - 8)
-        return (long[0] - short[0]) * k, (long[1] - short[1]) * k, (long[2] - short[2]) * k, long[3]
+        return (*((long[i] - short[i]) * k for i in range(4)), long[4])
 
-    texts = {name: per_token(on)[3] for name, on in (("step", True), ("per-op", False))}  # warm-up
+    texts = {name: per_token(on)[4] for name, on in (("step", True), ("per-op", False))}  # warm-up
     rows: dict[str, list] = {"step": [], "per-op": []}
     for r in range(args.rounds):
         order = (("step", True), ("per-op", False)) if r % 2 == 0 else (("per-op", False), ("step", True))
         for name, on in order:
-            rows[name].append(per_token(on)[:3])
+            rows[name].append(per_token(on)[:4])
     load = os.getloadavg()[0]
     engine.shutdown()
 
@@ -93,13 +96,14 @@ def main() -> None:
     floor = {"layers": 1e3 * layer_bytes / bw, "head": 1e3 * head_bytes / bw}
     summary = {}
     for name, v in rows.items():
-        wall, cpu, layers = (statistics.median(x[i] for x in v) for i in range(3))
+        wall, cpu, layers, layers_cpu = (statistics.median(x[i] for x in v) for i in range(4))
         summary[name] = {"ms_per_token": wall, "best": min(x[0] for x in v), "cpu_ms_per_token": cpu,
                          "rounds": [round(x[0], 2) for x in v]}
         line = f"{name}: median {wall:.2f} ms/token (best {summary[name]['best']:.2f}), CPU {cpu:.2f} ms/token"
         if name == "step":
-            summary[name]["layers_ms"] = layers
-            line += f"; inside the step's call {layers:.2f} ms, the rest {wall - layers:.2f} ms"
+            summary[name].update(layers_ms=layers, layers_thread_cpu_ms=layers_cpu)
+            line += (f"; inside the step's call {layers:.2f} ms (calling thread's CPU {layers_cpu:.2f}), "
+                     f"the rest {wall - layers:.2f} ms")
         print(line + f" (rounds {', '.join(f'{x[0]:.2f}' for x in v)})")
     print(f"floor at {bw / 1e9:.1f} GB/s read: layers {layer_bytes / 1e6:.1f} MB -> {floor['layers']:.2f} ms, "
           f"head {head_bytes / 1e6:.1f} MB -> {floor['head']:.2f} ms")
