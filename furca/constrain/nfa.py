@@ -78,10 +78,22 @@ def _derives(e, known, empty):
     k = e[0]
     if k == "byte":
         return not empty and bool(e[1])
-    if k == "seq":
-        return all(_derives(x, known, empty) for x in e[1])
+    if k == "seq":  # loops, not all() / any() over generators: the UTF-8 classes make these wide
+        for x in e[1]:
+            if x[0] == "byte":
+                if empty or not x[1]:
+                    return False
+            elif not _derives(x, known, empty):
+                return False
+        return True
     if k == "alt":
-        return any(_derives(x, known, empty) for x in e[1])
+        for x in e[1]:
+            if x[0] == "byte":
+                if not empty and x[1]:
+                    return True
+            elif _derives(x, known, empty):
+                return True
+        return False
     if k == "rep":
         return e[2] == 0 or _derives(e[1], known, empty)
     if k == "len":
