@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import weakref
 
 import numpy as np
 import torch
@@ -172,7 +173,7 @@ class CpuStep:
         self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         self.intermediate = cfg.intermediate_size
         self.floats = np.array([cfg.rms_norm_eps, cfg.head_dim ** -0.5], np.float32)
-        self._cache = None  # the KV pool the table's K / V fields point into
+        self._cache = None  # a weak reference to the KV pool the table's K / V fields point into
         self._cache_table: np.ndarray | None = None
 
     @property
@@ -190,16 +191,17 @@ class CpuStep:
             return False
         cache = batch.kv_cache
         return (cache.dtype == torch.float32 and cache.device.type == "cpu"
+                and batch.kv_indices.dtype == batch.out_cache_loc.dtype == batch.kv_indptr.dtype == torch.int64
                 and isinstance(batch.attn_backend, TorchAttentionBackend) and batch.attn_backend.direct_decode
                 and not batch_invariant.enabled() and omp_team.available())
 
     def _table_for(self, cache) -> np.ndarray:
-        if self._cache is not cache:
+        if self._cache is None or self._cache() is not cache:
             table = self.table.copy()
             for layer in range(self.num_layers):
                 k, v = cache.arrays(layer)
                 table[layer, 2], table[layer, 3] = k.ctypes.data, v.ctypes.data
-            self._cache, self._cache_table = cache, table
+            self._cache, self._cache_table = weakref.ref(cache), table  # the pool's memory is not held here
         return self._cache_table
 
     def run(self, h: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor], batch
