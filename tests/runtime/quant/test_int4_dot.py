@@ -4,7 +4,8 @@ arithmetic exact (equal to the same rounding emulated in fp64), within each vari
 tolerance of dequantize-then-F.linear at M = 1, 7 and 64 (kernel and dequantize + F.linear
 paths), on one thread and on torch's OpenMP team; the int16 entry points
 (``quantize_x16``, ``int4_dot16_blocks``) keep their contract when called from njit code;
-``pack`` chooses the layout (with ``packed.INT4_DOT`` on) for fp16-exact groups of 32 only."""
+``pack`` chooses the layout (``packed.INT4_DOT``, on by default) for fp16-exact groups of
+32 only."""
 
 import numpy as np
 import pytest
@@ -112,7 +113,9 @@ def int4_dot_on(monkeypatch):
     monkeypatch.setattr(packed, "INT4_DOT", True)
 
 
-def test_q4_groups_keep_torchs_pack_by_default():
+def test_q4_groups_take_int4_dot_by_default_and_torchs_pack_when_off(monkeypatch):
+    assert isinstance(pack(_groups("Q4_1")), Int4Dot)
+    monkeypatch.setattr(packed, "INT4_DOT", False)
     assert isinstance(pack(_groups("Q4_1")), Int4Packed)
 
 
