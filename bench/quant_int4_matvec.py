@@ -1,14 +1,13 @@
-"""furca's own int4 matvecs (Int4Cols, Int4Dot: numba) against torch's int4 op, in one process.
+"""furca's own int4 matvec (Int4Dot: numba) against torch's int4 op, in one process.
 
     nice -n -10 .venv/bin/python bench/quant_int4_matvec.py [--rounds 5] [--layers 30] [--ms 1,2,4]
         [--threads 1,2] [--clock wall|thread] [--hot 0]
 
 The default model's own GGUF file gives the weights: every layer's Q4_1 projections as
 the engine fuses them (qkv 960x576, o 576x576, gate_up 3072x576, down 576x1536), packed
-three ways: ``Int4Packed`` (torch's CPU int4 pack, ``_weight_int4pack_mm_for_cpu``, bf16
-x and bf16 scale / zero, as the engine's decode runs it), ``Int4Cols`` (fp32 x, fp16
-scale / offset, ``cpu_int4_kernels``) and ``Int4Dot`` (bf16 x rounded to int16 per group
-of 32, integer VNNI dot products ``vpdpwssd``, bf16 out, ``cpu_int4_dot_kernels``; and the
+two ways: ``Int4Packed`` (torch's CPU int4 pack, ``_weight_int4pack_mm_for_cpu``, bf16
+x and bf16 scale / zero) and ``Int4Dot`` (bf16 x rounded to int16 per group
+of 32, integer VNNI dot products ``vpdpbusd`` on two int8 halves, bf16 out, ``cpu_int4_dot_kernels``; and the
 same weight with x rounded to int8, ``vpdpbusd``: ``x_bits = 8``). One set is all
 ``--layers`` layers' projections (distinct weights, so none stays in cache between uses). Each round times one set per
 kernel, alternating: on one thread, then on 2 threads with a parallel torch op (an add
@@ -40,12 +39,11 @@ import torch
 
 from furca.runtime.loader.gguf import read_gguf
 from furca.runtime.quant.groups import QuantGroups
-from furca.runtime.quant.int4_cols import Int4Cols
 from furca.runtime.quant.int4_dot import Int4Dot, vnni_available
 from furca.runtime.quant.packed import Int4Packed
 
 GGUF = Path("~/.cache/furca/gguf/SmolLM2-135M-Instruct.Q4_1.gguf").expanduser()
-KINDS = ("torch", "cols", "dot16", "dot8")
+KINDS = ("torch", "dot16", "dot8")
 FUSED = (("q_proj", "k_proj", "v_proj"), ("o_proj",), ("gate_proj", "up_proj"), ("down_proj",))
 
 
@@ -74,7 +72,7 @@ def int8_x_dot(x: np.ndarray, w: QuantGroups) -> np.ndarray:
     return (dots * (d[..., 0][:, None, :] * s[None]) + (xb * 1.0).sum(2)[:, None, :] * o[None]).sum(2)
 
 
-def errors(w: QuantGroups, torch_p: Int4Packed, cols: Int4Cols, dot: Int4Dot, dot8: Int4Dot,
+def errors(w: QuantGroups, torch_p: Int4Packed, dot: Int4Dot, dot8: Int4Dot,
            m: int) -> dict[str, float]:
     x = torch.randn(m, w.shape[1])
     ref = (x.double() @ w.dequantize().double().t()).numpy()
@@ -82,7 +80,6 @@ def errors(w: QuantGroups, torch_p: Int4Packed, cols: Int4Cols, dot: Int4Dot, do
     xb = x.to(torch.bfloat16)
     ref_b = (xb.double() @ w.dequantize().double().t()).numpy()  # the bf16 x itself, exact
     got = {"torch int4 (bf16 x)": torch_p.matmul(xb).double().numpy(),
-           "Int4Cols (fp32)": cols.matvec(x.numpy().copy()).astype(np.float64),
            "Int4Dot int16 x (fp32 x, out)": dot.matvec(x).double().numpy(),
            "Int4Dot int8 x (fp32 x, out)": dot8.matvec(x).double().numpy(),
            "int8 x per block": int8_x_dot(x.numpy(), w)}
@@ -104,15 +101,14 @@ def main() -> None:
     ws = load_projections(args.layers)
     torch_ps = [Int4Packed(w, 32) for w in ws]
     assert vnni_available(), "Int4Dot needs AVX512_VNNI"
-    cols = [Int4Cols.pack(w) for w in ws]
     dots = [Int4Dot.pack(w) for w in ws]
     dots8 = [Int4Dot(d.words, d.scale, d.offset, d.shape) for d in dots]  # the same arrays
     for d in dots8:
         d.x_bits = 8
-    assert all(c is not None for c in cols + dots), "a Q4_1 tensor's d / m did not fit fp16"
+    assert all(d is not None for d in dots), "a Q4_1 tensor's d / m did not fit fp16"
     weights = sum(w.shape[0] * w.shape[1] for w in ws)
     print(f"{len(ws)} weights, {weights / 1e6:.1f}M weights; resident MB: torch pack "
-          f"{sum(p.nbytes for p in torch_ps) / 1e6:.1f}, Int4Cols {sum(c.nbytes for c in cols) / 1e6:.1f}, "
+          f"{sum(p.nbytes for p in torch_ps) / 1e6:.1f}, "
           f"Int4Dot {sum(c.nbytes for c in dots) / 1e6:.1f}")
 
     big, buf = torch.randn(1 << 16), torch.empty(1 << 16)
@@ -120,7 +116,7 @@ def main() -> None:
     thread_counts = [int(v) for v in args.threads.split(",")]
     assert args.clock == "wall" or thread_counts == [1], "--clock thread times one thread: --threads 1"
     clock = time.perf_counter if args.clock == "wall" else time.thread_time
-    sets = list(zip(torch_ps, cols, dots, dots8))
+    sets = list(zip(torch_ps, dots, dots8))
     if args.hot:
         sets = [sets[2]] * args.hot  # one gate_up weight, again and again
         weights = args.hot * ws[2].shape[0] * ws[2].shape[1]
@@ -128,16 +124,13 @@ def main() -> None:
     def run_set(kind: str, m: int, threads: int) -> float:
         xs = {k: torch.randn(m, k) for k in (576, 1536)}
         xb = {k: v.to(torch.bfloat16) for k, v in xs.items()}
-        xn = {k: v.numpy() for k, v in xs.items()}
         total = 0.0
-        for p, c, dt, d8 in sets:
+        for p, dt, d8 in sets:
             if threads > 1:
                 torch.add(big, 1.0, out=buf)
             t = clock()
             if kind == "torch":
                 p._small(xb[p.shape[1]])
-            elif kind == "cols":
-                c.matvec(xn[c.shape[1]], threads)
             elif kind == "dot16":
                 dt.matvec(xb[dt.shape[1]], threads)
             else:
@@ -159,15 +152,14 @@ def main() -> None:
                     results[(m, th, kind)].append(run_set(kind, m, th))
     load = os.getloadavg()
     print(f"ns per weight ({args.clock} clock{', one weight hot' if args.hot else ''}), median (best) of the rounds:")
-    print("| M | threads | torch int4 | Int4Cols | Int4Dot int16 x | Int4Dot int8 x | Int4Cols / torch "
-          "| int16 / torch | int8 / torch |")
-    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    print("| M | threads | torch int4 | Int4Dot int16 x | Int4Dot int8 x | int16 / torch | int8 / torch |")
+    print("|--:|--:|--:|--:|--:|--:|--:|")
     for m in ms:
         for th in thread_counts:
             med = [statistics.median(results[(m, th, kind)]) for kind in KINDS]
             best = [min(results[(m, th, kind)]) for kind in KINDS]
             cells = " | ".join(f"{a:.3f} ({b:.3f})" for a, b in zip(med, best))
-            ratios = " | ".join(f"{med[i] / med[0]:.2f} ({best[i] / best[0]:.2f})" for i in (1, 2, 3))
+            ratios = " | ".join(f"{med[i] / med[0]:.2f} ({best[i] / best[0]:.2f})" for i in (1, 2))
             print(f"| {m} | {th} | {cells} | {ratios} |")
     print("rounds (ns/weight): " + "; ".join(
         f"M{m} t{th} {kind} " + " ".join(f"{v:.3f}" for v in results[(m, th, kind)])
@@ -177,7 +169,7 @@ def main() -> None:
     for i, m in enumerate((1, 7, 64)):
         j = (2 + 4 * i) % len(ws)  # a gate_up weight
         w = ws[j]
-        errs = errors(w, torch_ps[j], cols[j], dots[j], dots8[j], m)
+        errs = errors(w, torch_ps[j], dots[j], dots8[j], m)
         print(f"error vs dequantize + F.linear (fp64), M={m}, {w.shape[0]}x{w.shape[1]}, relative to max |y|: "
               + ", ".join(f"{k} {v:.1e}" for k, v in errs.items()))
 

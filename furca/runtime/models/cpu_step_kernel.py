@@ -57,7 +57,7 @@ from furca.runtime.quant.cpu_kernels import group_matmul_rows
 # the modules whose kernels this one's compiled code contains (numba links them in)
 _LINKED = ("furca.runtime.attention.cpu_decode_kernel", "furca.runtime.cpu_math_kernel",
            "furca.runtime.models.cpu_glue_kernel", "furca.runtime.models.cpu_step", "furca.runtime.omp_team_kernel",
-           "furca.runtime.quant.cpu_int4_dot_kernels", "furca.runtime.quant.cpu_int4_kernels",
+           "furca.runtime.quant.cpu_int4_dot_kernels", "furca.runtime.quant.cpu_bits",
            "furca.runtime.quant.cpu_kernels")
 
 

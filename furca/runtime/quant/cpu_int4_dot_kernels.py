@@ -36,7 +36,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from furca.runtime.omp_team_kernel import TEAM_SIGNATURE, as_ptr, claim
-from furca.runtime.quant.cpu_int4_kernels import LOW_NIBBLE, f32_bits, half_to_f32, nibble_f32
+from furca.runtime.quant.cpu_bits import LOW_NIBBLE, f32_bits, half_to_f32, nibble_f32
 from furca.runtime.quant.cpu_kernels import store_row
 
 _OPTS = dict(fastmath=True, nogil=True, cache=True, boundscheck=False, error_model="numpy")

@@ -22,7 +22,6 @@ import torch
 
 from furca.runtime import omp_team
 from furca.runtime.quant.groups import QuantGroups
-from furca.runtime.quant.int4_cols import unsigned_fp16
 from furca.runtime.quant.packed import PackedWeight, _as_torch, _scratch, _split_rows
 
 _GROUP = 32
@@ -45,6 +44,40 @@ def vnni_available() -> bool:
         except ImportError:
             _VNNI.append(False)
     return _VNNI[0]
+
+
+def fp16_bits(t: torch.Tensor) -> np.ndarray | None:
+    """t (fp32) as fp16 bits (uint16), or None where fp16 does not hold it exactly."""
+    h = t.to(torch.float16)
+    if not torch.equal(h.to(torch.float32), t):
+        return None
+    return h.view(torch.int16).numpy().view(np.uint16)
+
+
+def unsigned_fp16(groups: QuantGroups, align: int,
+                  group_ok: bool) -> tuple[torch.Tensor, np.ndarray, np.ndarray] | None:
+    """``groups`` (when ``group_ok`` and its codes take at most 4 bits) as unsigned codes q (N padded to a multiple of ``align`` with zero rows,
+    K) int32 in 0..15 and contiguous fp16 bits of scale and offset (K / group, N padded),
+    w = scale * q + offset (a signed code c gets q = c + 8 and offset -8 * scale); None
+    when a code falls outside 0..15 or fp16 does not hold a scale or an offset exactly."""
+    if groups.bits > 4 or not group_ok:
+        return None
+    n, k = groups.shape
+    q = groups.codes.to(torch.int32)
+    offset = torch.zeros_like(groups.scale) if groups.offset is None else groups.offset
+    if groups.signed:
+        q, offset = q + 8, offset - 8.0 * groups.scale
+    if int(q.min()) < 0 or int(q.max()) > 15:
+        return None
+    scale16, offset16 = fp16_bits(groups.scale.t().contiguous()), fp16_bits(offset.t().contiguous())
+    if scale16 is None or offset16 is None:
+        return None
+    pad = -n % align
+    if pad:  # zero rows (q = 0, scale = offset = 0)
+        q = torch.cat([q, q.new_zeros(pad, k)])
+        zeros = np.zeros((k // groups.group, pad), np.uint16)
+        scale16, offset16 = np.concatenate([scale16, zeros], 1), np.concatenate([offset16, zeros], 1)
+    return q, np.ascontiguousarray(scale16), np.ascontiguousarray(offset16)
 
 
 class Int4Dot(PackedWeight):
