@@ -5,9 +5,9 @@
 #
 # The build is CPU-only, with no BLAS library: ggml's own quantized dot products run every
 # matmul, the way llama.cpp serves a GGUF file by default. It targets this machine's vector
-# extensions (AVX2, FMA, F16C, AVX-512 F / VBMI / VNNI / BF16, AVX-VNNI), named one by one
-# rather than by -march=native because native also turns on ggml's AMX matmul, which on
-# this machine (a VM whose CPU reports AMX) dies with SIGILL at `tilezero` in an OpenMP
+# extensions (those of AVX2, FMA, F16C, AVX-512 F / VBMI / VNNI / BF16, AVX-VNNI that
+# /proc/cpuinfo lists), named one by one rather than by -march=native because native also
+# turns on ggml's AMX matmul, which on a VM whose CPU reports AMX dies with SIGILL at `tilezero` in an OpenMP
 # worker of ggml_backend_amx_mul_mat on the first forward; LLAMA_NATIVE=1 builds with
 # -march=native for a machine where AMX works. Only package registries are needed (pip
 # fetches the sdist, which carries the vendored llama.cpp sources).
@@ -36,9 +36,14 @@ fi
 if [ "${LLAMA_NATIVE:-0}" = 1 ]; then
     ISA="-DGGML_NATIVE=ON"
 else
-    ISA="-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
--DGGML_BMI2=ON -DGGML_AVX_VNNI=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON \
--DGGML_AVX512_BF16=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+    # each extension on only where /proc/cpuinfo lists it: a build for another CPU of the
+    # family dies with SIGILL (AVX-VNNI and AVX512-BF16 on an Ice Lake, which has neither)
+    FLAGS=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+    ISA="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+    for pair in sse4_2:SSE42 avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx_vnni:AVX_VNNI avx512f:AVX512 \
+                avx512vbmi:AVX512_VBMI avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16; do
+        if [[ "$FLAGS" == *" ${pair%%:*} "* ]]; then ISA="$ISA -DGGML_${pair##*:}=ON"; else ISA="$ISA -DGGML_${pair##*:}=OFF"; fi
+    done
 fi
 export CMAKE_ARGS="$ISA -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF \
 -DGGML_METAL=OFF -DGGML_OPENMP=ON -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF \
