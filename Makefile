@@ -23,9 +23,10 @@ $(STAMP): pyproject.toml Makefile
 
 setup: $(STAMP)
 
+# the default model from its own Q4_1 GGUF (fetched on first use), kept quantized: on a CPU
+# with AVX512-VNNI its decode runs as one compiled call a step (README, "Numbers")
 run: setup
-	$(VENV)/bin/furca pull
-	$(PY) examples/quickstart.py
+	$(VENV)/bin/furca run examples/quickstart.py --model default-gguf
 
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 tests

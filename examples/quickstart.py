@@ -3,7 +3,8 @@ a chat turn, a follow-up that reuses the conversation (its prefix comes from the
 radix cache), a choice scored by log-likelihood, and three samples that share a
 prompt through fork.
 
-    make run        # or: .venv/bin/python examples/quickstart.py
+    make run        # the model's own Q4_1 GGUF: furca run examples/quickstart.py --model default-gguf
+    .venv/bin/python examples/quickstart.py          # Engine(): the converted fp32 directory
     furca run examples/quickstart.py --backend http://127.0.0.1:30000   # on a server
 """
 
