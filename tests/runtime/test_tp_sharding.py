@@ -55,8 +55,8 @@ def _rank(rank: int, size: int, addr: str, paths: list[str], results) -> None:
     torch.set_num_threads(1)
     group.init_groups(rank, size, addr, torch.device("cpu"))
     out = [_forward(load_model(p, dtype="float32", tp=TPShard(rank, size)).model) for p in paths]
-    if rank == 0:
-        results.put(out)
+    if rank == 0:  # as arrays, pickled by value: a tensor would travel as a shared-memory fd that
+        results.put([None if t is None else t.numpy() for t in out])  # dies with this process
     group.destroy_groups()
 
 
@@ -70,7 +70,7 @@ def _sharded_logits(size: int, paths: list[str]) -> list[torch.Tensor]:
     for p in procs:
         p.start()
     try:
-        out = results.get(timeout=300)
+        out = [None if a is None else torch.from_numpy(a) for a in results.get(timeout=300)]
     finally:
         for p in procs:
             p.join(60)
