@@ -3,7 +3,7 @@
 Every front end produces the IR (``ir.py``): regex (``regex.py``), GBNF (``gbnf.py``),
 Lark (``lark_grammar.py``), choices (here), JSON schemas (``json_schema``: its rules
 lowered to the IR directly, no grammar text), structural tags (``structural_tag.py``).
-``nfa.prepare`` checks the IR, ``build_nfa`` turns it into one byte-level NFA with rule
+``prepare.prepare`` checks the IR, ``build_nfa`` turns it into one byte-level NFA with rule
 calls, and a ``LazyAutomaton`` over the tokenizer's trie computes states and masks on
 demand. Compiling computes the first state's mask too, so a request's first
 fill_bitmask is a copy.
@@ -26,7 +26,8 @@ from .gcpause import GC_PAUSE as _GC_PAUSE
 from .json_schema import ANY_OBJECT, schema_to_ir
 from .lark_grammar import parse_lark
 from .matcher import CompiledGrammar
-from .nfa import build_nfa, prepare
+from .nfa import build_nfa
+from .prepare import prepare
 from .regex import regex_grammar
 from .structural_tag import check_structural_tag, structural_tag_grammar
 from .tokenizer import TokenizerInfo

@@ -103,7 +103,8 @@ def test_utf8_class_shares_continuation_states():
     # [^"\\] as UTF-8: one node per "continuation bytes still due" (and the E0/ED/F0/F4
     # second bytes), not one per byte-range sequence
     e = ir.char_class([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)])
-    from furca.constrain.nfa import build_nfa, prepare
+    from furca.constrain.nfa import build_nfa
+    from furca.constrain.prepare import prepare
 
     nfa = build_nfa(prepare(ir.Grammar({"root": e})))
     assert sum(1 for e in nfa.edges if e) <= 9  # 19 with one path per sequence

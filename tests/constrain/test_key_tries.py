@@ -16,7 +16,7 @@ import random
 import pytest
 
 from furca.constrain import GrammarCompiler, ir, key_trie
-from furca.constrain.nfa import prepare
+from furca.constrain.prepare import prepare
 from furca.constrain.slice_proof import UNBOUNDED
 from furca.errors import CompileError
 

@@ -7,7 +7,8 @@ import random
 import pytest
 
 from furca.constrain import ir
-from furca.constrain.nfa import _simplify, build_nfa, prepare
+from furca.constrain.nfa import build_nfa
+from furca.constrain.prepare import _simplify, prepare
 from furca.errors import CompileError
 
 
