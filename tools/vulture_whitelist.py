@@ -71,6 +71,7 @@ _.post_processor  # likewise
 num_finished  # StepStats field: step observers' API (docs/runtime.md, "Step observers")
 _.special_token_ids  # Tokenizer API (bench/vs_transformers.py draws prompts without them)
 _.add_bos_token  # Tokenizer API, tested in tests/runtime/test_loader.py
+_.get_source_stamp  # numba's cache-locator hook (runtime/numba_cache.py), called by numba
 
 # runtime/quant
 _.extra_repr  # nn.Module's repr hook (QuantLinear)

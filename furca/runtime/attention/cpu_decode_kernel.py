@@ -17,7 +17,10 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from furca.runtime.cpu_math_kernel import exp_nonpositive
+from furca.runtime.numba_cache import link_sources
 from furca.runtime.omp_team_kernel import TEAM_SIGNATURE, as_ptr, claim
+
+link_sources(__file__, "furca.runtime.cpu_math_kernel", "furca.runtime.omp_team_kernel")  # compiled into ours
 
 # The kernel prefetches the K (then V) rows of the keys this far ahead: slots are
 # scattered (decode tokens interleave), so the hardware prefetcher misses them.

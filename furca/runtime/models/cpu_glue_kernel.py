@@ -15,6 +15,9 @@ from numba import njit, types
 from numba.extending import overload
 
 from furca.runtime.cpu_math_kernel import exp_nonpositive
+from furca.runtime.numba_cache import link_sources
+
+link_sources(__file__, "furca.runtime.cpu_math_kernel")  # its kernels are compiled into ours
 
 # fastmath without "nnan"/"ninf": sums may be reassociated (vectorized), but an inf or NaN
 # activation propagates as torch's ops propagate it

@@ -35,13 +35,8 @@ column. Everything is at module level and cache-safe (addresses only in the argu
 
 from __future__ import annotations
 
-import hashlib
-import os
-import sys
-
 import numpy as np
 from numba import carray, cfunc, njit, types
-from numba.core import caching
 
 from furca.runtime.attention.cpu_decode_kernel import decode_tasks
 from furca.runtime.models.cpu_glue_kernel import add_rms_norm_rows, rope_qkv_rows, silu_mul_rows
@@ -50,45 +45,17 @@ from furca.runtime.models.cpu_step import (
     A_KV_INDICES, A_KV_LEN, A_KV_START, A_LAYERS, A_LOC, A_M, A_NUM_INDICES, A_NUM_THREADS, A_QKV, A_RESIDUAL,
     A_ROWS, A_SIN, A_SLOTS, A_SYNC, A_TABLE, A_THREAD_NUM, ARGS, COUNTERS_AT, DOWN, GATE_UP, GROUP_I8, INT4_DOT,
     O, PHASES, QKV, REC, SEG)
+from furca.runtime.numba_cache import link_sources
 from furca.runtime.omp_team_kernel import TEAM_SIGNATURE, as_ptr, call_int, fetch_add, load_acquire
 from furca.runtime.quant.cpu_int4_dot_kernels import int4_dot16_blocks, quantize_x16
 from furca.runtime.quant.cpu_kernels import group_matmul_rows
 
-# the modules whose kernels this one's compiled code contains (numba links them in)
-_LINKED = ("furca.runtime.attention.cpu_decode_kernel", "furca.runtime.cpu_math_kernel",
-           "furca.runtime.models.cpu_glue_kernel", "furca.runtime.models.cpu_step", "furca.runtime.omp_team_kernel",
-           "furca.runtime.quant.cpu_int4_dot_kernels", "furca.runtime.quant.cpu_bits",
-           "furca.runtime.quant.cpu_kernels")
-
-
-class _LinkedSourcesLocator(caching.InTreeCacheLocator):
-    """numba's disk cache of this module's kernels, keyed on this file AND the files of the
-    kernels they call: numba keys a cache on the caller's file alone, so an edit to, say,
-    `int4_dot16_blocks` left the step running the old tile while the per-op path ran the
-    new one."""
-
-    @classmethod
-    def from_function(cls, py_func, py_file):
-        if os.path.abspath(py_file) != os.path.abspath(__file__):
-            return None
-        return super().from_function(py_func, py_file)
-
-
-def _linked_sources_stamp(_locator) -> str:
-    """The locator's source stamp: a hash of this file and of the linked modules' files."""
-    digest = hashlib.sha256()
-    for path in [__file__, *(sys.modules[name].__file__ for name in _LINKED)]:
-        with open(path, "rb") as f:
-            digest.update(f.read())
-    return digest.hexdigest()
-
-
-setattr(_LinkedSourcesLocator, "get_source_stamp", _linked_sources_stamp)  # numba's hook, overridden
-
-
-_LOCATORS = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # named so from numba 0.61
-if _LinkedSourcesLocator not in _LOCATORS._locator_classes:
-    _LOCATORS._locator_classes.insert(0, _LinkedSourcesLocator)
+# the modules whose kernels this one's compiled code contains (numba links them in): its
+# disk cache is keyed on their files too
+link_sources(__file__, "furca.runtime.attention.cpu_decode_kernel", "furca.runtime.cpu_math_kernel",
+             "furca.runtime.models.cpu_glue_kernel", "furca.runtime.models.cpu_step", "furca.runtime.omp_team_kernel",
+             "furca.runtime.quant.cpu_int4_dot_kernels", "furca.runtime.quant.cpu_bits",
+             "furca.runtime.quant.cpu_kernels")
 
 _SPINS_BEFORE_YIELD = 1 << 12  # a barrier spins this long before giving the core away
 _sched_yield = types.ExternalFunction("sched_yield", types.int32())

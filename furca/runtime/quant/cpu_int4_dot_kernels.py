@@ -35,9 +35,13 @@ from numba import carray, cfunc, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
+from furca.runtime.numba_cache import link_sources
 from furca.runtime.omp_team_kernel import TEAM_SIGNATURE, as_ptr, claim
 from furca.runtime.quant.cpu_bits import LOW_NIBBLE, f32_bits, half_to_f32, nibble_f32
 from furca.runtime.quant.cpu_kernels import store_row
+
+# the modules whose kernels and intrinsics are compiled into ours
+link_sources(__file__, "furca.runtime.omp_team_kernel", "furca.runtime.quant.cpu_bits", "furca.runtime.quant.cpu_kernels")
 
 _OPTS = dict(fastmath=True, nogil=True, cache=True, boundscheck=False, error_model="numpy")
 

@@ -40,7 +40,10 @@ from __future__ import annotations
 import numpy as np
 from numba import carray, cfunc, njit
 
+from furca.runtime.numba_cache import link_sources
 from furca.runtime.omp_team_kernel import TEAM_SIGNATURE, as_ptr, claim
+
+link_sources(__file__, "furca.runtime.omp_team_kernel")  # its intrinsics are compiled into ours
 
 _ROWS = 4  # weight rows widened and dotted together by group_matmul_rows
 _OPTS = dict(fastmath=True, nogil=True, cache=True, boundscheck=False, error_model="numpy")
