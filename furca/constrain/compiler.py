@@ -24,6 +24,7 @@ from .deadline import CompileTimeout
 from .gbnf import parse_gbnf
 from .gcpause import GC_PAUSE as _GC_PAUSE
 from .json_schema import ANY_OBJECT, schema_to_ir
+from .json_schema.compiler import schema_key
 from .lark_grammar import parse_lark
 from .matcher import CompiledGrammar
 from .nfa import build_nfa
@@ -128,14 +129,14 @@ class GrammarCompiler:
         Raises CompileError for text that is not JSON, a schema invalid under its draft's
         metaschema, an unresolvable ``$ref``, a schema that accepts nothing, a bad
         keyword argument, and (unsupported="raise") an unenforceable keyword. Cached by
-        the schema's JSON text and every keyword."""
+        the schema's JSON text (as `json_schema.compiler.schema_key`) and every keyword."""
         if isinstance(schema, str):
             try:
                 schema = json.loads(schema)
             except json.JSONDecodeError as e:
                 raise CompileError(f"JSON schema is not valid JSON: {e}") from None
         opts = (allow_extra_properties, unsupported, whitespace, max_whitespace)
-        return self._cached(("json_schema", json.dumps(schema)) + opts,
+        return self._cached(("json_schema", schema_key(schema)) + opts,
                             lambda: schema_to_ir(schema, allow_extra_properties=allow_extra_properties,
                                                  unsupported=unsupported, whitespace=whitespace,
                                                  max_whitespace=max_whitespace))

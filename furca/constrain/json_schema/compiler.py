@@ -2,8 +2,8 @@
 
 One `Compiler` per call. `value(schema, where)` returns the IR of every JSON text
 the schema accepts (a Ref when the body became a rule). Identical subschemas share
-one rule (memo keyed by their JSON text, key order kept since property order
-matters); `$ref` targets get a rule named after their pointer, reserved before
+one rule (memo keyed by `schema_key`: equal for equal JSON texts, key order kept
+since property order matters); `$ref` targets get a rule named after their pointer, reserved before
 their body is built so recursion closes on itself. Before a schema is built,
 not/if/dependencies are rewritten (logic.py), allOf is merged (merge.py), anyOf
 and oneOf are distributed over the sibling keywords (oneOf made exclusive,
@@ -55,6 +55,7 @@ class Compiler:
         self.warn = warn
         self.g = Grammar()
         self.memo = {}
+        self.keys = {}  # id(subschema) -> (subschema, its schema_key): each keyed once
         schema_uri = root.get("$schema", "") if isinstance(root, dict) else ""
         self.draft7 = isinstance(schema_uri, str) and any(d in schema_uri for d in _DRAFT7_URIS)
         self.refs = RefIndex(root, self.draft7) if isinstance(root, dict) else None
@@ -109,7 +110,7 @@ class Compiler:
             return NOTHING
         if not isinstance(schema, dict):
             raise CompileError("%s: a schema must be an object or a boolean, got %s" % (where, type(schema).__name__))
-        return self._memoised(canon_ordered(schema), hint, lambda: self.build(schema, where), where)
+        return self._memoised(schema_key(schema, self.keys), hint, lambda: self.build(schema, where), where)
 
     def ref_value(self, ref, where: str):
         ptr, target = self.refs.resolve(ref, where)
@@ -333,9 +334,78 @@ _TYPE_BUILDERS = {
 }
 
 
-def canon_ordered(schema) -> str:
-    """Memo key: the schema's JSON text, key order kept (property order matters)."""
-    return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+class _Tag:
+    """A container's tag in `schema_key` (equal to nothing but itself)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return self.name
+
+
+_DICT, _LIST, _TRUE, _FALSE = _Tag("dict"), _Tag("list"), _Tag("true"), _Tag("false")
+
+
+def schema_key(x, known: dict | None = None):
+    """A hashable key of a JSON value, equal for two values exactly when their JSON texts
+    (key order kept, as json.dumps writes them) are equal: a dict is the tuple (tag, key,
+    value, key, value, ...), a list (tag, items...), strings, ints and None themselves,
+    floats their repr, booleans a tag. Unlike the JSON text, it allocates one tuple per
+    container, not a new string per string per enclosing subschema (the translator keyed
+    every subschema by its text: O(size x depth) strings, and in a process forked to
+    compile, nearly every new object is a page written). known: {id(container): (container,
+    key)}, filled and reused (a compile's subschemas are keyed once). TypeError for what
+    JSON cannot hold, ValueError for a container that contains itself (as json.dumps)."""
+    t = type(x)
+    if t is str or x is None or t is int:
+        return x
+    if known is not None:
+        hit = known.get(id(x))
+        if hit is not None and hit[0] is x:
+            return hit[1]
+    if isinstance(x, dict):
+        out = [_DICT]
+        if known is None:
+            known = {}
+        known[id(x)] = (x, None)  # in progress: a cycle finds None
+        for k, v in x.items():
+            if type(k) is not str:
+                k = k if isinstance(k, str) else json.dumps(k)  # as json.dumps writes a key
+            out.append(k)
+            kv = schema_key(v, known)
+            if kv is None and v is not None:
+                raise ValueError("Circular reference detected")
+            out.append(kv)
+        key = tuple(out)
+        known[id(x)] = (x, key)
+        return key
+    if isinstance(x, (list, tuple)):
+        out = [_LIST]
+        if known is None:
+            known = {}
+        known[id(x)] = (x, None)
+        for v in x:
+            kv = schema_key(v, known)
+            if kv is None and v is not None:
+                raise ValueError("Circular reference detected")
+            out.append(kv)
+        key = tuple(out)
+        known[id(x)] = (x, key)
+        return key
+    if x is True:
+        return _TRUE
+    if x is False:
+        return _FALSE
+    if isinstance(x, str):
+        return str(x)
+    if isinstance(x, float):
+        return ("float", float.__repr__(x))
+    if isinstance(x, int):
+        return int(x)
+    raise TypeError("Object of type %s is not JSON serializable" % type(x).__name__)
 
 
 def _is_simple(body) -> bool:

@@ -179,6 +179,12 @@ def _unique_items(m, v, x, root):
 def _properties(m, v, x, root):
     if not isinstance(x, dict):
         return True
+    if len(x) < len(v):  # a schema node has a few of the metaschema's ~45 properties: look up its own
+        for k, val in x.items():
+            sub = v.get(k)
+            if sub is not None and not _ok(sub, val, root):
+                return False
+        return True
     return all(_ok(sub, x[k], root) for k, sub in v.items() if k in x)
 
 

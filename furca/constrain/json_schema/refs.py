@@ -22,30 +22,43 @@ class RefIndex:
         self.anchors = {}    # (absolute URI, anchor) -> document pointer
         root_id = root.get("$id", root.get("id")) if isinstance(root, dict) else None
         self.root_uri = urldefrag(root_id)[0] if isinstance(root_id, str) else ""
-        self._walk(root, "#", self.root_uri)
+        self.base["#"] = self.root_uri
+        self._walk(root, [], self.root_uri, self.root_uri)
 
-    def _walk(self, node, ptr, base):
+    def _walk(self, node, path, base, outer):
+        """Indexes node (at the pointer "#" + "/".join(path)); outer: the base URI in effect
+        at its parent. `base` records only the pointers where the base URI changes
+        (`base_at` looks up the nearest one above): no pointer string per node."""
         if isinstance(node, dict):
             nid = node.get("$id") if not (self.draft7 and "$ref" in node) else None
             if nid is None and "$ref" not in node and isinstance(node.get("id"), str) and not isinstance(node.get("id"), dict):
-                nid = node.get("id") if not ptr.endswith("/properties") else None
-            if isinstance(nid, str):
-                uri, frag = urldefrag(urljoin(base, nid))
-                if uri:
-                    base = uri
-                    self.by_uri.setdefault(base, ptr)
-                if frag and not frag.startswith("/"):  # draft-7 style "$id": "#foo"
-                    self.anchors[(base, frag)] = ptr
-            if isinstance(node.get("$anchor"), str):
-                self.anchors[(base, node["$anchor"])] = ptr
-            self.base[ptr] = base
+                nid = node.get("id") if not (path and path[-1] == "properties") else None
+            anchor = node.get("$anchor")
+            if isinstance(nid, str) or isinstance(anchor, str):
+                ptr = "#" + "".join("/" + p for p in path)
+                if isinstance(nid, str):
+                    uri, frag = urldefrag(urljoin(base, nid))
+                    if uri:
+                        base = uri
+                        self.by_uri.setdefault(base, ptr)
+                    if frag and not frag.startswith("/"):  # draft-7 style "$id": "#foo"
+                        self.anchors[(base, frag)] = ptr
+                if isinstance(anchor, str):
+                    self.anchors[(base, anchor)] = ptr
+                if base != outer:
+                    self.base[ptr] = base
             for k, v in node.items():
-                if k in _NO_SUBSCHEMA:
+                if k in _NO_SUBSCHEMA or not isinstance(v, (dict, list)):
                     continue
-                self._walk(v, ptr + "/" + k.replace("~", "~0").replace("/", "~1"), base)
+                path.append(k.replace("~", "~0").replace("/", "~1"))
+                self._walk(v, path, base, base)
+                path.pop()
         elif isinstance(node, list):
             for i, v in enumerate(node):
-                self._walk(v, "%s/%d" % (ptr, i), base)
+                if isinstance(v, (dict, list)):
+                    path.append(str(i))
+                    self._walk(v, path, base, base)
+                    path.pop()
 
     def base_at(self, where: str) -> str:
         p = where
