@@ -10,6 +10,11 @@ generations whenever their counters are due, full collections included). Measure
 (100 MaskBench schemas, thread CPU time, two rounds: max step 79 / 90 ms without a pause,
 65 / 81 ms paused, 26 / 23 ms paused and collected at the end; p99 1.46 / 1.94, 1.48 / 1.60,
 1.54 / 1.45 ms; full collections 8, 8, 2).
+The young collection runs only when the young generation passed its threshold during the
+pause (gc.get_count()[0] > gc.get_threshold()[0]): most new masks allocate fewer objects
+than that, and collecting them each time cost ~10-20 µs a new mask (and counted one more
+young collection toward the escalations to the older generations); left below the
+threshold, they are collected with the next ordinary young collection.
 
 gc.disable() is process-wide: one pause that re-enabled the GC while another still ran
 would let the next collection traverse the other's live young objects (a 0.1-0.3 s
@@ -24,11 +29,10 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from contextlib import contextmanager
 
 
 class GcPause:
-    """enter() / exit(), or ``with GC_PAUSE.paused():`` — counted, thread-safe."""
+    """enter() / exit() (in a try / finally) — counted, thread-safe."""
 
     MAX_PAUSE_S = 60.0
 
@@ -52,16 +56,8 @@ class GcPause:
             if restored:
                 gc.enable()
                 self._restore = False
-        if restored:
+        if restored and gc.get_count()[0] > gc.get_threshold()[0]:
             gc.collect(0)  # the pause's young objects only, in the slow step that made them
-
-    @contextmanager
-    def paused(self):
-        self.enter()
-        try:
-            yield
-        finally:
-            self.exit()
 
 
 GC_PAUSE = GcPause()

@@ -27,6 +27,22 @@ SPARSE_WORDS = 256  # masks with at most this many non-zero words are stored spa
 MAX_MASK_BYTES = 256 << 20  # per compiled grammar
 
 
+def _stored(packed):
+    """The stored form of a packed int32 mask: (word indices int32, words) when at most
+    SPARSE_WORDS words are non-zero, else packed itself (made read-only)."""
+    live = packed != 0
+    if np.count_nonzero(live) > SPARSE_WORDS:
+        packed.setflags(write=False)  # shared: mask() returns it, several states may store it
+        return packed
+    nz = live.nonzero()[0]  # ~3x faster than np.flatnonzero on the int words
+    return nz.astype(np.int32), packed[nz]
+
+
+def _size(m):
+    """Bytes of a stored mask."""
+    return m[0].nbytes * 2 if isinstance(m, tuple) else m.nbytes
+
+
 class TokenMasks:
     """mask(s) / write_mask(s, out): the packed int32 token bitmask of state s (EOS set
     exactly when s accepts). Computed under the automaton's lock on first use; readers
@@ -59,25 +75,29 @@ class TokenMasks:
             with self._a.lock:
                 m = self._store.get(s)
                 if m is None:
-                    with GC_PAUSE.paused():  # a new mask grows the automaton: see gcpause.py
+                    GC_PAUSE.enter()  # a new mask grows the automaton: see gcpause.py
+                    try:
                         short = self._a.canonical_short(s) if self._tiered else s
-                        packed = self._compute_mask_ctx(s) if short == s else self._tiered_mask(s, short)
-                    nz = np.flatnonzero(packed)
-                    m = (nz.astype(np.int32), packed[nz].copy()) if len(nz) <= SPARSE_WORDS else packed
-                    size = m[0].nbytes * 2 if isinstance(m, tuple) else m.nbytes
+                        m = self._compute_mask_ctx(s) if short == s else _stored(self._tiered_mask(s, short))
+                    finally:
+                        GC_PAUSE.exit()
+                    size = _size(m)
                     if self.mask_bytes + size > MAX_MASK_BYTES:
-                        for k in list(self._store)[: len(self._store) // 2 + 1]:
-                            old = self._store.pop(k)
-                            self.mask_bytes -= old[0].nbytes * 2 if isinstance(old, tuple) else old.nbytes
-                        for old in self._abs.values():
-                            self.mask_bytes -= old[3]
-                        self._abs.clear()
-                        for old in self._abs_long.values():
-                            self.mask_bytes -= sum(x.nbytes for x in old)
-                        self._abs_long.clear()
+                        self._evict()
                     self._store[s] = m
                     self.mask_bytes += size
         return m
+
+    def _evict(self):
+        """Drops the oldest half of the stored masks and every abstract mask."""
+        for k in list(self._store)[: len(self._store) // 2 + 1]:
+            self.mask_bytes -= _size(self._store.pop(k))
+        for old in self._abs.values():
+            self.mask_bytes -= old[3]
+        self._abs.clear()
+        for old in self._abs_long.values():
+            self.mask_bytes -= sum(x.nbytes for x in old)
+        self._abs_long.clear()
 
     def _tiered_mask(self, s, short):
         """s's mask from short = canonical_short(s) != s: every token of at most
@@ -120,20 +140,21 @@ class TokenMasks:
         m = self._cached_mask(s)
         if isinstance(m, tuple):
             out = np.zeros(self._info.num_words, dtype=np.int32)
-            out[m[0]] = m[1]
+            out.put(m[0], m[1])
             return out
         return m
 
     def write_mask(self, s: int, out: np.ndarray) -> None:
         """Writes s's mask into the int32 row out (len >= num_words; the rest zeroed)."""
         m = self._cached_mask(s)
-        if isinstance(m, tuple):
-            out[:] = 0
-            out[m[0]] = m[1]
+        if isinstance(m, tuple):  # fill + put: ~1 µs less than out[:] = 0, out[idx] = words
+            out.fill(0)
+            out.put(m[0], m[1])
         else:
             n = len(m)
             out[:n] = m
-            out[n:] = 0
+            if len(out) > n:
+                out[n:] = 0
 
     # ---- context-independent masks (xgrammar's adaptive token mask cache) -----------
     def _context(self, s):
@@ -195,47 +216,61 @@ class TokenMasks:
         return out
 
     def _compute_mask_ctx(self, s):
-        """s's packed mask: the context-independent part (its abstract state's, shared)
-        plus the context-dependent tokens re-walked from the continuation state."""
+        """s's mask in its stored form (_stored): the context-independent part (its
+        abstract state's, shared) plus the context-dependent tokens re-walked from the
+        continuation state. A state that adds nothing to its abstract state's mask (no
+        token leaves the rule, or no continuation; not accepting) stores the abstract
+        state's mask itself: the stored masks are never written to."""
         fns = _walk.get_walk_range()
         ctx = self._context(s) if fns is not None else None
         if ctx is None:
-            return self._compute_mask(s)
+            return _stored(self._compute_mask(s))
         ab, cont = ctx
         hit = self._abs.get(ab)
+        free = None  # a row holding the abstract mask that nothing stores
         if hit is None:
             words, roots, trie = self._compute_mask(ab, record=True)
-            nz = np.flatnonzero(words)
-            stored = (nz.astype(np.int32), words[nz].copy()) if len(nz) <= SPARSE_WORDS else words.copy()
-            size = (stored[0].nbytes * 2 if isinstance(stored, tuple) else stored.nbytes) + roots.nbytes
+            stored = _stored(words.view("<i4"))
+            if isinstance(stored, tuple):  # stored as a copy of its non-zero words
+                free = words
+            size = _size(stored) + roots.nbytes
             hit = self._abs[ab] = (stored, roots, trie, size)
             self.mask_bytes += size
         stored, roots, trie, _ = hit
-        if isinstance(stored, tuple):
+        walk = len(roots) and cont
+        accepting = self._a.accepting[s]
+        if not walk and not accepting:
+            return stored  # the abstract state's mask as it is (never written to)
+        if free is not None:
+            words = free
+        elif isinstance(stored, tuple):
             words = np.zeros(self._info.num_words, dtype=np.uint32)
-            words[stored[0]] = stored[1]
+            words[stored[0]] = stored[1].view(np.uint32)
         else:
-            words = stored.copy()
-        if len(roots) and cont:
+            words = stored.view(np.uint32).copy()
+        if walk:
             walk_continue(self._a, roots, trie, cont, words)
         packed = words.view("<i4")
-        if self._a.accepting[s]:
+        if accepting:
             packed |= self._info.eos_mask
-        return packed
+        return _stored(packed)
 
     def _compute_mask(self, s, record=False):
         a, info = self._a, self._info
-        trie, words = info.trie, np.zeros(info.num_words, dtype=np.uint32)
+        trie, words = info.trie, None
         if s != 0:
             a.expand(s)
-            if a.trans[s, 0x61] and a.trans[s, 0x20]:  # cheap pre-check: "a" and " " live
+            row = a.trans[s]
+            if row[0x61] and row[0x20]:  # cheap pre-check: "a" and " " live
                 for sl in info.slices():
                     depth = self.slices.slice_depth(s, sl)
                     level = next((lv for lv in sl.levels if depth >= lv[0]), None)
                     if level is not None:
-                        words |= level[1].view(np.uint32)
+                        words = level[1].view(np.uint32).copy()
                         trie = level[2]
                         break
+        if words is None:
+            words = np.zeros(info.num_words, dtype=np.uint32)
         if record:
             return words, walk_recording(self._a, s, trie, words), trie
         if _walk.get_walk() is not None:

@@ -87,7 +87,8 @@ class CompiledGrammar:
         room = self._room.get(state)
         if room is None:
             a = self.automaton
-            depth = max((a.stacks.depth[st] for _n, st in a.configs[state]), default=0)
+            configs, depths = a.configs[state], a.stacks.depth
+            depth = depths[configs[0][1]] if len(configs) == 1 else max((depths[st] for _n, st in configs), default=0)
             room = self._room[state] = MAX_STACK_DEPTH - depth
         if room > SHALLOW_ROOM:
             return None

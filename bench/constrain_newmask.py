@@ -1,0 +1,119 @@
+"""The cost of a state's first mask, by how many transition rows it built: two versions
+of furca/constrain in one process, alternating per schema (as constrain_ab.py).
+
+    .venv/bin/python bench/constrain_newmask.py --a /tmp/a/furca/constrain [--b furca/constrain] [--sample 100 | --files F]
+
+Per schema: a cold compile, then every valid instance token by token; each
+fill_bitmask is timed (thread CPU time) and classed as warm (the state's mask was
+stored) or new, by the LazyAutomaton.expand calls that built a row during it (0, 1,
+2-3, 4-7, 8+). A new mask with one row or none is the fixed cost of a mask: the
+Python and numpy around the walks. Prints per version and class: fills, p50, mean,
+how many took over 200 µs, and the sum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from constrain_ab import HARNESS, load_package  # noqa: E402
+
+CLASSES = (("warm", None), ("new, 0 rows", (0, 0)), ("new, 1 row", (1, 1)), ("new, 2-3", (2, 3)),
+           ("new, 4-7", (4, 7)), ("new, 8+", (8, 1 << 30)))
+
+
+def instrument(pkg):
+    """Counts the rows built (expand of a state without one) in the package's automaton."""
+    auto = sys.modules[pkg.__name__ + ".automaton"].LazyAutomaton
+    count = [0]
+    orig = auto.expand
+
+    def expand(self, s):
+        if not self.expanded[s]:
+            count[0] += 1
+        return orig(self, s)
+
+    auto.expand = expand
+    return count
+
+
+def run_schema(pkg, info, d, tok, text_of, rows, out):
+    bm = np.zeros((1, info.num_words), dtype=np.int32)
+    try:
+        g = pkg.GrammarCompiler(info).compile_json_schema(d["schema"])
+        g.matcher().fill_bitmask(bm)
+    except Exception:  # noqa: BLE001
+        return
+    store = g.masks._store
+    clock = time.thread_time_ns
+    for test in d["tests"]:
+        if not test["valid"]:
+            continue
+        ids = tok.encode(text_of(test["data"], d["schema"]), add_special_tokens=False).ids
+        m = g.matcher()
+        for t in ids:
+            n0, r0 = len(store), rows[0]
+            t0 = clock()
+            m.fill_bitmask(bm)
+            dt = clock() - t0
+            new, built = len(store) != n0, rows[0] - r0
+            for name, rng in CLASSES:
+                if (rng is None and not new) or (rng is not None and new and rng[0] <= built <= rng[1]):
+                    out.setdefault(name, []).append(dt)
+                    break
+            if not m.accept_token(t):
+                break
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--a", required=True)
+    ap.add_argument("--b", default=os.path.join(ROOT, "furca", "constrain"))
+    ap.add_argument("--sample", type=int, default=100)
+    ap.add_argument("--files", default=None)
+    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+    a = ap.parse_args()
+    sys.path.insert(0, HARNESS)
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import schemas
+    from constrain.tokenizers_cache import tokenizer_json
+    from tokenizers import Tokenizer
+
+    path, eos = tokenizer_json("llama3_1")
+    tok = Tokenizer.from_file(str(path))
+    versions = []
+    for label, where in (("A", a.a), ("B", a.b)):
+        pkg = load_package(os.path.abspath(where), f"_constrain_{label.lower()}")
+        info = pkg.TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
+        pkg.GrammarCompiler(info).compile_json_schema({"type": "object"}).matcher().fill_bitmask(
+            np.zeros((1, info.num_words), dtype=np.int32))
+        versions.append((label, where, pkg, info, instrument(pkg), {}))
+    gc.collect()
+    gc.freeze()
+    names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
+    if a.files:
+        with open(a.files, encoding="utf-8") as f:
+            names = [ln.strip() for ln in f if ln.strip()]
+    for k, name in enumerate(names):
+        with open(os.path.join(a.data, name), encoding="utf-8") as f:
+            d = json.load(f)
+        for _label, _where, pkg, info, rows, out in (versions if k % 2 == 0 else versions[::-1]):
+            run_schema(pkg, info, d, tok, schemas.instance_text, rows, out)
+    for label, where, _pkg, _info, _rows, out in versions:
+        print(f"{label} {where}")
+        for name, _rng in CLASSES:
+            x = np.array(out.get(name, [0])) / 1e3
+            print(f"  {name:12s} n {len(x):6d}  p50 {np.median(x):7.1f}  mean {x.mean():7.1f}  "
+                  f">200 µs {(x > 200).sum():5d}  sum {x.sum() / 1e3:7.0f} ms")
+
+
+if __name__ == "__main__":
+    main()

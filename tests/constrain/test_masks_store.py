@@ -1,0 +1,107 @@
+"""The mask store (masks.TokenMasks): stored forms, masks shared with the abstract
+state, read-only rows; and the GC pause's young collection only past its threshold."""
+
+import gc
+from contextlib import contextmanager
+import random
+
+import numpy as np
+import pytest
+
+from furca.constrain import GrammarCompiler, _walk
+from furca.constrain.gcpause import GcPause
+from furca.constrain.masks import SPARSE_WORDS, _stored
+
+from .conftest import byte_info, walk_checking_masks
+from .test_adaptive import EXTRA, GRAMMAR
+
+
+@contextmanager
+def paused(p):
+    p.enter()
+    try:
+        yield
+    finally:
+        p.exit()
+
+
+def test_stored_forms():
+    dense = np.arange(SPARSE_WORDS + 1, dtype=np.int32) + 1
+    m = _stored(dense)
+    assert m is dense and not m.flags.writeable
+    words = np.zeros(4008, dtype=np.int32)
+    words[[3, 70, 4000]] = [1, -1, 1 << 30]
+    idx, vals = _stored(words)
+    assert idx.dtype == np.int32 and idx.tolist() == [3, 70, 4000] and vals.tolist() == [1, -1, 1 << 30]
+    words[3] = 0  # the sparse form is a copy
+    assert vals[0] == 1
+    idx, vals = _stored(np.zeros(10, dtype=np.int32))
+    assert len(idx) == 0 and len(vals) == 0
+
+
+@pytest.mark.skipif(_walk.get_walk_range() is None, reason="abstract masks need the compiled walks")
+@pytest.mark.parametrize("seed", range(3))
+def test_states_share_their_abstract_mask_exactly(seed):
+    info = byte_info(EXTRA)
+    g = GrammarCompiler(info).compile_grammar(GRAMMAR)
+    walk_checking_masks(g.matcher(), info, random.Random(seed), 80)  # every mask against brute force
+    shared = {id(hit[0]) for hit in g.masks._abs.values()}
+    assert any(id(m) in shared for m in g.masks._store.values()), "no state stored its abstract state's mask"
+    for m in g.masks._store.values():
+        if not isinstance(m, tuple):
+            assert not m.flags.writeable
+
+
+def test_json_schema_masks_equal_stepping_every_token(llama):
+    # a real vocabulary: string bodies and object keys (abstract states shared or
+    # re-walked after their rule's end), each mask against every token stepped alone
+    info, _c, tok = llama
+    g = GrammarCompiler(info).compile_json_schema({
+        "type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}},
+        "required": ["name", "tags"]})
+    m = g.matcher()
+    ids = tok.encode('{"name":"a b","tags":["x","y"]}', add_special_tokens=False).ids
+    bm = np.zeros((1, info.num_words), dtype=np.int32)
+    for k, t in enumerate(ids):
+        m.fill_bitmask(bm)
+        if k in (2, 4, 7, len(ids) - 2):  # ~0.5 s each: stepping all 128k tokens
+            ref = g.mask_by_steps(m._h.state)
+            assert (bm[0] == ref).all(), np.flatnonzero(bm[0] != ref)[:10]
+        assert m.accept_token(t), m.error
+
+
+def _young_collections(fn):
+    seen = []
+
+    def record(phase, info):
+        if phase == "start":
+            seen.append(info["generation"])
+
+    was = gc.isenabled()
+    gc.enable()
+    gc.collect()
+    gc.callbacks.append(record)
+    try:
+        fn()
+    finally:
+        gc.callbacks.remove(record)
+        (gc.enable if was else gc.disable)()
+    return seen
+
+
+def test_a_small_pause_leaves_its_objects_to_the_next_ordinary_collection():
+    p = GcPause()
+    keep = []
+
+    def small():
+        with paused(p):
+            keep.append([[i] for i in range(gc.get_threshold()[0] // 4)])
+
+    assert _young_collections(small) == []
+    assert gc.isenabled()
+
+    def big():
+        with paused(p):
+            keep.append([[i] for i in range(3 * gc.get_threshold()[0])])
+
+    assert _young_collections(big) == [0]
