@@ -88,7 +88,7 @@ def build_nfa(g: ir.Grammar) -> NFA:
                     edges.append(())
                     eps.append(())
                     r = x[1]
-                    edges[s] += ((r[0][0], r[0][1], t),) if len(r) == 1 else tuple((lo, hi, t) for lo, hi in r)
+                    edges[s] += ((r[0][0], r[0][1], t),) if len(r) == 1 else tuple([(lo, hi, t) for lo, hi in r])
                     s = t
                 elif kx == "ref":
                     c = len(edges)
@@ -104,15 +104,21 @@ def build_nfa(g: ir.Grammar) -> NFA:
                                    "(large bounded repetitions?)")
             return s
         if k == "byte":
-            t = new()
-            edges[s] += tuple((lo, hi, t) for lo, hi in e[1])
+            t = len(edges)
+            edges.append(())
+            eps.append(())
+            r = e[1]
+            edges[s] += ((r[0][0], r[0][1], t),) if len(r) == 1 else tuple([(lo, hi, t) for lo, hi in r])
             return t
         if k == "alt":
             check_deadline()
-            t = new()
+            t = len(edges)
+            edges.append(())
+            eps.append(())
             for x in e[1]:
                 if x[0] == "byte":  # a one-byte branch goes straight to the join
-                    edges[s] += tuple((lo, hi, t) for lo, hi in x[1])
+                    r = x[1]
+                    edges[s] += ((r[0][0], r[0][1], t),) if len(r) == 1 else tuple([(lo, hi, t) for lo, hi in r])
                 else:
                     eps[frag(x, s)] += (t,)
             return t

@@ -55,7 +55,7 @@ class Compiler:
         self.warn = warn
         self.g = Grammar()
         self.memo = {}
-        self.keys = {}  # id(subschema) -> (subschema, its schema_key): each keyed once
+        self.keys = {None: []}  # id(subschema) -> its schema_key: each keyed once (schema_key)
         schema_uri = root.get("$schema", "") if isinstance(root, dict) else ""
         self.draft7 = isinstance(schema_uri, str) and any(d in schema_uri for d in _DRAFT7_URIS)
         self.refs = RefIndex(root, self.draft7) if isinstance(root, dict) else None
@@ -346,7 +346,7 @@ class _Tag:
         return self.name
 
 
-_DICT, _LIST, _TRUE, _FALSE = _Tag("dict"), _Tag("list"), _Tag("true"), _Tag("false")
+_DICT, _LIST, _TRUE, _FALSE, _PENDING = _Tag("dict"), _Tag("list"), _Tag("true"), _Tag("false"), _Tag("pending")
 
 
 def schema_key(x, known: dict | None = None):
@@ -355,57 +355,48 @@ def schema_key(x, known: dict | None = None):
     value, key, value, ...), a list (tag, items...), strings, ints and None themselves,
     floats their repr, booleans a tag. Unlike the JSON text, it allocates one tuple per
     container, not a new string per string per enclosing subschema (the translator keyed
-    every subschema by its text: O(size x depth) strings, and in a process forked to
-    compile, nearly every new object is a page written). known: {id(container): (container,
-    key)}, filled and reused (a compile's subschemas are keyed once). TypeError for what
-    JSON cannot hold, ValueError for a container that contains itself (as json.dumps)."""
+    every subschema by its text: O(size x depth) strings). known: {id(container): key},
+    filled and reused (a compile's subschemas are keyed once), with every container keyed
+    in the list under the key None (kept alive, so no id is reused while `known` lives).
+    TypeError for what JSON cannot hold, ValueError for a container that contains itself
+    (as json.dumps)."""
     t = type(x)
     if t is str or x is None or t is int:
         return x
-    if known is not None:
+    if known is None:
+        known = {None: []}
+    else:
         hit = known.get(id(x))
-        if hit is not None and hit[0] is x:
-            return hit[1]
+        if hit is not None:
+            if hit is _PENDING:
+                raise ValueError("Circular reference detected")
+            return hit
     if isinstance(x, dict):
+        known[id(x)] = _PENDING
         out = [_DICT]
-        if known is None:
-            known = {}
-        known[id(x)] = (x, None)  # in progress: a cycle finds None
         for k, v in x.items():
-            if type(k) is not str:
-                k = k if isinstance(k, str) else json.dumps(k)  # as json.dumps writes a key
-            out.append(k)
-            kv = schema_key(v, known)
-            if kv is None and v is not None:
-                raise ValueError("Circular reference detected")
-            out.append(kv)
-        key = tuple(out)
-        known[id(x)] = (x, key)
-        return key
-    if isinstance(x, (list, tuple)):
+            out.append(k if isinstance(k, str) else json.dumps(k))  # a key as json.dumps writes it
+            out.append(schema_key(v, known))
+    elif isinstance(x, (list, tuple)):
+        known[id(x)] = _PENDING
         out = [_LIST]
-        if known is None:
-            known = {}
-        known[id(x)] = (x, None)
         for v in x:
-            kv = schema_key(v, known)
-            if kv is None and v is not None:
-                raise ValueError("Circular reference detected")
-            out.append(kv)
-        key = tuple(out)
-        known[id(x)] = (x, key)
-        return key
-    if x is True:
+            out.append(schema_key(v, known))
+    elif x is True:
         return _TRUE
-    if x is False:
+    elif x is False:
         return _FALSE
-    if isinstance(x, str):
+    elif isinstance(x, str):
         return str(x)
-    if isinstance(x, float):
+    elif isinstance(x, float):
         return ("float", float.__repr__(x))
-    if isinstance(x, int):
+    elif isinstance(x, int):
         return int(x)
-    raise TypeError("Object of type %s is not JSON serializable" % type(x).__name__)
+    else:
+        raise TypeError("Object of type %s is not JSON serializable" % type(x).__name__)
+    key = known[id(x)] = tuple(out)
+    known[None].append(x)
+    return key
 
 
 def _is_simple(body) -> bool:
