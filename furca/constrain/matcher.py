@@ -11,6 +11,7 @@ from .stacks import MAX_STACK_DEPTH
 
 NEAR_DEPTH = 64  # a state this deep (frames) or deeper gets its mask checked against the nesting limit
 SHALLOW_ROOM = MAX_STACK_DEPTH - NEAR_DEPTH  # frames left in a state shallower than that: more than this
+_INT32 = np.dtype(np.int32)  # fill_bitmask's check: the same object for every native int32 array
 
 
 class CompiledGrammar:
@@ -238,7 +239,7 @@ class Matcher:
         a = self._a
         out = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()  # torch CPU tensor: shared memory
         n = a.info.num_words
-        if out.ndim != 2 or out.shape[1] < n or out.dtype != np.int32:
+        if out.ndim != 2 or out.shape[1] < n or (out.dtype is not _INT32 and out.dtype != _INT32):
             raise ValueError(f"bitmask must be int32 [batch, >= {n}], got {out.dtype} {tuple(out.shape)}")
         dest = out[row]
         if self._h.terminated:
