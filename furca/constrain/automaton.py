@@ -101,7 +101,10 @@ class LazyAutomaton:
         tables). Raises AutomatonLimit past MAX_CONFIGS or MAX_STATES."""
         # a sorted tuple of int pairs, not a frozenset: tuples of ints leave the garbage
         # collector's tracking, so big automata do not slow every collection down
-        key = (tuple(configs) if len(configs) == 1 else tuple(sorted(set(configs))), accept)
+        if len(configs) == 1:
+            key = (tuple(configs), accept)
+        else:  # a set as it comes from the rows and closure_of; others deduplicated first
+            key = (tuple(sorted(configs if type(configs) is set else set(configs))), accept)
         sid = self._state_ids.get(key)
         if sid is None:
             check_deadline()  # before anything of the new state is stored

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 MAX_LAYOUTS = 4096  # cached layouts per grammar (~1-3 KB each: Snowplow sp_138 holds 1,182)
+MAX_SPANS = 16  # a layout of more runs with targets fills rows through a byte -> bucket array
 
 
 class Rows:
@@ -71,32 +72,46 @@ class Rows:
         lay = self._layouts.get(nodes)
         if lay is None:
             lay = self._layout(a, nodes)
-        byte_bucket, buckets, plans = lay
-        if self._ticks:
-            byte_stack = a.byte_stack
-            sts = [byte_stack(n, st) for n, st in configs]
-        else:
-            sts = [st for _n, st in configs]
-        succ, closure, intern = self._succ, a.closure, a.intern
+        fill, buckets, plans = lay
+        succ = self._succ
         sids = [0]  # bucket 0: bytes no configuration takes
-        for j, bucket in enumerate(buckets):
-            key = tuple([(t, sts[i]) for i, t in bucket if sts[i] >= 0])
-            sid = succ.get(key)
-            if sid is None:
-                if not key:
-                    sid = 0
-                elif plans is not None:
+        if plans is not None:  # no length regions: stacks as they are, every key non-empty
+            sts = [st for _n, st in configs]
+            for j, bucket in enumerate(buckets):
+                key = tuple([(t, sts[i]) for i, t in bucket])
+                sid = succ.get(key)
+                if sid is None:
                     plan = plans[j]
                     if plan is None:
                         plan = plans[j] = _plan(a, bucket)
-                    sid = _from_plan(a, plan, sts)
-                elif len(key) == 1:
-                    sid = intern(*closure(*key[0]))
-                else:
-                    sid = intern(*a.closure_of(key))
-                succ[key] = sid
-            sids.append(sid)
-        a.trans[s] = np.array(sids, dtype=np.int32)[byte_bucket]
+                    sid = succ[key] = _from_plan(a, plan, sts)
+                sids.append(sid)
+        else:
+            if self._ticks:
+                byte_stack = a.byte_stack
+                sts = [byte_stack(n, st) for n, st in configs]
+            else:
+                sts = [st for _n, st in configs]
+            closure, intern = a.closure, a.intern
+            for bucket in buckets:
+                key = tuple([(t, sts[i]) for i, t in bucket if sts[i] >= 0])
+                sid = succ.get(key)
+                if sid is None:
+                    if not key:
+                        sid = 0
+                    elif len(key) == 1:
+                        sid = intern(*closure(*key[0]))
+                    else:
+                        sid = intern(*a.closure_of(key))
+                    succ[key] = sid
+                sids.append(sid)
+        if type(fill) is tuple:  # a few runs: written as slices (after the interning, which may grow the table)
+            row = a.trans[s]
+            row[:] = 0
+            for lo, hi, k in fill:
+                row[lo:hi] = sids[k]
+        else:
+            a.trans[s] = np.array(sids, dtype=np.int32)[fill]
 
     def _layout(self, a, nodes):
         """(byte -> bucket, buckets, plans) of a state on these NFA nodes: the runs of
@@ -123,8 +138,9 @@ class Rows:
                     if stop - j == 1:
                         runs[j].append((i, t))
                     else:
-                        for j in range(j, stop):
-                            runs[j].append((i, t))
+                        p = (i, t)
+                        for run in runs[j:stop]:
+                            run.append(p)
         ids: dict[tuple, int] = {(): 0}
         buckets = []
         run_bucket = []
@@ -136,8 +152,10 @@ class Rows:
                 k = ids[key] = len(buckets)
             run_bucket.append(k)
         plans = [None] * len(buckets) if self._plans else None  # built on a bucket's first new successor
-        byte_bucket = np.repeat(run_bucket, [cuts[j + 1] - cuts[j] for j in range(nrun)])
-        lay = (byte_bucket, tuple(buckets), plans)
+        fill = tuple([(lo, hi, k) for lo, hi, k in zip(cuts, cuts[1:], run_bucket) if k])
+        if len(fill) > MAX_SPANS:
+            fill = np.array(run_bucket, dtype=np.intp).repeat([hi - lo for lo, hi in zip(cuts, cuts[1:])])
+        lay = (fill, tuple(buckets), plans)
         if len(self._layouts) >= MAX_LAYOUTS:
             self._layouts.clear()
         self._layouts[nodes] = lay

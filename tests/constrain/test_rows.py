@@ -32,10 +32,12 @@ v ::= "ab" | "abc" | "a" [a-z]+ | root | "{" ("\"" [a-z]* "\"" | "\"a" [0-9]* "\
 
 def reference_row(a, s):
     """State s's row from the NFA's edges, one byte at a time (no template, no cache of
-    rows): the state of the closure of every target a configuration reaches on b."""
+    rows): the state of the closure of every target a configuration reaches on b (in a
+    length region, on the stack after the byte: Closures.byte_stack, -1 past the maximum)."""
     row = []
     for b in range(256):
-        targets = [(x, st) for n, st in a.configs[s] for lo, hi, x in a.nfa.edges[n] if lo <= b <= hi]
+        targets = [(x, st) for n, st0 in a.configs[s] for lo, hi, x in a.nfa.edges[n] if lo <= b <= hi
+                   for st in (a.byte_stack(n, st0),) if st >= 0]
         row.append(a.intern(*a.closure_of(targets)) if targets else 0)
     return row
 
@@ -85,3 +87,44 @@ def test_json_mode_rows_at_several_depths():
         assert a.trans[s].tolist() == reference_row(a, s), s
     depths = {a.stacks.depth[st] for s in range(1, a.num_states) for _n, st in a.configs[s]}
     assert max(depths) >= 6
+
+
+def test_rows_of_many_runs_and_of_length_regions():
+    # after "a": two configurations whose byte classes interleave (26 runs with targets:
+    # the row is filled through a byte -> bucket array, rows.MAX_SPANS), and states of few
+    # runs (filled as slices); a length region (nfa.tick: a byte may change the stack, so
+    # no plans, and a count past the maximum takes no byte) under the same check
+    from furca.constrain import rows
+
+    info = byte_info(EXTRA + ["a b", "ab cd", "a-b"])
+    g = GrammarCompiler(info).compile_grammar(r'''
+root ::= "a" x | "a" y | "a" [a-z]{2}
+x ::= [acegikmoqsuwy] "1"
+y ::= [bdfhjlnprtvxz] "2"
+''')
+    a = g.automaton
+    a.expand(a.start)
+    s = int(a.trans[a.start, ord("a")])
+    a.expand(s)
+    assert len(a.configs[s]) == 3 and a.trans[s].tolist() == reference_row(a, s)
+    fills = [lay[0] for lay in a.rows._layouts.values()]
+    assert any(not isinstance(f, tuple) for f in fills)
+    for b in (ord("a"), ord("b")):
+        t = int(a.trans[s, b])
+        a.expand(t)
+        assert len(a.configs[t]) == 2 and a.trans[t].tolist() == reference_row(a, t)
+    assert any(isinstance(f, tuple) for f in [lay[0] for lay in a.rows._layouts.values()])
+    assert rows.MAX_SPANS < 26
+
+    g = GrammarCompiler(info).compile_json_schema(
+        {"type": "string", "pattern": "^(?:\\S+\\s+){0,29}\\S+$", "minLength": 2, "maxLength": 7})
+    a = g.automaton
+    assert a.nfa.tick
+    rng = random.Random(7)
+    for _ in range(12):
+        walk_checking_masks(g.matcher(), info, rng, 12)
+    multi = [s for s in range(1, a.num_states) if a.expanded[s] and len(a.configs[s]) > 1]
+    assert multi
+    for s in range(1, a.num_states):
+        if a.expanded[s]:
+            assert a.trans[s].tolist() == reference_row(a, s), (s, a.configs[s])
