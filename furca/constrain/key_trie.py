@@ -113,6 +113,8 @@ def add_to_nfa(nfa, e, s: int) -> int:
     call[rest_call] = (rest[1], rest_call + 1)
     call[other_call] = (other[1], other_call + 1)
     edges[s] += ((0x22, 0x22, root),)
+    to_other = (other_call,)  # one tuple for every trie node's epsilon
+    narrow_of = {}  # the children's characters -> the narrow class's edges (one tuple per set)
     todo = [(trie_of(names), root)]
     while todo:
         check_deadline()
@@ -126,7 +128,11 @@ def add_to_nfa(nfa, e, s: int) -> int:
             o = ord(ch)
             out.append((o, o, u))
             todo.append((node[ch], u))
-        out += [(lo, hi, narrow_to) for lo, hi in plain_ascii_except(sorted(ord(k) for k in kids))]
-        edges[at] = tuple(out)
-        eps[at] = (other_call,)
+        key = kids[0] if len(kids) == 1 else tuple(sorted(kids))
+        narrow = narrow_of.get(key)
+        if narrow is None:
+            narrow = narrow_of[key] = tuple([(lo, hi, narrow_to)
+                                             for lo, hi in plain_ascii_except(sorted(ord(k) for k in kids))])
+        edges[at] = tuple(out) + narrow
+        eps[at] = to_other
     return end
