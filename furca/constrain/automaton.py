@@ -20,8 +20,6 @@ accepting). The automaton knows nothing of them. See DESIGN.md.
 
 Thread safety: growing the tables is done under ``lock``; readers take no lock (rows
 are written before a state is marked expanded). Its parts compute under the same lock.
-``plain`` (plain_rows.PlainRows, off by default) lets the compiled walks build rows of
-plain single-configuration states themselves (walk_rows / walk_synced around each call).
 """
 
 from __future__ import annotations
@@ -30,11 +28,9 @@ import threading
 
 import numpy as np
 
-from . import _walk, plain_rows
 from .closures import Closures
 from .deadline import check as check_deadline
 from .nfa import NFA
-from .plain_rows import PlainRows
 from .rows import Rows
 from .stacks import CUT_RET, AutomatonLimit, Stacks
 from .tokenizer import TokenizerInfo
@@ -52,6 +48,8 @@ MAX_STEPS_CACHED = 1 << 16  # ... this many (then the cache starts over)
 class LazyAutomaton:
     """The automaton of one grammar against one tokenizer: expand(s) / step(s, data) /
     accepting[s] / forced_bytes(s). Token masks: masks.TokenMasks over it."""
+
+    plain = None  # the compiled plain rows' tables, removed (matcher.memory_size_bytes still reads it)
 
     def __init__(self, nfa: NFA, info: TokenizerInfo):
         self.nfa, self.info = nfa, info
@@ -81,14 +79,8 @@ class LazyAutomaton:
         self._steps: dict[tuple, int] = {}  # (s, data) -> step(s, data)
         self._byte_steps: dict[int, int] = {}  # s * 256 + b -> trans[s, b] of a state without a row (_step_byte)
         self.rows = Rows(nfa)  # computes the transition rows (expand)
-        # single-configuration rows on plain nodes, built by the compiled walks (None without
-        # numba, or with plain_rows.ENABLED off, the default)
-        kernels = _walk.get_plain_kernels() if plain_rows.ENABLED else None
-        self.plain = PlainRows(nfa, self._cap, *kernels) if kernels is not None else None
         self.intern((), False)  # dead state 0
         self.expanded[0] = True
-        if self.plain is not None:
-            self.plain.rowdone[0] = True
         self.cut = self.stacks.push(CUT_RET, 0)  # the context frame of abstract states (masks.py)
         self.start = self.intern(*self.closure_of([(nfa.start, 0)]))
 
@@ -119,8 +111,6 @@ class LazyAutomaton:
             if sid >= self._cap:
                 self._grow()
             self.acc[sid] = accept
-            if self.plain is not None:
-                self.plain.add(sid, key[0], accept)
         return sid
 
     def _grow(self):
@@ -143,8 +133,6 @@ class LazyAutomaton:
                 short = np.full(MAX_STATES, -1, dtype=np.int32)
                 short[:n] = self.short[:n]
                 self.trans, self.expanded, self.acc, self.short, self._cap = trans, expanded, acc, short, MAX_STATES
-                if self.plain is not None:
-                    self.plain.grow(MAX_STATES)
                 return
         self._cap = min(2 * self._cap, MAX_STATES)
         trans = np.empty((self._cap, 256), dtype=np.int32)
@@ -156,22 +144,16 @@ class LazyAutomaton:
         short = np.full(self._cap, -1, dtype=np.int32)
         short[: len(self.short)] = self.short
         self.trans, self.expanded, self.acc, self.short = trans, expanded, acc, short
-        if self.plain is not None:
-            self.plain.grow(self._cap)
 
     # ---- transitions ---------------------------------------------------------------
     def walk_rows(self):
-        """The compiled walks' row argument (_walk.py): PlainRows.fx(), so they expand plain
-        single-configuration states themselves, or the ``expanded`` flags. Call
-        walk_synced() after every walk call."""
-        if self.plain is None:
-            return self.expanded
-        return self.plain.fx(self.num_states, self.trans.shape[0])
+        """The compiled walks' row argument (_walk.py): the ``expanded`` flags. (Left from the
+        compiled plain rows, removed: trie_walks.py may pass ``a.expanded`` itself.)"""
+        return self.expanded
 
     def walk_synced(self):
-        """The states and rows a compiled walk made, into the Python tables (PlainRows.sync)."""
-        if self.plain is not None:
-            self.plain.sync(self)
+        """Nothing (left from the compiled plain rows, removed: trie_walks.py calls it after
+        each walk call and may drop the call)."""
 
     def expand(self, s: int):
         """Computes state s's transition row (idempotent; rows.Rows: one closure and intern
@@ -183,15 +165,9 @@ class LazyAutomaton:
                 return
             configs = self.configs[s]
             if len(configs) == 1:  # most states (one position in a rule): the node's template
-                if self.plain is not None and self.plain.expand(self, s):
-                    return  # compiled: a plain node (plain_rows.py)
                 self.rows.single(self, s, *configs[0])
-                if self.plain is not None:  # the compiled walks expand the next states on it
-                    self.plain.learn(self.closures, configs[0][0])
             else:
                 self.rows.multi(self, s, configs)
-            if self.plain is not None:
-                self.plain.rowdone[s] = True
             self.expanded[s] = True
 
     def step(self, s: int, data: bytes) -> int:
