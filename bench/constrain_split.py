@@ -50,10 +50,23 @@ def timed(owner, name, label):
     setattr(owner, name, g)
 
 
-def single_kind(_rows, a, _s, n, _st):
-    """'single plain': every byte class of n leads to one plain node (plain_rows' criterion)."""
-    from furca.constrain.plain_rows import _plain_target
+def _plain_target(nfa, closures, targets):
+    """The node u whose closure is (u, stack) on any stack (-1: empty), None otherwise (the
+    criterion of the removed plain_rows.py)."""
+    if len(targets) != 1:
+        return None
+    rel_out, returns = closures.relative(targets[0])
+    if returns or len(rel_out) > 1:
+        return None
+    if not rel_out:
+        return -1
+    u, frames = rel_out[0]
+    return None if frames or u in nfa.need else u
 
+
+def single_kind(_rows, a, _s, n, _st):
+    """'single plain': every byte class of n leads to one plain node (the criterion of the
+    compiled plain rows, removed)."""
     nfa = a.nfa
     if n in nfa.tick or any(_plain_target(nfa, a.closures, tg) is None for _lo, _hi, tg in a.template(n)):
         return "single other"
