@@ -46,7 +46,8 @@ class SliceProof:
         self._parts: dict[str, dict] = {}  # slice name -> {(configuration,): whether its part holds} (_split)
         self._free_spans: dict[tuple, tuple] = {}  # _spans of stack-free configurations, grammar-wide
 
-    def _node_bytes(self, n: int) -> int:
+    def node_bytes(self, n: int) -> int:
+        """The bytes NFA node n's edges take, as a bit set (bit b: byte b), cached."""
         hit = self._bytes.get(n)
         if hit is None:
             hit = 0
@@ -62,14 +63,14 @@ class SliceProof:
         if n in self._tick and self._a.byte_stack(n, cfg[1]) == -1:
             return 0
         hit = self._bytes.get(n)
-        return self._node_bytes(n) if hit is None else hit
+        return self.node_bytes(n) if hit is None else hit
 
     def node_covers(self, n: int, sl) -> bool:
         """Whether NFA node n has an edge on every first byte of a slice character. When it
         has not, a configuration at n alone dies on the first slice character (depth 0):
         SliceBounds knows that without interning, expanding and searching the single
         state (at an object key, 18-100 configurations sit in key tries on one byte each)."""
-        return not sl.first_bytes & ~self._node_bytes(n)
+        return not sl.first_bytes & ~self.node_bytes(n)
 
     def unbounded(self, configs, sl) -> bool:
         """Whether the configurations `configs` together provably survive every string of

@@ -16,10 +16,11 @@ EXTRA = ['"', '",', '"x', 'ab"', '"}', '"x,', '日本"', "日", "本", '"]', "a\
 
 # one string rule called from several places and nesting depths, a bounded repetition
 # (counter frames) and a recursive rule: the abstract states are shared between them
+# (the string takes "a" and " ": only such wide states go through an abstract state)
 GRAMMAR = r'''
 root ::= "{" item ("," item)* "}"
 item ::= "a" str | "b" str "x" | "[" root "]" | "c" str str
-str ::= "\"" [a-z日本]{0,40} "\""
+str ::= "\"" [a-z 日本]{0,40} "\""
 '''
 
 
