@@ -49,7 +49,6 @@ class LazyAutomaton:
     """The automaton of one grammar against one tokenizer: expand(s) / step(s, data) /
     accepting[s] / forced_bytes(s). Token masks: masks.TokenMasks over it."""
 
-    plain = None  # the compiled plain rows' tables, removed (matcher.memory_size_bytes still reads it)
 
     def __init__(self, nfa: NFA, info: TokenizerInfo):
         self.nfa, self.info = nfa, info
@@ -146,15 +145,6 @@ class LazyAutomaton:
         self.trans, self.expanded, self.acc, self.short = trans, expanded, acc, short
 
     # ---- transitions ---------------------------------------------------------------
-    def walk_rows(self):
-        """The compiled walks' row argument (_walk.py): the ``expanded`` flags. (Left from the
-        compiled plain rows, removed: trie_walks.py may pass ``a.expanded`` itself.)"""
-        return self.expanded
-
-    def walk_synced(self):
-        """Nothing (left from the compiled plain rows, removed: trie_walks.py calls it after
-        each walk call and may drop the call)."""
-
     def expand(self, s: int):
         """Computes state s's transition row (idempotent; rows.Rows: one closure and intern
         per distinct successor of its byte classes)."""

@@ -130,10 +130,8 @@ class CompiledGrammar:
             Bytes.
         """
         a = self.automaton
-        # transition rows in use (the table may be reserved larger, see automaton._grow), masks,
-        # the compiled rows' tables (plain_rows.py)
-        plain = a.plain.nbytes(a.num_states) if a.plain is not None else 0
-        return int(a.num_states * a.trans.shape[1] * a.trans.itemsize + self.masks.mask_bytes + plain)
+        # transition rows in use (the table may be reserved larger, see automaton._grow) and masks
+        return int(a.num_states * a.trans.shape[1] * a.trans.itemsize + self.masks.mask_bytes)
 
 
 class _Hist:

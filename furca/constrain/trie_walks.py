@@ -24,9 +24,8 @@ def walk_continue(a, roots, trie, cont, words):
     parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
     j, i = 0, -1
     while True:
-        j, i = walk_roots(j, i, roots, cont, node_state, parent, byte, end, a.trans, a.walk_rows(),
+        j, i = walk_roots(j, i, roots, cont, node_state, parent, byte, end, a.trans, a.expanded,
                           trie.tok_start, trie.tok_ids, words, trie.dfs_rest, a.walk_lim, a.short)
-        a.walk_synced()
         if j >= len(roots):
             break
         resume(a, trie, node_state, i)
@@ -55,9 +54,8 @@ def walk_compiled(a, s, trie, words):
     parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
     walk = _walk.get_walk()
     while i < n:
-        i = walk(i, node_state, parent, byte, end, a.trans, a.walk_rows(), trie.tok_start, trie.tok_ids, words,
+        i = walk(i, node_state, parent, byte, end, a.trans, a.expanded, trie.tok_start, trie.tok_ids, words,
                  trie.dfs_rest, a.walk_lim, a.short)
-        a.walk_synced()
         if i < n:
             resume(a, trie, node_state, i)
 
@@ -73,9 +71,8 @@ def walk_recording(a, s, trie, words):
     walk_range = _walk.get_walk_range()[0]
     rec = np.zeros(257, dtype=np.int32)
     while i < n:
-        i = walk_range(i, n, node_state, parent, byte, end, a.trans, a.walk_rows(), trie.tok_start,
+        i = walk_range(i, n, node_state, parent, byte, end, a.trans, a.expanded, trie.tok_start,
                        trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short)
-        a.walk_synced()
         if i < n and not resume(a, trie, node_state, i):  # rec full
             grown = np.zeros(2 * len(rec) - 1, dtype=np.int32)
             grown[: len(rec)] = rec
