@@ -75,7 +75,7 @@ class LazyAutomaton:
         self._canon_stack_short: dict[int, int] = {}
         self._max_token_len = info.max_token_len
         self._jump: dict[int, bytes] = {}
-        self._steps: dict[tuple, int] = {}  # (s, data) -> step(s, data)
+        self.step_cache: dict[tuple, int] = {}  # (s, data) -> step(s, data) (Matcher.accept_token reads it first)
         self._byte_steps: dict[int, int] = {}  # s * 256 + b -> trans[s, b] of a state without a row (_step_byte)
         self.rows = Rows(nfa)  # computes the transition rows (expand)
         self.intern((), False)  # dead state 0
@@ -167,7 +167,7 @@ class LazyAutomaton:
         a rule get their masks from their abstract states (masks.TokenMasks), so their
         rows would be built only for this, interning a state per byte class."""
         key = (s, data)
-        hit = self._steps.get(key)
+        hit = self.step_cache.get(key)
         if hit is not None:
             return hit
         for b in data:
@@ -178,9 +178,9 @@ class LazyAutomaton:
             if s == 0:
                 break
         if len(data) <= MAX_STEP_KEY:
-            if len(self._steps) >= MAX_STEPS_CACHED:
-                self._steps.clear()
-            self._steps[key] = s
+            if len(self.step_cache) >= MAX_STEPS_CACHED:
+                self.step_cache.clear()  # cleared, never rebound: matchers hold it
+            self.step_cache[key] = s
         return s
 
     def _step_byte(self, s: int, b: int) -> int:

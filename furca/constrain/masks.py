@@ -28,19 +28,35 @@ MAX_MASK_BYTES = 256 << 20  # per compiled grammar
 
 
 def _stored(packed):
-    """The stored form of a packed int32 mask: (word indices int32, words) when at most
-    SPARSE_WORDS words are non-zero, else packed itself (made read-only)."""
+    """The stored form of a packed int32 mask: (word indices intp, words) when at most
+    SPARSE_WORDS words are non-zero, else packed itself (made read-only). The indices are
+    kept intp: ``out[idx] = words`` with intp indices takes numpy's fast path (~1.0 us
+    for 256 words against ~2.6 us for ``out.put`` with int32 ones, which casts them
+    each time), for 4 more bytes per stored word."""
     live = packed != 0
     if np.count_nonzero(live) > SPARSE_WORDS:
         packed.setflags(write=False)  # shared: mask() returns it, several states may store it
         return packed
-    nz = live.nonzero()[0]  # ~3x faster than np.flatnonzero on the int words
-    return nz.astype(np.int32), packed[nz]
+    nz = live.nonzero()[0]  # intp; ~3x faster than np.flatnonzero on the int words
+    return nz, packed[nz]
 
 
 def _size(m):
     """Bytes of a stored mask."""
-    return m[0].nbytes * 2 if isinstance(m, tuple) else m.nbytes
+    return m[0].nbytes + m[1].nbytes if isinstance(m, tuple) else m.nbytes
+
+
+def write_stored(m, out: np.ndarray) -> None:
+    """Writes the stored mask m (see _stored) into the int32 row out (len >= the mask's
+    words; the rest zeroed)."""
+    if type(m) is tuple:  # fill + intp fancy set: ~0.6 + 0.4-0.7 us for up to 256 words
+        out.fill(0)
+        out[m[0]] = m[1]
+    else:
+        n = len(m)
+        out[:n] = m
+        if len(out) > n:
+            out[n:] = 0
 
 
 class TokenMasks:
@@ -57,6 +73,9 @@ class TokenMasks:
         info = automaton.info
         self._tiered = self._canon is not None and 0 < info.short_len < info.max_token_len  # see _tiered_mask
         self._store: dict[int, object] = {}  # canonical state -> packed row or (word indices, words)
+        # state -> its stored mask, for Matcher.fill_bitmask's warm path: filled by the
+        # matcher for states whose mask needs no nesting-limit check, cleared by _evict
+        self.warm: dict[int, object] = {}
         self.mask_bytes = 0
         self._ctx: dict[int, tuple | None] = {}  # state -> (abstract state, continuation state) or None
         self._cont: dict[int, int] = {}  # context stack -> state after returning from it
@@ -90,6 +109,7 @@ class TokenMasks:
 
     def _evict(self):
         """Drops the oldest half of the stored masks and every abstract mask."""
+        self.warm.clear()
         for k in list(self._store)[: len(self._store) // 2 + 1]:
             self.mask_bytes -= _size(self._store.pop(k))
         for old in self._abs.values():
@@ -140,21 +160,17 @@ class TokenMasks:
         m = self._cached_mask(s)
         if isinstance(m, tuple):
             out = np.zeros(self._info.num_words, dtype=np.int32)
-            out.put(m[0], m[1])
+            out[m[0]] = m[1]
             return out
         return m
 
-    def write_mask(self, s: int, out: np.ndarray) -> None:
-        """Writes s's mask into the int32 row out (len >= num_words; the rest zeroed)."""
+    def write_mask(self, s: int, out: np.ndarray):
+        """Writes s's mask into the int32 row out (len >= num_words; the rest zeroed).
+        Returns the stored form it wrote (see _stored)."""
         m = self._cached_mask(s)
-        if isinstance(m, tuple):  # fill + put: ~1 µs less than out[:] = 0, out[idx] = words
-            out.fill(0)
-            out.put(m[0], m[1])
-        else:
-            n = len(m)
-            out[:n] = m
-            if len(out) > n:
-                out[n:] = 0
+        write_stored(m, out)
+        return m
+
 
     # ---- context-independent masks (xgrammar's adaptive token mask cache) -----------
     def _context(self, s):

@@ -139,9 +139,8 @@ class _Hist:
 
     __slots__ = ("state", "terminated", "parent", "depth")
 
-    def __init__(self, state, terminated, parent):
-        self.state, self.terminated, self.parent = state, terminated, parent
-        self.depth = 0 if parent is None else parent.depth + 1
+    def __init__(self, state, terminated, parent, depth):
+        self.state, self.terminated, self.parent, self.depth = state, terminated, parent, depth
 
 
 class Matcher:
@@ -168,12 +167,16 @@ class Matcher:
         Why the matcher is in its error state; None when it is not.
     """
 
-    __slots__ = ("_g", "_a", "_h", "error")
+    __slots__ = ("_g", "_a", "_h", "error", "_warm", "_n", "_steps", "_tokens")
 
     def __init__(self, grammar: CompiledGrammar, _hist=None):
         self._g = grammar
-        self._a = grammar.automaton
-        self._h = _hist if _hist is not None else _Hist(self._a.start, False, None)
+        a = self._a = grammar.automaton
+        self._warm = grammar.masks.warm  # state -> stored mask needing no limit check (fill_bitmask)
+        self._n = a.info.num_words
+        self._steps = a.step_cache  # (state, token bytes) -> state (accept_token)
+        self._tokens = a.info.token_bytes
+        self._h = _hist if _hist is not None else _Hist(self._a.start, False, None, 0)
         self.error: str | None = None
 
     # ---- queries -------------------------------------------------------------------
@@ -234,9 +237,25 @@ class Matcher:
         IndexError
             If row is outside the bitmask.
         """
-        a = self._a
         out = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()  # torch CPU tensor: shared memory
-        n = a.info.num_words
+        h = self._h
+        if self.error is None and not h.terminated:
+            # warm path: a state whose stored mask was written before and needs no
+            # nesting-limit check (see the end of the try below)
+            m = self._warm.get(h.state)
+            if m is not None and out.ndim == 2 and out.dtype is _INT32:
+                n = self._n
+                width = out.shape[1]
+                if type(m) is tuple and width >= n:
+                    dest = out[row]
+                    dest.fill(0)
+                    dest[m[0]] = m[1]
+                    return
+                if width == n:
+                    out[row] = m
+                    return
+        a = self._a
+        n = self._n
         if out.ndim != 2 or out.shape[1] < n or (out.dtype is not _INT32 and out.dtype != _INT32):
             raise ValueError(f"bitmask must be int32 [batch, >= {n}], got {out.dtype} {tuple(out.shape)}")
         dest = out[row]
@@ -246,12 +265,12 @@ class Matcher:
         if self.error is None:
             g, state = self._g, self._h.state
             try:
-                g.masks.write_mask(state, dest)
-                room = g._room.get(state)  # inlined shallow case of limit_check: the hot path
-                if room is None or room <= SHALLOW_ROOM:
-                    near = g.limit_check(state)
-                    if near is not None:
-                        self._drop_tokens_past_limit(dest, *near)
+                m = g.masks.write_mask(state, dest)
+                near = g.limit_check(state)
+                if near is not None:
+                    self._drop_tokens_past_limit(dest, *near)
+                else:  # the stored mask is the whole answer: the warm path's from now on
+                    self._warm[state] = m
                 return
             except AutomatonLimit as e:
                 if g.limit_check(state) is not None:  # the walk met the nesting limit: step every token
@@ -326,30 +345,33 @@ class Matcher:
         """
         if self.error is not None:
             return False
-        h, a = self._h, self._a
-        info = a.info
+        h = self._h
         if h.terminated:
             self._fail(f"token {token_id} after the end (EOS already accepted)")
             return False
-        if token_id in info.eos_token_ids:
+        a = self._a
+        if token_id in a.info.eos_token_ids:
             if a.accepting[h.state]:
-                self._h = _Hist(h.state, True, h)
+                self._h = _Hist(h.state, True, h, h.depth + 1)
                 return True
             self._fail(f"EOS (token {token_id}) where the grammar cannot end")
             return False
-        data = info.token_bytes[token_id] if 0 <= token_id < len(info.token_bytes) else None
+        tokens = self._tokens
+        data = tokens[token_id] if 0 <= token_id < len(tokens) else None
         if not data:
             self._fail(f"token {token_id} is a special or unknown token; not allowed inside a constraint")
             return False
-        try:
-            s = a.step(h.state, data)
-        except AutomatonLimit as e:
-            self._fail(f"grammar limit reached: {e}")
-            return False
+        s = self._steps.get((h.state, data))  # a warm step: the automaton's cache, without a call
+        if s is None:
+            try:
+                s = a.step(h.state, data)
+            except AutomatonLimit as e:
+                self._fail(f"grammar limit reached: {e}")
+                return False
         if s == 0:
             self._fail(f"token {token_id} ({data!r}) is not allowed after {self._text_tail()!r}")
             return False
-        self._h = _Hist(s, False, h)
+        self._h = _Hist(s, False, h, h.depth + 1)
         return True
 
     def accept_string(self, text: str | bytes) -> bool:
@@ -382,7 +404,7 @@ class Matcher:
         if s == 0:
             self._fail(f"string {data!r} is not allowed here")
             return False
-        self._h = _Hist(s, False, self._h)
+        self._h = _Hist(s, False, self._h, self._h.depth + 1)
         return True
 
     def _text_tail(self):

@@ -32,7 +32,7 @@ def test_stored_forms():
     words = np.zeros(4008, dtype=np.int32)
     words[[3, 70, 4000]] = [1, -1, 1 << 30]
     idx, vals = _stored(words)
-    assert idx.dtype == np.int32 and idx.tolist() == [3, 70, 4000] and vals.tolist() == [1, -1, 1 << 30]
+    assert idx.dtype == np.intp and idx.tolist() == [3, 70, 4000] and vals.tolist() == [1, -1, 1 << 30]
     words[3] = 0  # the sparse form is a copy
     assert vals[0] == 1
     idx, vals = _stored(np.zeros(10, dtype=np.int32))
@@ -115,3 +115,44 @@ def test_every_pause_ends_with_a_young_collection():
 
     assert _young_collections(small) == [0]
     assert gc.isenabled() and gc.get_count()[0] < gc.get_threshold()[0] // 4
+
+
+def test_warm_fills_match_the_first_ones(llama):
+    """Matcher.fill_bitmask's warm path (masks.TokenMasks.warm) writes what the first fill
+    of each state wrote, in rows of a wider bitmask and of other rows too, raises as the
+    first fill does on a bad bitmask, and starts over after an eviction."""
+    info, compiler, tok = llama
+    g = compiler.compile_json_schema({"type": "object", "properties": {"name": {"type": "string"},
+                                      "n": {"type": "integer"}}, "required": ["name", "n"]})
+    ids = tok.encode('{"name":"hello world how are you","n":12345}', add_special_tokens=False).ids
+    n = info.num_words
+    first, m = [], g.matcher()
+    for t in ids + [info.eos_token_id]:
+        bm = np.full((1, n), -1, dtype=np.int32)
+        m.fill_bitmask(bm)
+        first.append(bm[0].copy())
+        assert m.accept_token(t)
+    kinds = {type(g.masks.warm.get(s)) for s in g.masks.warm}
+    assert kinds == {tuple, np.ndarray}, kinds  # both stored forms met
+    for evict in (False, True):
+        if evict:
+            g.masks._evict()
+            assert not g.masks.warm
+        m = g.matcher()
+        for k, t in enumerate(ids + [info.eos_token_id]):
+            wide = np.full((3, n + 5), -1, dtype=np.int32)
+            m.fill_bitmask(wide, row=2)
+            assert (wide[2, :n] == first[k]).all() and (wide[2, n:] == 0).all() and (wide[:2] == -1).all()
+            exact = np.full((2, n), -1, dtype=np.int32)
+            m.fill_bitmask(exact, row=1)
+            assert (exact[1] == first[k]).all() and (exact[0] == -1).all()
+            with pytest.raises(ValueError):
+                m.fill_bitmask(np.zeros((1, n - 1), dtype=np.int32))
+            with pytest.raises(ValueError):
+                m.fill_bitmask(np.zeros((1, n), dtype=np.int64))
+            with pytest.raises(IndexError):
+                m.fill_bitmask(exact, row=2)
+            assert m.accept_token(t)
+        bm = np.full((1, n), -1, dtype=np.int32)
+        m.fill_bitmask(bm)  # terminated: nothing allowed
+        assert not bm.any()
