@@ -8,11 +8,13 @@ deadline's effect is checked by state (the pool's counters, the compiler's cache
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from types import SimpleNamespace
 
 import pytest
 
+from furca.constrain.json_schema.compiler import schema_key
 from furca.errors import CompileError
 from furca.runtime.grammar_backend import ConstrainBackend
 from furca.runtime.sampling_params import SamplingParams
@@ -55,7 +57,8 @@ async def wait_idle(c: Constraints, timeout: float = 300.0) -> None:
 
 def cached(backend, p: SamplingParams) -> bool:
     c = backend.compiler
-    return any(k[0] == "json_schema" and k[1] == p.constraint[1] for k in list(c._cache))
+    key = schema_key(json.loads(p.constraint[1]))  # the compile cache's key of a schema
+    return any(k[0] == "json_schema" and k[1] == key for k in list(c._cache))
 
 
 def test_slow_compile_gets_the_timeout_and_its_thread_stops(backend):
