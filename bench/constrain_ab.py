@@ -41,6 +41,45 @@ def load_package(path: str, name: str):
     return mod
 
 
+def add_ab_args(ap, sample):
+    """The options every A/B script takes: the two versions, the schemas, the data."""
+    ap.add_argument("--a", required=True, help="a furca/constrain directory (e.g. git archive of a revision)")
+    ap.add_argument("--b", default=os.path.join(ROOT, "furca", "constrain"))
+    ap.add_argument("--sample", type=int, default=sample)
+    ap.add_argument("--files", default=None, help="schema file names, one per line (instead of --sample)")
+    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+
+
+def load_versions(a):
+    """The set-up shared by the A/B scripts, for parsed add_ab_args options a: the
+    harness's `schemas` module, the Llama-3.1 tokenizer, [(label, directory, package,
+    TokenizerInfo)] for A and B (numba kernels compiled before any timing), and the schema
+    names (--files, else the harness's stratified --sample). Ends with the set-up heap
+    frozen (gc.freeze, as constrain_maskbench.py: later collections skip it)."""
+    sys.path.insert(0, HARNESS)
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import schemas
+    from constrain.tokenizers_cache import tokenizer_json
+    from tokenizers import Tokenizer
+
+    path, eos = tokenizer_json("llama3_1")
+    tok = Tokenizer.from_file(str(path))
+    versions = []
+    for label, where in (("A", a.a), ("B", a.b)):
+        pkg = load_package(os.path.abspath(where), f"_constrain_{label.lower()}")
+        info = pkg.TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
+        pkg.GrammarCompiler(info).compile_json_schema({"type": "object"}).matcher().fill_bitmask(
+            np.zeros((1, info.num_words), dtype=np.int32))
+        versions.append((label, where, pkg, info))
+    names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
+    if a.files:
+        with open(a.files, encoding="utf-8") as f:
+            names = [ln.strip() for ln in f if ln.strip()]
+    gc.collect()
+    gc.freeze()
+    return schemas, tok, versions, names
+
+
 def run_schema(pkg, info, d, tok, text_of, clock, out, name=""):
     """One schema with one version: appends TTFM and step times to out, and records in
     out["per"][name] (sum of its steps in ns, automaton states at its end); returns its
@@ -78,34 +117,11 @@ def run_schema(pkg, info, d, tok, text_of, clock, out, name=""):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--a", required=True, help="a furca/constrain directory (e.g. git archive of a revision)")
-    ap.add_argument("--b", default=os.path.join(ROOT, "furca", "constrain"))
-    ap.add_argument("--sample", type=int, default=500)
-    ap.add_argument("--files", default=None, help="schema file names, one per line (instead of --sample)")
+    add_ab_args(ap, sample=500)
     ap.add_argument("--slowest", type=int, default=15, help="schemas listed with their automaton states")
-    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
     a = ap.parse_args()
-    sys.path.insert(0, HARNESS)
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
-    import schemas
-    from constrain.tokenizers_cache import tokenizer_json
-    from tokenizers import Tokenizer
-
-    path, eos = tokenizer_json("llama3_1")
-    tok = Tokenizer.from_file(str(path))
-    versions = []
-    for label, where in (("A", a.a), ("B", a.b)):
-        pkg = load_package(os.path.abspath(where), f"_constrain_{label.lower()}")
-        info = pkg.TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
-        pkg.GrammarCompiler(info).compile_json_schema({"type": "object"}).matcher().fill_bitmask(
-            np.zeros((1, info.num_words), dtype=np.int32))  # numba kernels compiled before timing
-        versions.append((label, where, pkg, info, {"ttfm": [], "steps": [], "counts": {}, "per": {}}))
-    gc.collect()
-    gc.freeze()  # as constrain_maskbench.py: the set-up heap is skipped by later collections
-    names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
-    if a.files:
-        with open(a.files, encoding="utf-8") as f:
-            names = [ln.strip() for ln in f if ln.strip()]
+    schemas, tok, loaded, names = load_versions(a)
+    versions = [(*v, {"ttfm": [], "steps": [], "counts": {}, "per": {}}) for v in loaded]
     for k, name in enumerate(names):
         with open(os.path.join(a.data, name), encoding="utf-8") as f:
             d = json.load(f)

@@ -14,7 +14,6 @@ how many took over 200 µs, and the sum.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import sys
@@ -24,7 +23,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from constrain_ab import HARNESS, load_package  # noqa: E402
+from constrain_ab import add_ab_args, load_versions  # noqa: E402
 
 CLASSES = (("warm", None), ("new, 0 rows", (0, 0)), ("new, 1 row", (1, 1)), ("new, 2-3", (2, 3)),
            ("new, 4-7", (4, 7)), ("new, 8+", (8, 1 << 30)))
@@ -75,33 +74,10 @@ def run_schema(pkg, info, d, tok, text_of, rows, out):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--a", required=True)
-    ap.add_argument("--b", default=os.path.join(ROOT, "furca", "constrain"))
-    ap.add_argument("--sample", type=int, default=100)
-    ap.add_argument("--files", default=None)
-    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+    add_ab_args(ap, sample=100)
     a = ap.parse_args()
-    sys.path.insert(0, HARNESS)
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
-    import schemas
-    from constrain.tokenizers_cache import tokenizer_json
-    from tokenizers import Tokenizer
-
-    path, eos = tokenizer_json("llama3_1")
-    tok = Tokenizer.from_file(str(path))
-    versions = []
-    for label, where in (("A", a.a), ("B", a.b)):
-        pkg = load_package(os.path.abspath(where), f"_constrain_{label.lower()}")
-        info = pkg.TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
-        pkg.GrammarCompiler(info).compile_json_schema({"type": "object"}).matcher().fill_bitmask(
-            np.zeros((1, info.num_words), dtype=np.int32))
-        versions.append((label, where, pkg, info, instrument(pkg), {}))
-    gc.collect()
-    gc.freeze()
-    names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
-    if a.files:
-        with open(a.files, encoding="utf-8") as f:
-            names = [ln.strip() for ln in f if ln.strip()]
+    schemas, tok, loaded, names = load_versions(a)
+    versions = [(*v, instrument(v[2]), {}) for v in loaded]
     for k, name in enumerate(names):
         with open(os.path.join(a.data, name), encoding="utf-8") as f:
             d = json.load(f)

@@ -13,15 +13,13 @@ the p50 of B/A per step. Complements bench/constrain_ab.py (cold and warm steps 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
-import sys
 import time
 
 import numpy as np
 
-from constrain_ab import HARNESS, ROOT, load_package
+from constrain_ab import add_ab_args, load_versions
 
 
 def timed(f, repeat):
@@ -37,28 +35,12 @@ def timed(f, repeat):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--a", required=True, help="a furca/constrain directory (e.g. git archive of a revision)")
-    ap.add_argument("--b", default=os.path.join(ROOT, "furca", "constrain"))
-    ap.add_argument("--sample", type=int, default=100)
+    add_ab_args(ap, sample=100)
     ap.add_argument("--repeat", type=int, default=41)
-    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
     a = ap.parse_args()
-    sys.path.insert(0, HARNESS)
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
-    import schemas
-    from constrain.tokenizers_cache import tokenizer_json
-    from tokenizers import Tokenizer
-
-    path, eos = tokenizer_json("llama3_1")
-    tok = Tokenizer.from_file(str(path))
-    versions = []
-    for label, where in (("A", a.a), ("B", a.b)):
-        pkg = load_package(os.path.abspath(where), f"_constrain_{label.lower()}")
-        info = pkg.TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
-        versions.append((label, where, pkg, info, {"fill": [], "accept": []}))
-    gc.collect()
-    gc.freeze()
-    for name in schemas.stratified_sample(schemas.list_files(a.data), a.sample):
+    schemas, tok, loaded, names = load_versions(a)
+    versions = [(*v, {"fill": [], "accept": []}) for v in loaded]
+    for name in names:
         with open(os.path.join(a.data, name), encoding="utf-8") as f:
             d = json.load(f)
         valid = [t for t in d["tests"] if t["valid"]]
