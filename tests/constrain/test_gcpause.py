@@ -127,3 +127,36 @@ def test_a_pause_ends_with_a_young_collection_only():
         del keep, junk
 
     _restoring(run)
+
+
+def _young_collections(fn):
+    seen = []
+
+    def record(phase, info):
+        if phase == "start":
+            seen.append(info["generation"])
+
+    was = gc.isenabled()
+    gc.enable()
+    gc.collect()
+    gc.callbacks.append(record)
+    try:
+        fn()
+    finally:
+        gc.callbacks.remove(record)
+        (gc.enable if was else gc.disable)()
+    return seen
+
+
+def test_every_pause_ends_with_a_young_collection():
+    # even below the threshold: left to the allocation counter, the next collection would
+    # start in a later step, outside any pause, escalated when the older counters are due
+    p = GcPause()
+    keep = []
+
+    def small():
+        with paused(p):
+            keep.append([[i] for i in range(gc.get_threshold()[0] // 4)])
+
+    assert _young_collections(small) == [0]
+    assert gc.isenabled() and gc.get_count()[0] < gc.get_threshold()[0] // 4

@@ -1,28 +1,16 @@
 """The mask store (masks.TokenMasks): stored forms, masks shared with the abstract
-state, read-only rows; and the GC pause's young collection only past its threshold."""
+state, read-only rows, the warm fill path."""
 
-import gc
-from contextlib import contextmanager
 import random
 
 import numpy as np
 import pytest
 
 from furca.constrain import GrammarCompiler, _walk
-from furca.constrain.gcpause import GcPause
 from furca.constrain.masks import SPARSE_WORDS, _stored
 
 from .conftest import byte_info, walk_checking_masks
 from .test_adaptive import EXTRA
-
-
-@contextmanager
-def paused(p):
-    p.enter()
-    try:
-        yield
-    finally:
-        p.exit()
 
 
 def test_stored_forms():
@@ -82,39 +70,6 @@ def test_json_schema_masks_equal_stepping_every_token(llama):
             ref = g.mask_by_steps(m._h.state)
             assert (bm[0] == ref).all(), np.flatnonzero(bm[0] != ref)[:10]
         assert m.accept_token(t), m.error
-
-
-def _young_collections(fn):
-    seen = []
-
-    def record(phase, info):
-        if phase == "start":
-            seen.append(info["generation"])
-
-    was = gc.isenabled()
-    gc.enable()
-    gc.collect()
-    gc.callbacks.append(record)
-    try:
-        fn()
-    finally:
-        gc.callbacks.remove(record)
-        (gc.enable if was else gc.disable)()
-    return seen
-
-
-def test_every_pause_ends_with_a_young_collection():
-    # even below the threshold: left to the allocation counter, the next collection would
-    # start in a later step, outside any pause, escalated when the older counters are due
-    p = GcPause()
-    keep = []
-
-    def small():
-        with paused(p):
-            keep.append([[i] for i in range(gc.get_threshold()[0] // 4)])
-
-    assert _young_collections(small) == [0]
-    assert gc.isenabled() and gc.get_count()[0] < gc.get_threshold()[0] // 4
 
 
 def test_warm_fills_match_the_first_ones(llama):
