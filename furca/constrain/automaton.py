@@ -49,7 +49,6 @@ class LazyAutomaton:
     """The automaton of one grammar against one tokenizer: expand(s) / step(s, data) /
     accepting[s] / forced_bytes(s). Token masks: masks.TokenMasks over it."""
 
-
     def __init__(self, nfa: NFA, info: TokenizerInfo):
         self.nfa, self.info = nfa, info
         self.lock = threading.RLock()

@@ -52,11 +52,12 @@ def write_stored(m, out: np.ndarray) -> None:
     if type(m) is tuple:  # fill + intp fancy set: ~0.6 + 0.4-0.7 us for up to 256 words
         out.fill(0)
         out[m[0]] = m[1]
+    elif len(out) == len(m):  # a bitmask row of exactly num_words: ~0.2 us less than slicing
+        out[...] = m
     else:
         n = len(m)
         out[:n] = m
-        if len(out) > n:
-            out[n:] = 0
+        out[n:] = 0
 
 
 class TokenMasks:

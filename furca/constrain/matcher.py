@@ -241,7 +241,8 @@ class Matcher:
         h = self._h
         if self.error is None and not h.terminated:
             # warm path: a state whose stored mask was written before and needs no
-            # nesting-limit check (see the end of the try below)
+            # nesting-limit check (see the end of the try below); masks.write_stored
+            # inlined: a call and the row view cost a dense fill ~0.3-0.6 us of ~1.3
             m = self._warm.get(h.state)
             if m is not None and out.ndim == 2 and out.dtype is _INT32:
                 n = self._n
