@@ -110,7 +110,10 @@ class Compiler:
             return NOTHING
         if not isinstance(schema, dict):
             raise CompileError("%s: a schema must be an object or a boolean, got %s" % (where, type(schema).__name__))
-        return self._memoised(schema_key(schema, self.keys), hint, lambda: self.build(schema, where), where)
+        key = schema_key(schema, self.keys)
+        if not _NO_LANGUAGE.isdisjoint(schema):
+            key = _language_key(key)
+        return self._memoised(key, hint, lambda: self.build(schema, where), where)
 
     def ref_value(self, ref, where: str):
         ptr, target = self.refs.resolve(ref, where)
@@ -397,6 +400,25 @@ def schema_key(x, known: dict | None = None):
     key = known[id(x)] = tuple(out)
     known[None].append(x)
     return key
+
+
+# Keywords that change no schema's language, whatever their value (annotations; not
+# $id / $anchor / $defs, which move what $refs resolve to): two subschemas that differ
+# only in these share one rule. A Kubernetes schema writes a description on most
+# properties, so its 158 strings of different descriptions were 158 string rules.
+_NO_LANGUAGE = frozenset(("title", "description", "default", "examples", "example", "$comment", "readOnly",
+                          "writeOnly", "deprecated", "markdownDescription"))
+
+
+def _language_key(key: tuple) -> tuple:
+    """A dict's schema_key without its top-level _NO_LANGUAGE members (the memo key of
+    the subschema; the annotations of nested subschemas stay in it, their own memo keys
+    drop them)."""
+    out = [key[0]]
+    for i in range(1, len(key), 2):
+        if key[i] not in _NO_LANGUAGE:
+            out += (key[i], key[i + 1])
+    return tuple(out)
 
 
 def _is_simple(body) -> bool:
