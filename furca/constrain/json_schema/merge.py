@@ -105,8 +105,8 @@ def merge(a, b, where: str):
             out[k] = vb
             continue
         va = out[k]
-        if canon(va) == canon(vb) and k not in ("properties", "anyOf", "oneOf"):
-            continue
+        if k not in ("properties", "anyOf", "oneOf") and (va is vb or canon(va) == canon(vb)):
+            continue  # (properties are merged below: not serialised here, a whole subtree each)
         handler = _MERGERS.get(k)
         if handler is None:
             if k in _ANNOTATION_LIKE:
