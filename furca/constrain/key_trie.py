@@ -114,25 +114,45 @@ def add_to_nfa(nfa, e, s: int) -> int:
     call[other_call] = (other[1], other_call + 1)
     edges[s] += ((0x22, 0x22, root),)
     to_other = (other_call,)  # one tuple for every trie node's epsilon
+    quote = ((0x22, 0x22, end),)  # the closing quote of a prefix that is no name
     narrow_of = {}  # the children's characters -> the narrow class's edges (one tuple per set)
     todo = [(trie_of(names), root)]
     while todo:
         check_deadline()
         node, at = todo.pop()
-        out = [] if None in node else [(0x22, 0x22, end)]
-        kids = [k for k in node if k is not None]
-        for ch in kids:
-            u = len(edges)
-            edges.append(())
-            eps.append(())
-            o = ord(ch)
-            out.append((o, o, u))
-            todo.append((node[ch], u))
-        key = kids[0] if len(kids) == 1 else tuple(sorted(kids))
-        narrow = narrow_of.get(key)
-        if narrow is None:
-            narrow = narrow_of[key] = tuple([(lo, hi, narrow_to)
-                                             for lo, hi in plain_ascii_except(sorted(ord(k) for k in kids))])
-        edges[at] = tuple(out) + narrow
-        eps[at] = to_other
+        while True:  # the last child next (as if pushed and popped): the node order of a stack walk
+            if len(node) == 1 and None not in node:  # most trie nodes: one child, not a name
+                for ch in node:
+                    pass
+                u = len(edges)
+                edges.append(())
+                eps.append(())
+                o = ord(ch)
+                narrow = narrow_of.get(ch)
+                if narrow is None:
+                    narrow = narrow_of[ch] = tuple([(lo, hi, narrow_to) for lo, hi in plain_ascii_except((o,))])
+                edges[at] = quote + ((o, o, u),) + narrow
+                eps[at] = to_other
+                node, at = node[ch], u
+                continue
+            out = [] if None in node else [quote[0]]
+            kids = [k for k in node if k is not None]
+            for ch in kids:
+                u = len(edges)
+                edges.append(())
+                eps.append(())
+                o = ord(ch)
+                out.append((o, o, u))
+            key = kids[0] if len(kids) == 1 else tuple(sorted(kids))
+            narrow = narrow_of.get(key)
+            if narrow is None:
+                narrow = narrow_of[key] = tuple([(lo, hi, narrow_to)
+                                                 for lo, hi in plain_ascii_except(sorted(ord(k) for k in kids))])
+            edges[at] = tuple(out) + narrow
+            eps[at] = to_other
+            if not kids:
+                break
+            for ch, (_lo, _hi, u) in zip(kids[:-1], out[-len(kids):-1]):
+                todo.append((node[ch], u))
+            node, at = node[kids[-1]], out[-1][2]
     return end

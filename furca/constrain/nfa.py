@@ -81,22 +81,35 @@ def build_nfa(g: ir.Grammar) -> NFA:
         k = e[0]
         if k == "seq":
             check_deadline()
+            fresh = False  # s made here: no edges yet (assigned, not concatenated)
             for x in e[1]:
                 kx = x[0]
-                if kx == "byte":  # inline: most items are bytes and calls
+                if kx == "byte":  # inline: most items are bytes (literal keys: runs of them) and calls
                     t = len(edges)
+                    r = x[1]
+                    if len(r) == 1:
+                        lo, hi = r[0]
+                        out = ((lo, hi, t),)
+                    else:
+                        out = tuple([(lo, hi, t) for lo, hi in r])
+                    if fresh:
+                        edges[s] = out
+                    else:
+                        edges[s] += out
+                        fresh = True
                     edges.append(())
                     eps.append(())
-                    r = x[1]
-                    edges[s] += ((r[0][0], r[0][1], t),) if len(r) == 1 else tuple([(lo, hi, t) for lo, hi in r])
                     s = t
-                elif kx == "ref":
+                    continue
+                fresh = False
+                if kx == "ref":
                     c = len(edges)
                     edges.extend(((), ()))
                     eps.extend(((), ()))
                     eps[s] += (c,)
                     call[c] = (x[1], c + 1)
                     s = c + 1
+                    fresh = True
                 else:
                     s = frag(x, s)
             if len(edges) >= MAX_NODES:
