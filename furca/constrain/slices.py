@@ -13,12 +13,15 @@ that builds no state (slice_proof.SliceProof).
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 from .automaton import LazyAutomaton
 from .slice_proof import UNBOUNDED, SliceProof
 from .stacks import CUT_RET, AutomatonLimit
 
 SLICE_BUDGET = 24  # new slice steps one search may spend
 SLICE_BUDGET_TOTAL = 400  # ... one mask, nested searches included
+MAX_MOVES = 1 << 16  # cached configuration-set moves (_move) per grammar, then they start over
 
 
 class SliceBounds:
@@ -30,51 +33,151 @@ class SliceBounds:
         self.proof = SliceProof(automaton)
         self._canon = automaton.canonical if automaton.nfa.counter or automaton.nfa.length else None  # states searched by canonical form
         self._steps: dict[str, dict] = {}  # slice name -> {state: _step(state)}
+        self._moves: dict[tuple, tuple | None] = {}  # (configurations, lo, hi) -> _move(...)
+        self._ends: dict[int, list] = {}  # NFA node -> the ends of its template's byte classes
         self._depth: dict[str, dict] = {}  # slice name -> {state: slice_depth(state)}
         self._budget = 0
         self._abs_stack: dict[int, int | None] = {}  # stack -> innermost call frame cut (see _config_bound)
         self._abs_single: dict[tuple, int] = {}  # configuration -> its abstract single-configuration state
         self._abs_all: dict[str, dict] = {}  # slice name -> {state: whether its abstract configurations are proven}
+        self._below: dict[int, tuple] = {}  # state -> _counter_cut(state)
+        self._cut_verdict: dict[tuple, bool] = {}  # (slice name, counter node) -> whether its cut proved as much
 
     def _step(self, s: int, sl):
         """(dies, successors): whether some character of the slice leads from s to the
-        dead state, else the states after one slice character. Cached per state."""
+        dead state, else the states after one slice character. Cached per state. A
+        character is followed over configuration sets (_move), not over automaton
+        states: only the states after whole characters are interned, none is expanded
+        (a state of several configurations meets ~13 distinct sets inside UTF-8
+        characters per slice step, each a ~50-70 us expansion as a state). The first
+        byte is read off s's row when s has one (a state whose mask was walked)."""
         cache = self._steps.setdefault(sl.name, {})
         hit = cache.get(s)
         if hit is not None:
             return hit
+        a = self._a
+        intern, move = a.intern, self._move
         succ = set()
         res = None
-        a = self._a
-        expanded, expand = a.expanded, a.expand
-        rows = {}  # (state, lo, hi) -> successor set (the UTF-8 sequences share prefixes)
+        row = a.trans[s].tolist() if a.expanded[s] else None  # (the walk expanded most roots)
+        start = (a.configs[s],)
         for seq in sl.utf8_seqs:
-            cur = (s,)
-            for lo, hi in seq:
-                nxt = set()
-                for u in cur:
-                    key = (u, lo, hi)
-                    r = rows.get(key)
-                    if r is None:
-                        full = rows.get(u)
-                        if full is None:
-                            if not expanded[u]:
-                                expand(u)
-                                expanded = a.expanded
-                            full = rows[u] = a.trans[u].tolist()
-                        r = rows[key] = set(full[lo : hi + 1])
-                    nxt |= r
-                if 0 in nxt:
+            cur = start
+            if row is not None:  # the first byte through the row
+                lo, hi = seq[0]
+                firsts = set(row[lo: hi + 1])
+                if 0 in firsts:
                     res = (True, ())
                     break
-                cur = nxt
+                if len(seq) == 1:
+                    succ |= firsts
+                    continue
+                cur = {a.configs[u] for u in firsts}
+                seq = seq[1:]
+            for lo, hi in seq[:-1]:
+                nxt = set()
+                for cfgs in cur:
+                    m = move(cfgs, lo, hi)
+                    if m is None:
+                        break
+                    nxt.update(c for c, _acc in m)
+                else:
+                    cur = nxt
+                    continue
+                res = (True, ())
+                break
             if res is not None:
                 break
-            succ |= cur
+            lo, hi = seq[-1]
+            for cfgs in cur:
+                m = move(cfgs, lo, hi)
+                if m is None:
+                    res = (True, ())
+                    break
+                for c, acc in m:
+                    succ.add(intern(c, acc))
+            if res is not None:
+                break
         if res is None:
             res = (False, tuple(succ))
         cache[s] = res
         return res
+
+    def _move(self, cfgs, lo, hi):
+        """The configuration sets after one byte of lo..hi from the configurations cfgs:
+        ((configurations (a sorted tuple), accept), ...), one per distinct successor, or
+        None when some byte of lo..hi leads to the dead state (the automaton's
+        transition, automaton.expand / _step_byte: the closure of the byte's targets,
+        a length region's count on the stack). Cached grammar-wide."""
+        key = (cfgs, lo, hi)
+        hit = self._moves.get(key, False)
+        if hit is not False:
+            return hit
+        a = self._a
+        template, byte_stack = a.template, a.byte_stack
+        stop = hi + 1
+        groups = {}  # target pairs of each run of bytes (a run without any: the move dies)
+        if len(cfgs) == 1:  # a node's byte classes are disjoint and sorted: the runs as they are
+            n, st = cfgs[0]
+            st = byte_stack(n, st)
+            at = lo
+            if st >= 0:
+                tmpl = template(n)
+                for k in range(self._first_class(n, tmpl, lo), len(tmpl)):
+                    x, y, targets = tmpl[k]
+                    if x > at:  # a gap (or past the range)
+                        break
+                    groups[tuple([(t, st) for t in targets])] = None
+                    at = y
+                    if at >= stop:
+                        break
+            ok = at >= stop
+        else:
+            pieces, cuts = [], {lo, stop}
+            for n, st in cfgs:
+                st = byte_stack(n, st)
+                if st < 0:
+                    continue
+                tmpl = template(n)
+                for k in range(self._first_class(n, tmpl, lo), len(tmpl)):
+                    x, y, targets = tmpl[k]
+                    if x >= stop:
+                        break
+                    x, y = max(x, lo), min(y, stop)
+                    cuts.add(x)
+                    cuts.add(y)
+                    pieces.append((x, y, [(t, st) for t in targets]))
+            cuts = sorted(cuts)
+            pos = {c: k for k, c in enumerate(cuts)}
+            runs = [set() for _ in range(len(cuts) - 1)]
+            for x, y, ps in pieces:
+                for k in range(pos[x], pos[y]):
+                    runs[k].update(ps)
+            ok = all(runs)
+            if ok:
+                groups = dict.fromkeys(tuple(sorted(r)) for r in runs)
+        res = None
+        if ok:
+            out = {}
+            for pairs in groups:
+                configs, accept = a.closure_of(pairs)
+                if not configs and not accept:
+                    break
+                out[(tuple(sorted(configs)), accept)] = None
+            else:
+                res = tuple(out)
+        if len(self._moves) >= MAX_MOVES:
+            self._moves.clear()
+        self._moves[key] = res
+        return res
+
+    def _first_class(self, n, tmpl, lo):
+        """The index of the first byte class of node n's template tmpl that ends past
+        byte lo (a \\S node's template has dozens of classes; a move reads a few)."""
+        ends = self._ends.get(n)
+        if ends is None:
+            ends = self._ends[n] = [y for _x, y, _t in tmpl]
+        return bisect_right(ends, lo)
 
     def _abstract_stack(self, st):
         """st with its innermost call frame replaced by the context frame (counter frames
@@ -131,7 +234,7 @@ class SliceBounds:
             if d is None:
                 if level > 1 or self._budget <= 0:  # inside another single's search, or out of budget
                     continue
-                d = self.slice_depth(ab, sl, nested=level)
+                d = self._search(ab, sl, level)
             if d > best:
                 best = d
                 if best >= top:
@@ -172,7 +275,78 @@ class SliceBounds:
             memo[x] = hit
         return hit
 
-    def slice_depth(self, s: int, sl, nested: int = 0) -> int:
+    def _counter_cut(self, s: int) -> tuple:
+        """(s with the lowest counter frame under which every configuration sits cut
+        (that frame and all below it replaced by the context frame), the counter's node),
+        or (s, None) when there is none. Counter frames stay in the abstract states of
+        masks.py (the count decides which tokens leave the rule), so a string in an array
+        of more than 16 items is a new state for every item; but a slice string that would return through the
+        counter's body end dies in the cut state (a lower bound), and inside a JSON string
+        none can (a slice character is no quote), so the cut state's depth is the same,
+        and shared by every item. Length frames are never cut (a tick node and
+        Closures.live read the top frame's count; a length region holds no counter)."""
+        hit = self._below.get(s)
+        if hit is not None:
+            return hit
+        a = self._a
+        frames, configs = a.stacks.frames, a.configs[s]
+        res = (s, None)
+        if configs:
+            base = configs[0][1]
+            for _n, st in configs:
+                if base == 0:
+                    break
+                if st != base:
+                    base = a.stacks.common_base(base, st)
+            low, x = 0, base
+            while x and frames[x][0] != CUT_RET:
+                if frames[x][2] and frames[x][0] in a.nfa.counter:
+                    low = x
+                x = frames[x][1]
+            if low:
+                rebuilt = {low: a.cut}
+                out = []
+                for n, st in configs:
+                    chain = []
+                    while st not in rebuilt:
+                        chain.append(st)
+                        st = frames[st][1]
+                    r = rebuilt[st]
+                    for y in reversed(chain):
+                        ret, _parent, k = frames[y]
+                        r = rebuilt[y] = a.stacks.push(ret, r, k)
+                    out.append((n, r))
+                res = (a.intern(out, False), frames[low][0])
+        self._below[s] = res
+        return res
+
+    def slice_depth(self, s: int, sl) -> int:
+        """A lower bound of d, the largest n such that every string of at most n slice
+        characters leads from s to a live state (_search). A state under a counter frame
+        is first searched with that frame cut (_counter_cut: the same cut state for every
+        count, searched once). The first time that proves less than sl.max_level under a
+        counter, s itself is searched too: if that proves more, the counter is not cut
+        again for this slice (a word counter whose body ends within a few characters),
+        else the cut's bound is taken from then on (a string near its word limit)."""
+        hit = self._depth.setdefault(sl.name, {}).get(s)
+        if hit is not None:
+            return hit
+        self._budget = SLICE_BUDGET_TOTAL
+        cut, node = self._counter_cut(s)
+        verdict = self._cut_verdict.get((sl.name, node))
+        if cut == s or verdict is False:
+            return self._search(s, sl, 0)
+        d = self._search(cut, sl, 0)
+        if d >= sl.max_level or verdict:
+            self._depth[sl.name][s] = d
+            return d
+        self._budget = SLICE_BUDGET_TOTAL
+        own = self._search(s, sl, 0)
+        # False: the body's end is met within max_level characters, the cut only costs
+        self._cut_verdict[(sl.name, node)] = own <= d
+        return max(own, d)
+
+    def _search(self, s: int, sl, nested: int) -> int:
         """A lower bound of d, the largest n such that every string of at most n slice
         characters leads from s to a live state (UNBOUNDED when the search closes: every
         state reachable through slice characters was seen and none dies). A breadth-first
@@ -188,8 +362,6 @@ class SliceBounds:
         steps = self._steps.setdefault(sl.name, {})
         canon = self._canon
         top = sl.max_level
-        if not nested:
-            self._budget = SLICE_BUDGET_TOTAL
         lb = self._config_bound(s, sl, memo, nested + 1)
         if lb >= top:
             memo[s] = lb
