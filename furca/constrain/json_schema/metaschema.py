@@ -95,20 +95,38 @@ def _ok(m, x, root) -> bool:
         return True
     if m is False:
         return False
-    if not isinstance(m, dict):
-        raise _Unsupported(repr(m)[:40])
-    ref = m.get("$ref")
-    if ref is not None:  # drafts 4-7: $ref's siblings are ignored
-        return _ok(_resolve(ref, root), x, root)
-    for k, v in m.items():
-        if k in _ANNOTATIONS:
-            continue
-        check = _KEYWORDS.get(k)
-        if check is None:
-            raise _Unsupported(k)
+    hit = _PLANS.get((id(m), id(root)))
+    plan = hit[2] if hit is not None else _plan(m, root)
+    if plan.__class__ is not list:  # a $ref, resolved
+        return _ok(plan, x, root)
+    for check, v in plan:
         if not check(m, v, x, root):
             return False
     return True
+
+
+_PLANS: dict = {}  # (id(metaschema node), id(its root)) -> (node, root, its plan): both kept alive
+
+
+def _plan(m, root):
+    """A metaschema node's checks, [(check, value)] without its annotations, or the node
+    its $ref names (drafts 4-7: $ref's siblings are ignored); made once per node."""
+    if not isinstance(m, dict):
+        raise _Unsupported(repr(m)[:40])
+    ref = m.get("$ref")
+    if ref is not None:
+        plan = _resolve(ref, root)
+    else:
+        plan = []
+        for k, v in m.items():
+            if k in _ANNOTATIONS:
+                continue
+            check = _KEYWORDS.get(k)
+            if check is None:
+                raise _Unsupported(k)
+            plan.append((check, v))
+    _PLANS[(id(m), id(root))] = (m, root, plan)
+    return plan
 
 
 def _resolve(ref, root):
@@ -120,7 +138,12 @@ def _resolve(ref, root):
 
 
 def _type(m, v, x, root):
-    names = [v] if isinstance(v, str) else v
+    if v.__class__ is str:  # most metaschema nodes name one type
+        test = _TYPES.get(v)
+        if test is None:
+            raise _Unsupported("type %r" % (v,))
+        return test(x)
+    names = v
     if not isinstance(names, list) or not all(isinstance(n, str) and n in _TYPES for n in names):
         raise _Unsupported("type %r" % (v,))
     return any(_TYPES[n](x) for n in names)
