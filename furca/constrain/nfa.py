@@ -278,8 +278,14 @@ def _merge_return(nfa, r, seen):
 def _tails(nfa):
     """Return nodes r from which only rule ends are reachable without consuming or
     calling (a call returning there is a tail call)."""
-    tails = set()
-    for _, r in nfa.call.values():
+    tails, done = set(), set()
+    edges, call = nfa.edges, nfa.call
+    for _, r in call.values():
+        if r in done:  # calls whose continuations join (key tries) share their return node
+            continue
+        done.add(r)
+        if edges[r] or r in call:  # a byte or a call right away: not a tail
+            continue
         check_deadline()
         seen, todo, ok = {r}, [r], True
         while todo and ok:
