@@ -57,15 +57,15 @@ def alt(items):
     return flat[0] if len(flat) == 1 else ("alt", flat)
 
 
-_BYTE = [("byte", ((b, b),)) for b in range(256)]
+BYTE = [("byte", ((b, b),)) for b in range(256)]  # one shared item per byte (literals are made of these)
 
 
 def literal(data: bytes | str):
     if isinstance(data, str):
         data = data.encode("utf-8")
     if len(data) == 1:
-        return _BYTE[data[0]]
-    return ("seq", [_BYTE[b] for b in data])
+        return BYTE[data[0]]
+    return ("seq", [BYTE[b] for b in data])
 
 
 def normalize_ranges(ranges):

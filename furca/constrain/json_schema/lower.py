@@ -24,6 +24,7 @@ def lower(g: Grammar) -> ir.Grammar:
     """`ir.Grammar` (root rule ``root``) of the translator's grammar `g`."""
     memo: dict = {}
     literal, char_class = ir.literal, ir.char_class
+    byte_of = ir.BYTE.__getitem__  # a byte's shared ("byte", ((b, b),)) item, as ir.literal spells it
 
     def conv(node):
         t = type(node)
@@ -38,9 +39,19 @@ def lower(g: Grammar) -> ir.Grammar:
         hit = memo.get(id(node))
         if hit is not None:
             return hit[1]
-        if t is Seq:
+        if t is Seq:  # ir.seq of the items' IR, literals spelled straight into it
             check_deadline()
-            out = ir.seq([conv(x) for x in node.items])
+            flat = []
+            for x in node.items:
+                if type(x) is Lit:
+                    flat.extend(map(byte_of, x.text.encode("utf-8", "surrogatepass")))
+                    continue
+                y = conv(x)
+                if y[0] == "seq":
+                    flat.extend(y[1])
+                else:
+                    flat.append(y)
+            out = flat[0] if len(flat) == 1 else ("seq", flat)
         elif t is Alt:
             check_deadline()
             out = ir.alt([conv(x) for x in node.items]) if len(node.items) != 1 else conv(node.items[0])
