@@ -45,6 +45,7 @@ class CompiledGrammar:
         self._push_per_byte: int | None = None  # the most frames one byte can push (computed when first needed)
         self._token_len: np.ndarray | None = None  # token id -> byte length (0: special / none)
         self._at_limit: dict[int, np.ndarray] = {}  # state -> mask_by_steps(state)
+        self._loops: dict[int, bytes] = {}  # state with a row -> the bytes of its self-loops (Matcher._accept_cold)
 
     def mask_by_steps(self, state: int) -> np.ndarray:
         """The packed mask (int32 words) of ``state`` computed by stepping every token from
@@ -409,8 +410,18 @@ class Matcher:
         if not data:
             self._fail(f"token {token_id} is a special or unknown token; not allowed inside a constraint")
             return False
+        s = h[0]
+        loops = self._g._loops
+        loop = loops.get(s)
+        if loop is None and a.expanded[s]:  # a row: its self-loops, once per state
+            loop = loops[s] = bytes(np.flatnonzero(a.trans[s] == s).tolist())
+        if loop and not data.strip(loop):
+            # every byte leads back to s (inside a JSON string, most tokens that miss the
+            # step cache): no byte loop through the rows
+            self._t = (s, False, h, h[3] + 1)
+            return True
         try:
-            s = a.step(h[0], data)
+            s = a.step(s, data)
         except AutomatonLimit as e:
             self._fail(f"grammar limit reached: {e}")
             return False

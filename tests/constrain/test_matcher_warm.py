@@ -92,3 +92,30 @@ def test_warm_accepts_refuse_what_the_cold_path_refuses(byte_compiler):
     fork = m.fork()
     assert fork.accept_token(ord("a")) and not fork.can_terminate() and m.can_terminate()
     assert fork.num_accepted == 3 and m.num_accepted == 2 and fork._h.state != m._h.state
+
+
+@pytest.mark.parametrize("schema", [{"type": "string"}, {"type": "string", "maxLength": 40},
+                                    {"type": "array", "items": {"type": "string", "pattern": "^[a-z ]*$"}}])
+def test_steps_through_self_loops_match_the_automaton(llama, schema):
+    """A step-cache miss whose bytes all lead a state with a row back to itself (inside a
+    string) moves the matcher to that state without stepping; every state reached, with
+    the step cache emptied before each token, is the one LazyAutomaton.step gives, in
+    strings with and without a length bound (a counter: no self-loops)."""
+    info, compiler, tok = llama
+    g = compiler.compile_json_schema(schema)
+    a = g.automaton
+    text = '"hello world, how are you doing today"' if schema.get("type") == "string" else '["ab cd","x y z and more words"]'
+    ids = tok.encode(text, add_special_tokens=False).ids + [info.eos_token_id]
+    bm = np.zeros((1, info.num_words), dtype=np.int32)
+    for rounds in range(2):
+        m, states = g.matcher(), []
+        for t in ids:
+            m.fill_bitmask(bm)
+            before = m._h.state
+            a.step_cache.clear()
+            assert m.accept_token(t)
+            states.append((before, t, m._h.state))
+        for before, t, after in states:
+            if t != info.eos_token_id:
+                assert a.step(before, info.token_bytes[t]) == after
+    assert any(g._loops.values()) == ("maxLength" not in schema)
