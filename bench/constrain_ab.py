@@ -28,6 +28,11 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# numba's disk cache for the copies loaded here goes to a folder of its own: an entry that
+# a kernel of B (the tree's furca/constrain, loaded as _constrain_b) writes beside its
+# source would be found by the next plain `import furca` and fail there on unpickling
+# (ModuleNotFoundError: _constrain_b). Set before anything imports numba.
+os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), "furca-ab-numba"))
 HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
 
 
