@@ -5,10 +5,11 @@ lower bound of the number of characters of sl (a tokenizer.TokenSlice, e.g. "JSO
 string character") that every string may have and still leave s alive; masks.TokenMasks
 then ORs in the slice's bitmask for that length and walks only the rest of the
 vocabulary. A lower bound is always safe (a search cut short only means walking more of
-the trie). The bound comes from a search over automaton states (which interns and
-expands states like any walk), or, for a configuration that survives every slice
-string (a key-exclusion trie, a string body), from a proof over NFA configurations
-that builds no state (slice_proof.SliceProof).
+the trie). The bound comes from a search over automaton states (stepping each
+character over configuration sets: it interns the states after whole characters and
+expands none), or, for a configuration that survives every slice string (a
+key-exclusion trie, a string body), from a proof over NFA configurations that builds
+no state (slice_proof.SliceProof).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .stacks import CUT_RET, AutomatonLimit
 
 SLICE_BUDGET = 24  # new slice steps one search may spend
 SLICE_BUDGET_TOTAL = 400  # ... one mask, nested searches included
-MAX_MOVES = 1 << 16  # cached configuration-set moves (_move) per grammar, then they start over
+MAX_MOVES = 1 << 14  # cached configuration-set moves (_move) per grammar (~400 B each), then they start over
 
 
 class SliceBounds:
