@@ -39,3 +39,23 @@ def test_language_changing_keywords_still_split_rules():
     text = schema_to_gbnf(schema)
     one = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}
     assert text != schema_to_gbnf(one)
+
+
+def test_rules_with_equal_bodies_are_one_rule():
+    # different memo keys (minItems 0 is no bound), the same rule body: one rule (Grammar.share)
+    a = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}},
+                                          "b": {"type": "array", "items": {"type": "integer"}, "minItems": 0}}}
+    b = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}},
+                                          "b": {"type": "array", "items": {"type": "integer"}}}}
+    assert sorted(_rules(a)) == sorted(_rules(b))
+    assert schema_to_gbnf(a) == schema_to_gbnf(b)
+
+
+def test_share_keeps_the_first_rule():
+    from furca.constrain.json_schema.grammar import Grammar, lit, seq
+
+    g = Grammar()
+    r1 = g.share("x", seq(lit("a"), lit("b")))
+    r2 = g.share("y", seq(lit("ab")))
+    r3 = g.share("z", lit("abc"))
+    assert r1 == r2 and r1.name == "x" and r3.name == "z" and "y" not in g.rules

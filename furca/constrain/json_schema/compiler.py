@@ -143,7 +143,7 @@ class Compiler:
         if body == NOTHING or _is_simple(body):
             self.memo[key] = body
             return body
-        self.g.define(name, body)
+        ref = self.memo[key] = self.g.share(name, body)  # an equal rule's Ref, if there is one
         return ref
 
     def any_value(self):

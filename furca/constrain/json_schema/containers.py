@@ -46,7 +46,7 @@ def _members_grammar(c, members, extra, where):
         item = seq(comma, m)
         b[i] = seq(item if req else opt(item), b[i + 1])
         if i in needed and i < n - 1 and _big(b[i]):
-            b[i] = c.g.define(c.g.new_name("obj-rest"), b[i])
+            b[i] = c.g.share(c.g.new_name("obj-rest"), b[i])
     # A_n: only extras (non-empty)
     a = seq(extra, tail) if extra is not None else NOTHING
     for i in range(min(first_req, n - 1) if n else -1, -1, -1):
@@ -160,7 +160,7 @@ def _shared(c, extra):
     """One rule for the extra member, shared by every order's grammar."""
     if extra is None or isinstance(extra, Ref):
         return extra
-    return c.g.define(c.g.new_name("extra-member"), extra)
+    return c.g.share(c.g.new_name("extra-member"), extra)
 
 
 def _declare_finite_patterns(c, props, patterns, where):

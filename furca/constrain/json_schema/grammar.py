@@ -340,6 +340,7 @@ class Grammar:
         self.rules: dict[str, object] = {}
         self._used: set[str] = {"root"}
         self._next: dict[str, int] = {}  # base -> the n to try next (every smaller one is taken)
+        self._shared: dict = {}  # body -> its rule's Ref (share)
         # a string's length bound beyond the simple rewrite: the eager product as rules
         # (what GBNF can write), or else a length region counted by the automaton
         self.eager_lengths = True
@@ -362,3 +363,12 @@ class Grammar:
     def define(self, name: str, body) -> Ref:
         self.rules[name] = body
         return Ref(name)
+
+    def share(self, name: str, body) -> Ref:
+        """`define`, or the rule already defined here by `share` with an equal body (the
+        same language): for a name nothing refers to yet (not a rule reserved for its
+        own recursion), so it may stay undefined."""
+        hit = self._shared.get(body)
+        if hit is None:
+            hit = self._shared[body] = self.define(name, body)
+        return hit

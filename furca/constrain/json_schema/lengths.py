@@ -112,7 +112,7 @@ def length_frame(node, min_len: int, max_len: int | None, grammar):
     """A rule of `grammar` for the strings of `node` (decoded-character IR without Ref)
     with min_len..max_len characters: Len over node's JSON encoding, each character
     preceded by TICK. Its size is node's, whatever the bounds."""
-    return grammar.define(grammar.new_name("len"), Len(encode(node, tick=True), min_len, max_len))
+    return grammar.share(grammar.new_name("len"), Len(encode(node, tick=True), min_len, max_len))
 
 
 MAX_POSITIONS = 400

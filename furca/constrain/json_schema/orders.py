@@ -60,7 +60,7 @@ def two_orders_body(c, first, second, extra, tail):
 
     def state(i, j):  # positions only grow: no state refers back to itself
         if (i, j) not in both:
-            both[(i, j)] = c.g.define(c.g.new_name("obj-both"), step(i, j, True))
+            both[(i, j)] = c.g.share(c.g.new_name("obj-both"), step(i, j, True))
         return both[(i, j)]
 
     try:
@@ -99,6 +99,6 @@ class _Chain:
             item = seq(self.c.comma, m)
             node = seq(item if req else opt(item), self.memo[i + 1])
             if isinstance(node, Seq) and len(node.items) > _INLINE_ITEMS:
-                node = self.c.g.define(self.c.g.new_name("obj-rest"), node)
+                node = self.c.g.share(self.c.g.new_name("obj-rest"), node)
             self.memo[i] = node
         return self.memo[k]
