@@ -45,7 +45,9 @@ class CompiledGrammar:
         self._push_per_byte: int | None = None  # the most frames one byte can push (computed when first needed)
         self._token_len: np.ndarray | None = None  # token id -> byte length (0: special / none)
         self._at_limit: dict[int, np.ndarray] = {}  # state -> mask_by_steps(state)
-        self._loops: dict[int, bytes] = {}  # state with a row -> the bytes of its self-loops (Matcher._accept_cold)
+        # state -> the bytes of its self-loops (a state with a row, from its second step-cache
+        # miss on; False after its first): Matcher._accept_cold
+        self._loops: dict[int, bytes | bool] = {}
 
     def mask_by_steps(self, state: int) -> np.ndarray:
         """The packed mask (int32 words) of ``state`` computed by stepping every token from
@@ -413,7 +415,9 @@ class Matcher:
         s = h[0]
         loops = self._g._loops
         loop = loops.get(s)
-        if loop is None and a.expanded[s]:  # a row: its self-loops, once per state
+        if loop is None:  # the first miss from s (most states have one): noted only
+            loops[s] = False
+        elif loop is False and a.expanded[s]:  # a second, s has a row: its self-loops, once
             loop = loops[s] = bytes(np.flatnonzero(a.trans[s] == s).tolist())
         if loop and not data.strip(loop):
             # every byte leads back to s (inside a JSON string, most tokens that miss the
