@@ -14,8 +14,6 @@ no state (slice_proof.SliceProof).
 
 from __future__ import annotations
 
-from bisect import bisect_right
-
 from .automaton import LazyAutomaton
 from .slice_proof import UNBOUNDED, SliceProof
 from .stacks import CUT_RET, AutomatonLimit
@@ -35,7 +33,6 @@ class SliceBounds:
         self._canon = automaton.canonical if automaton.nfa.counter or automaton.nfa.length else None  # states searched by canonical form
         self._steps: dict[str, dict] = {}  # slice name -> {state: _step(state)}
         self._moves: dict[tuple, tuple | None] = {}  # (configurations, lo, hi) -> _move(...)
-        self._ends: dict[int, list] = {}  # NFA node -> the ends of its template's byte classes
         self._depth: dict[str, dict] = {}  # slice name -> {state: slice_depth(state)}
         self._budget = 0
         self._abs_stack: dict[int, int | None] = {}  # stack -> innermost call frame cut (see _config_bound)
@@ -50,59 +47,70 @@ class SliceBounds:
         character is followed over configuration sets (_move), not over automaton
         states: only the states after whole characters are interned, none is expanded
         (a state of several configurations meets ~13 distinct sets inside UTF-8
-        characters per slice step, each a ~50-70 us expansion as a state). The first
-        byte is read off s's row when s has one (a state whose mask was walked)."""
+        characters per slice step, each a ~50-70 us expansion as a state), except from
+        a state that has its row (_step_rows)."""
         cache = self._steps.setdefault(sl.name, {})
         hit = cache.get(s)
         if hit is not None:
             return hit
         a = self._a
+        res = self._step_rows(s, sl) if a.expanded[s] else self._step_sets(s, sl)
+        cache[s] = res
+        return res
+
+    def _step_rows(self, s: int, sl):
+        """_step through the automaton's rows, expanding the states inside UTF-8
+        characters: for a state whose mask is walked (its row is built), whose walk
+        expands most of them anyway (the rest trie's tokens that start with a wide
+        character)."""
+        a = self._a
+        succ = set()
+        rows = {}  # (state, lo, hi) -> successor set (the UTF-8 sequences share prefixes)
+        for seq in sl.utf8_seqs:
+            cur = (s,)
+            for lo, hi in seq:
+                nxt = set()
+                for u in cur:
+                    key = (u, lo, hi)
+                    r = rows.get(key)
+                    if r is None:
+                        full = rows.get(u)
+                        if full is None:
+                            a.expand(u)
+                            full = rows[u] = a.trans[u].tolist()
+                        r = rows[key] = set(full[lo : hi + 1])
+                    nxt |= r
+                if 0 in nxt:
+                    return True, ()
+                cur = nxt
+            succ |= cur
+        return False, tuple(succ)
+
+    def _step_sets(self, s: int, sl):
+        """_step over configuration sets (_move): the states after whole characters are
+        interned, none is expanded."""
+        a = self._a
         intern, move = a.intern, self._move
         succ = set()
-        res = None
-        row = a.trans[s].tolist() if a.expanded[s] else None  # (the walk expanded most roots)
         start = (a.configs[s],)
         for seq in sl.utf8_seqs:
             cur = start
-            if row is not None:  # the first byte through the row
-                lo, hi = seq[0]
-                firsts = set(row[lo: hi + 1])
-                if 0 in firsts:
-                    res = (True, ())
-                    break
-                if len(seq) == 1:
-                    succ |= firsts
-                    continue
-                cur = {a.configs[u] for u in firsts}
-                seq = seq[1:]
             for lo, hi in seq[:-1]:
                 nxt = set()
                 for cfgs in cur:
                     m = move(cfgs, lo, hi)
                     if m is None:
-                        break
+                        return True, ()
                     nxt.update(c for c, _acc in m)
-                else:
-                    cur = nxt
-                    continue
-                res = (True, ())
-                break
-            if res is not None:
-                break
+                cur = nxt
             lo, hi = seq[-1]
             for cfgs in cur:
                 m = move(cfgs, lo, hi)
                 if m is None:
-                    res = (True, ())
-                    break
+                    return True, ()
                 for c, acc in m:
                     succ.add(intern(c, acc))
-            if res is not None:
-                break
-        if res is None:
-            res = (False, tuple(succ))
-        cache[s] = res
-        return res
+        return False, tuple(succ)
 
     def _move(self, cfgs, lo, hi):
         """The configuration sets after one byte of lo..hi from the configurations cfgs:
@@ -123,9 +131,9 @@ class SliceBounds:
             st = byte_stack(n, st)
             at = lo
             if st >= 0:
-                tmpl = template(n)
-                for k in range(self._first_class(n, tmpl, lo), len(tmpl)):
-                    x, y, targets = tmpl[k]
+                for x, y, targets in template(n):
+                    if y <= lo:
+                        continue
                     if x > at:  # a gap (or past the range)
                         break
                     groups[tuple([(t, st) for t in targets])] = None
@@ -139,9 +147,9 @@ class SliceBounds:
                 st = byte_stack(n, st)
                 if st < 0:
                     continue
-                tmpl = template(n)
-                for k in range(self._first_class(n, tmpl, lo), len(tmpl)):
-                    x, y, targets = tmpl[k]
+                for x, y, targets in template(n):
+                    if y <= lo:
+                        continue
                     if x >= stop:
                         break
                     x, y = max(x, lo), min(y, stop)
@@ -171,14 +179,6 @@ class SliceBounds:
             self._moves.clear()
         self._moves[key] = res
         return res
-
-    def _first_class(self, n, tmpl, lo):
-        """The index of the first byte class of node n's template tmpl that ends past
-        byte lo (a \\S node's template has dozens of classes; a move reads a few)."""
-        ends = self._ends.get(n)
-        if ends is None:
-            ends = self._ends[n] = [y for _x, y, _t in tmpl]
-        return bisect_right(ends, lo)
 
     def _abstract_stack(self, st):
         """st with its innermost call frame replaced by the context frame (counter frames
