@@ -45,9 +45,6 @@ class CompiledGrammar:
         self._push_per_byte: int | None = None  # the most frames one byte can push (computed when first needed)
         self._token_len: np.ndarray | None = None  # token id -> byte length (0: special / none)
         self._at_limit: dict[int, np.ndarray] = {}  # state -> mask_by_steps(state)
-        # state -> the bytes of its self-loops (a state with a row, from its second step-cache
-        # miss on; False after its first): Matcher._accept_cold
-        self._loops: dict[int, bytes | bool] = {}
 
     def mask_by_steps(self, state: int) -> np.ndarray:
         """The packed mask (int32 words) of ``state`` computed by stepping every token from
@@ -413,17 +410,6 @@ class Matcher:
             self._fail(f"token {token_id} is a special or unknown token; not allowed inside a constraint")
             return False
         s = h[0]
-        loops = self._g._loops
-        loop = loops.get(s)
-        if loop is None:  # the first miss from s (most states have one): noted only
-            loops[s] = False
-        elif loop is False and a.expanded[s]:  # a second, s has a row: its self-loops, once
-            loop = loops[s] = bytes(np.flatnonzero(a.trans[s] == s).tolist())
-        if loop and not data.strip(loop):
-            # every byte leads back to s (inside a JSON string, most tokens that miss the
-            # step cache): no byte loop through the rows
-            self._t = (s, False, h, h[3] + 1)
-            return True
         try:
             s = a.step(s, data)
         except AutomatonLimit as e:
