@@ -214,6 +214,14 @@ class SliceProof:
                 continue
             needs[pair] = reqs = []
             try:
+                one = self._ascii_units(u[0], sl.first_bytes) if rest is None else None
+                if one is not None:  # a stack-free part on one-byte characters only (a key trie node)
+                    for v in one:
+                        for req in self._as_parts(v, sl.first_bytes, cache, parts) if v else ([],):
+                            failed = failed or not req
+                            reqs.append(req)
+                            todo.extend(req)
+                    continue
                 split = self._split(u, sl.first_bytes) if rest == () and len(u) > 1 else None
                 if split is not None:  # each configuration's part is required (and proven) on its own
                     reqs.extend([(c, None)] for c in split)
@@ -258,6 +266,29 @@ class SliceProof:
                     cache[u] = ok
         return holds[(unit, ())]
 
+    def _ascii_units(self, cfg, bits):
+        """The boundary requirements of the part of a stack-free configuration whose
+        edges that meet `bits` all take one-byte characters (< 0x80) and do not overlap:
+        the distinct units of their targets, one of which is () when some target has no
+        configuration (then the part fails); None otherwise (_prove's general path). The
+        same requirements as that path's pieces (a piece per edge, one target unit, tail
+        ()), without building them: a key trie node's part, one per trie node, is most
+        of the first proof of a grammar's key tries."""
+        n, st = cfg
+        if st is not None or n in self._tick:
+            return None
+        seen, out, unit_of, units = 0, {}, self.closure_unit, self._units
+        for lo, hi, t in self._a.nfa.edges[n]:
+            m = (1 << (hi + 1)) - (1 << lo)
+            if not bits & m:
+                continue
+            if hi >= 0x80 or seen & m:
+                return None
+            seen |= m
+            u = units.get((t, None))
+            out[unit_of(t, None) if u is None else u] = None
+        return out
+
     def _as_parts(self, unit, bits, cache, parts):
         """Requirements that together say what [(unit, ())] says, for a boundary unit:
         when the unit covers `bits` and splits (_split), one per part not yet proven
@@ -266,9 +297,11 @@ class SliceProof:
         whole = [[(unit, ())]]
         if len(unit) < 2 or unit in cache:
             return whole
-        seen, out = 0, []
+        seen, out, nb, tick = 0, [], self._bytes, self._tick
         for cfg in unit:
-            b = self._cfg_bytes(cfg) & bits
+            n = cfg[0]
+            b = None if n in tick else nb.get(n)  # _cfg_bytes, inlined for the common case
+            b = (self._cfg_bytes(cfg) if b is None else b) & bits
             if not b:
                 continue
             if seen & b:
