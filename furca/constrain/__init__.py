@@ -19,7 +19,8 @@ from furca.errors import CompileError
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_, unpack_bitmask
 from .compiler import GrammarCompiler
 from .deadline import CompileTimeout, compile_deadline
-from .matcher import CompiledGrammar, Matcher
+from .compiled import CompiledGrammar
+from .matcher import Matcher
 from .tokenizer import TokenizerInfo
 
 __all__ = [

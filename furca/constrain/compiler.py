@@ -26,7 +26,7 @@ from .gcpause import GC_PAUSE as _GC_PAUSE
 from .json_schema import ANY_OBJECT, schema_to_ir
 from .json_schema.compiler import schema_key
 from .lark_grammar import parse_lark
-from .matcher import CompiledGrammar
+from .compiled import CompiledGrammar
 from .nfa import build_nfa
 from .prepare import prepare
 from .regex import regex_grammar

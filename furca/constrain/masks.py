@@ -197,16 +197,11 @@ class TokenMasks:
         res = None
         stacks = a.stacks.frames
         if configs:
-            base = configs[0][1]
-            for _, st in configs:
-                if base == 0:
-                    break
-                if st != base:
-                    base = a.stacks.common_base(base, st)
+            base = a.stacks.base_of(configs)
             while base and stacks[base][2]:  # keep counter frames in the abstract state
                 base = stacks[base][1]
             if base and stacks[base][0] != CUT_RET:
-                ab = a.intern(self._rebased(configs, base), False)
+                ab = a.intern(a.stacks.rebased(configs, base, a.cut), False)
                 cont = self._cont.get(base)
                 if cont is None:
                     ret, parent, _k = stacks[base]
@@ -228,26 +223,6 @@ class TokenMasks:
         for n, _st in self._a.configs[s]:
             bits |= node_bytes(n)
         return bool(bits >> 0x61 & bits >> 0x20 & 1)
-
-    def _rebased(self, configs, base):
-        """configs with the stack `base` (which every stack of configs extends) replaced by
-        the context frame: the frames above it pushed again, bottom first. (A loop, not a
-        recursive closure: that would be a reference cycle keeping the stacks alive.)"""
-        a = self._a
-        frames, push = a.stacks.frames, a.stacks.push
-        memo = {base: a.cut}
-        out = []
-        for n, st in configs:
-            chain = []
-            while st not in memo:
-                chain.append(st)
-                st = frames[st][1]
-            r = memo[st]
-            for x in reversed(chain):
-                ret, _parent, k = frames[x]
-                r = memo[x] = push(ret, r, k)
-            out.append((n, r))
-        return out
 
     def _compute_mask_ctx(self, s):
         """s's mask in its stored form (_stored): the context-independent part (its

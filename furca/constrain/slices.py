@@ -293,31 +293,13 @@ class SliceBounds:
         frames, configs = a.stacks.frames, a.configs[s]
         res = (s, None)
         if configs:
-            base = configs[0][1]
-            for _n, st in configs:
-                if base == 0:
-                    break
-                if st != base:
-                    base = a.stacks.common_base(base, st)
-            low, x = 0, base
+            low, x = 0, a.stacks.base_of(configs)
             while x and frames[x][0] != CUT_RET:
                 if frames[x][2] and frames[x][0] in a.nfa.counter:
                     low = x
                 x = frames[x][1]
             if low:
-                rebuilt = {low: a.cut}
-                out = []
-                for n, st in configs:
-                    chain = []
-                    while st not in rebuilt:
-                        chain.append(st)
-                        st = frames[st][1]
-                    r = rebuilt[st]
-                    for y in reversed(chain):
-                        ret, _parent, k = frames[y]
-                        r = rebuilt[y] = a.stacks.push(ret, r, k)
-                    out.append((n, r))
-                res = (a.intern(out, False), frames[low][0])
+                res = (a.intern(a.stacks.rebased(configs, low, a.cut), False), frames[low][0])
         self._below[s] = res
         return res
 

@@ -52,6 +52,36 @@ class Stacks:
             self._ids[key] = sid
         return sid
 
+    def base_of(self, configs) -> int:
+        """The longest stack that the stack of every (node, stack) in configs (non-empty)
+        extends (0: only the empty one)."""
+        base = configs[0][1]
+        for _n, st in configs:
+            if base == 0:
+                break
+            if st != base:
+                base = self.common_base(base, st)
+        return base
+
+    def rebased(self, configs, base: int, onto: int) -> list:
+        """configs with the stack `base` (which every stack of configs extends) replaced by
+        `onto`: the frames above it pushed again, bottom first. (A loop, not a recursive
+        closure: that would be a reference cycle keeping the stacks alive.)"""
+        frames, push = self.frames, self.push
+        memo = {base: onto}
+        out = []
+        for n, st in configs:
+            chain = []
+            while st not in memo:
+                chain.append(st)
+                st = frames[st][1]
+            r = memo[st]
+            for x in reversed(chain):
+                ret, _parent, k = frames[x]
+                r = memo[x] = push(ret, r, k)
+            out.append((n, r))
+        return out
+
     def common_base(self, x: int, y: int) -> int:
         """The longest stack that both x and y extend (their lowest common ancestor)."""
         d, fr = self.depth, self.frames
