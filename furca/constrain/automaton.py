@@ -170,6 +170,14 @@ class LazyAutomaton:
         if hit is not None:
             return hit
         trans, expanded = self.trans, self.expanded
+        if not expanded[s] and len(data) > 1:
+            t = self._step_abstract(s, data)
+            if t is not None:
+                if len(data) <= MAX_STEP_KEY:
+                    if len(self.step_cache) >= MAX_STEPS_CACHED:
+                        self.step_cache.clear()
+                    self.step_cache[key] = t
+                return t
         for b in data:
             if expanded[s]:
                 s = trans.item(s, b)  # a Python int, ~60 ns less than int(trans[s, b])
@@ -183,6 +191,41 @@ class LazyAutomaton:
                 self.step_cache.clear()  # cleared, never rebound: matchers hold it
             self.step_cache[key] = s
         return s
+
+    def _step_abstract(self, s: int, data: bytes):
+        """step(s, data) through s's abstract state (masks.TokenMasks._context: the
+        configurations with their shared base stack, the innermost call frame, replaced
+        by the context frame `cut`), or None where that cannot tell. A state without a
+        row got its mask from its abstract state, whose walk built the rows along the
+        token's bytes; the real states between them are never interned. Exact while no
+        state after a byte returned through the context frame (accepting): until then
+        every closure stayed above the base, so the real state after each byte is the
+        abstract one with `cut` replaced by the base again (the same frames, nodes and
+        counts; length regions and Closures.live read only frames above it)."""
+        configs = self.configs[s]
+        if not configs:
+            return None
+        stacks = self.stacks
+        frames = stacks.frames
+        base = stacks.base_of(configs)
+        while base and frames[base][2]:  # counter frames stay in the abstract state
+            base = frames[base][1]
+        if not base or frames[base][0] == CUT_RET:
+            return None
+        with self.lock:
+            x = self.intern(stacks.rebased(configs, base, self.cut), False)
+            trans, expanded, accepting = self.trans, self.expanded, self.accepting
+            for b in data:
+                if expanded[x]:
+                    x = trans.item(x, b)
+                else:
+                    x = self._step_byte(x, b)
+                    trans, expanded = self.trans, self.expanded
+                if x == 0:
+                    return 0
+                if accepting[x]:  # a configuration returned through the base: the caller's part
+                    return None
+            return self.intern(stacks.rebased(self.configs[x], self.cut, base), False)
 
     def _step_byte(self, s: int, b: int) -> int:
         """trans[s, b] without building s's row (the same state: the same configurations

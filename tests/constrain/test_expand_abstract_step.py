@@ -1,0 +1,95 @@
+"""accept_token's cold step through the abstract state (LazyAutomaton._step_abstract): a
+token from a state without a row is stepped over its abstract state's rows and rebased
+onto the real stack once at the end, instead of interning a real state per byte. Every
+step is checked against the reference: the token's bytes stepped one at a time through
+the NFA's edges and closures on the real stacks (no rows, no abstract state)."""
+
+import numpy as np
+import pytest
+
+SCHEMAS = {
+    # strings in an object (key tries, string bodies returning to "," / "}")
+    "object": {"type": "object", "properties": {"name": {"type": "string"}, "tags": {
+        "type": "array", "items": {"type": "string"}}, "n": {"type": "integer"}}, "required": ["name"]},
+    # a recursive $ref: the same string and object rules at several depths
+    "tree": {"$ref": "#/$defs/node", "$defs": {"node": {"type": "object", "properties": {
+        "label": {"type": "string"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}}},
+    # a length region (tick nodes, Closures.live) and a counter (maxItems > 16)
+    "bounded": {"type": "object", "properties": {"words": {"type": "array", "maxItems": 40, "items": {
+        "type": "string", "pattern": "^(?:\\S+\\s+){0,5}\\S+$", "minLength": 2, "maxLength": 30}}}},
+}
+
+TEXTS = {  # compact JSON, properties in their declared order (the compiler's defaults)
+    "object": ['{"name":"hello world, \\"quoted\\" and 日本語","tags":["a b","c,d",""],"n":12}',
+               '{"name":"x","tags":[]}'],
+    "tree": ['{"label":"root node","kids":[{"label":"kid one","kids":[{"label":"deep \\u00e9"}]},'
+             '{"label":"two","kids":[]}]}'],
+    "bounded": ['{"words":["hello world","a b c d","xyz","end of it"]}', '{"words":["ab"]}'],
+}
+
+
+def reference_step(a, s, data):
+    """s after data, one byte at a time from the NFA's edges and the closures of the
+    targets on the real stacks (the semantics of a transition row, with no row)."""
+    for b in data:
+        targets = [(x, st) for n, st0 in a.configs[s] for lo, hi, x in a.nfa.edges[n] if lo <= b <= hi
+                   for st in (a.byte_stack(n, st0),) if st >= 0]
+        s = a.intern(*a.closure_of(targets)) if targets else 0
+        if s == 0:
+            break
+    return s
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_cold_steps_through_abstract_states_match_the_reference(llama, name):
+    info, compiler, tok = llama
+    g = compiler.compile_json_schema(SCHEMAS[name])
+    a = g.automaton
+    bm = np.zeros((1, info.num_words), dtype=np.int32)
+    used = []
+    orig = a._step_abstract
+
+    def spy(s, data):
+        r = orig(s, data)
+        used.append(r is not None)
+        return r
+
+    a._step_abstract = spy
+    for text in TEXTS[name]:
+        ids = tok.encode(text, add_special_tokens=False).ids
+        m = g.matcher()
+        for t in ids:
+            m.fill_bitmask(bm)  # walks the abstract state of a wide state (its rows)
+            before = m._h.state
+            data = info.token_bytes[t]
+            ref = reference_step(a, before, data)
+            a.step_cache.clear()
+            assert m.accept_token(t), (text, data)
+            assert m._h.state == ref, (text, data)
+            # and a rejected continuation: the same bytes plus one that cannot follow
+            for bad in (b'\x01', b'}}]]'):
+                assert a.step(before, data + bad) == reference_step(a, before, data + bad)
+        m.fill_bitmask(bm)
+        assert m.can_terminate()
+    # the abstract path served steps; in the array of words some fell back (a token
+    # that leaves its string: an abstract state after one of its bytes is accepting)
+    assert any(used)
+    if name == "bounded":
+        assert not all(used)
+
+
+def test_without_masks_states_stay_exact(llama):
+    # accept_string alone (no mask walked any abstract state: the abstract states and
+    # their rows are built by the step itself)
+    info, compiler, tok = llama
+    g = compiler.compile_json_schema(SCHEMAS["tree"])
+    a = g.automaton
+    for text in TEXTS["tree"]:
+        m = g.matcher()
+        s = m._h.state
+        for t in tok.encode(text, add_special_tokens=False).ids:
+            data = info.token_bytes[t]
+            ref = reference_step(a, s, data)
+            assert a.step(s, data) == ref
+            s = ref
+        assert a.accepting[s]
