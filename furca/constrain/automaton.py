@@ -161,71 +161,75 @@ class LazyAutomaton:
 
     def step(self, s: int, data: bytes) -> int:
         """State after consuming data from s (0 = dead), cached per (s, data) for data of
-        at most MAX_STEP_KEY bytes (a token). A state without a row is stepped one byte
-        at a time (_step_byte), not expanded: the states a matcher steps through inside
-        a rule get their masks from their abstract states (masks.TokenMasks), so their
-        rows would be built only for this, interning a state per byte class."""
+        at most MAX_STEP_KEY bytes (a token). A state without a row is not expanded: the
+        states a matcher steps through inside a rule get their masks from their abstract
+        states (masks.TokenMasks), so their rows would be built only for this, interning
+        a state per byte class. Such a state is stepped over its abstract state's rows
+        as far as the token stays inside the rule (_step_abstract), then one byte at a
+        time (_step_byte)."""
         key = (s, data)
         hit = self.step_cache.get(key)
         if hit is not None:
             return hit
+        t, rest = s, data
+        if not self.expanded[s] and len(data) > 1:
+            t, rest = self._step_abstract(s, data)
         trans, expanded = self.trans, self.expanded
-        if not expanded[s] and len(data) > 1:
-            t = self._step_abstract(s, data)
-            if t is not None:
-                if len(data) <= MAX_STEP_KEY:
-                    if len(self.step_cache) >= MAX_STEPS_CACHED:
-                        self.step_cache.clear()
-                    self.step_cache[key] = t
-                return t
-        for b in data:
-            if expanded[s]:
-                s = trans.item(s, b)  # a Python int, ~60 ns less than int(trans[s, b])
-            else:
-                s = self._step_byte(s, b)
-                trans, expanded = self.trans, self.expanded  # interning may have grown them
-            if s == 0:
+        for b in rest:
+            if t == 0:
                 break
+            if expanded[t]:
+                t = trans.item(t, b)  # a Python int, ~60 ns less than int(trans[s, b])
+            else:
+                t = self._step_byte(t, b)
+                trans, expanded = self.trans, self.expanded  # interning may have grown them
         if len(data) <= MAX_STEP_KEY:
             if len(self.step_cache) >= MAX_STEPS_CACHED:
                 self.step_cache.clear()  # cleared, never rebound: matchers hold it
-            self.step_cache[key] = s
-        return s
+            self.step_cache[key] = t
+        return t
 
     def _step_abstract(self, s: int, data: bytes):
-        """step(s, data) through s's abstract state (masks.TokenMasks._context: the
-        configurations with their shared base stack, the innermost call frame, replaced
-        by the context frame `cut`), or None where that cannot tell. A state without a
-        row got its mask from its abstract state, whose walk built the rows along the
-        token's bytes; the real states between them are never interned. Exact while no
-        state after a byte returned through the context frame (accepting): until then
-        every closure stayed above the base, so the real state after each byte is the
-        abstract one with `cut` replaced by the base again (the same frames, nodes and
-        counts; length regions and Closures.live read only frames above it)."""
+        """(state, rest): s stepped over a prefix of data through s's abstract state
+        (masks.TokenMasks._context: the configurations with their shared base stack, the
+        innermost call frame, replaced by the context frame `cut`), and the bytes left
+        for the byte steps. A state without a row got its mask from its abstract state,
+        whose walk built the rows along the token's bytes; the real states between are
+        never interned. Exact while no state after a byte returned through the context
+        frame (accepting): until then every closure stayed above the base, so the real
+        state is the abstract one with `cut` replaced by the base again (the same frames,
+        nodes and counts; length regions and Closures.live read only frames above it).
+        The prefix stops before the first byte that leads to an accepting abstract state
+        (the token may leave the rule there: the caller's part needs the real stack)."""
         configs = self.configs[s]
         if not configs:
-            return None
+            return s, data
         stacks = self.stacks
         frames = stacks.frames
         base = stacks.base_of(configs)
         while base and frames[base][2]:  # counter frames stay in the abstract state
             base = frames[base][1]
         if not base or frames[base][0] == CUT_RET:
-            return None
+            return s, data
         with self.lock:
             x = self.intern(stacks.rebased(configs, base, self.cut), False)
             trans, expanded, accepting = self.trans, self.expanded, self.accepting
+            j = 0
             for b in data:
                 if expanded[x]:
-                    x = trans.item(x, b)
+                    y = trans.item(x, b)
                 else:
-                    x = self._step_byte(x, b)
+                    y = self._step_byte(x, b)
                     trans, expanded = self.trans, self.expanded
-                if x == 0:
-                    return 0
-                if accepting[x]:  # a configuration returned through the base: the caller's part
-                    return None
-            return self.intern(stacks.rebased(self.configs[x], self.cut, base), False)
+                if y == 0:
+                    return 0, b""
+                if accepting[y]:  # a configuration returned through the base: the caller's part
+                    break
+                x = y
+                j += 1
+            if j == 0:
+                return s, data
+            return self.intern(stacks.rebased(self.configs[x], self.cut, base), False), data[j:]
 
     def _step_byte(self, s: int, b: int) -> int:
         """trans[s, b] without building s's row (the same state: the same configurations
