@@ -153,3 +153,25 @@ def test_schema_valid_under_another_draft_only_is_accepted():
     check_metaschema(draft4)  # no error: draft 4 accepts it
     with pytest.raises(CompileError, match="invalid schema"):
         check_metaschema({"dependencies": {"a": ["b", 1]}})  # invalid under 7, 2020-12 and 4 alike
+
+
+def test_compiled_metaschema_made_once_and_unknown_keywords_only_where_visited():
+    """The fast check runs on a compiled copy of the metaschema, made at its first use; a
+    keyword it cannot read sends only the schemas that reach its node to jsonschema."""
+    from furca.constrain.json_schema import metaschema
+
+    assert _fast_valid(jsonschema.Draft7Validator, {"type": "string"})
+    compiled = metaschema._COMPILED[id(jsonschema.Draft7Validator.META_SCHEMA)]
+    assert _fast_valid(jsonschema.Draft7Validator, {"properties": {"a": {"type": "integer"}}})
+    assert metaschema._COMPILED[id(jsonschema.Draft7Validator.META_SCHEMA)] is compiled
+
+    class Draft7Validator:  # a metaschema with a keyword the fast check does not know, in one place
+        META_SCHEMA = {"type": "object", "properties": {
+            "odd": {"$ref": "#/definitions/odd"}, "items": {"$ref": "#"}, "n": {"type": "integer", "minimum": 0}},
+            "definitions": {"odd": {"noSuchKeyword": 1}}}
+
+    assert _fast_valid(Draft7Validator, {"items": {"n": 3}})
+    assert not _fast_valid(Draft7Validator, {"items": {"n": -1}})
+    assert not _fast_valid(Draft7Validator, {"items": {"odd": 1}})  # reaches the unknown keyword: jsonschema decides
+    assert Draft7Validator in metaschema._UNSUPPORTED
+    metaschema._UNSUPPORTED.discard(Draft7Validator)
