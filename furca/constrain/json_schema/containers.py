@@ -16,7 +16,7 @@ import re
 from furca.errors import CompileError
 
 from ..deadline import check as check_deadline
-from .grammar import EMPTY, NOTHING, Ref, alt, lit, opt, rep, seq
+from .grammar import EMPTY, NOTHING, Ref, Seq, alt, lit, opt, rep, seq
 from .merge import canon, merge
 from .regex import pattern_grammar
 from .scalars import _nonneg_int, literal
@@ -57,7 +57,6 @@ def _members_grammar(c, members, extra, where):
 
 
 def _big(node):
-    from .grammar import Seq
     return isinstance(node, Seq) and len(node.items) > 2
 
 
