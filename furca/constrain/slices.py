@@ -40,6 +40,9 @@ class SliceBounds:
         self._abs_all: dict[str, dict] = {}  # slice name -> {state: whether its abstract configurations are proven}
         self._below: dict[int, tuple] = {}  # state -> _counter_cut(state)
         self._cut_verdict: dict[tuple, bool] = {}  # (slice name, counter node) -> whether its cut proved as much
+        self._near: dict[int, dict] = {}  # L -> {state: its canonical form for L characters} (_horizon)
+        self._near_stacks: dict[int, dict] = {}  # L -> {stack: _near_stack(stack, L)}
+        self._whole: dict[int, bool] = {}  # counter body start -> _whole_bodies(it)
 
     def _step(self, s: int, sl):
         """(dies, successors): whether some character of the slice leads from s to the
@@ -303,6 +306,83 @@ class SliceBounds:
         self._below[s] = res
         return res
 
+    def _horizon(self, s: int, sl):
+        """The canonical form of states for a search that looks at most L = sl.max_level
+        slice characters ahead, or None when s holds no frame that it collapses and the
+        automaton's canonical form keeps (then that form is the search's). It is
+        automaton.canonical's argument with L characters in place of the longest token
+        (_near_stack): a maxLength 50 or 128 string (a counter) has room for 16
+        characters at most of its counts, not for a token of 128 bytes, and the search
+        stepped through one new state per count (16 levels, ~270 configuration-set moves,
+        ~5 ms); in this form the count after a character is the count before it. The
+        search's result is then capped at L (past it the form does not hold)."""
+        a = self._a
+        L = sl.max_level
+        if not any(self._near_stack(st, L)[1] for _n, st in a.configs[s]):
+            return None
+        memo = self._near.setdefault(L, {})
+        near_stack = self._near_stack
+
+        def canon(y):
+            c = memo.get(y)
+            if c is None:
+                configs = a.configs[y]
+                cut = [(n, near_stack(st, L)[0]) for n, st in configs]
+                c = memo[y] = y if all(x == z for x, z in zip(cut, configs)) else a.intern(cut, a.accepting[y])
+            return c
+        return canon
+
+    def _near_stack(self, st: int, L: int) -> tuple:
+        """(st with every frame that behaves alike for any L slice characters at its
+        canonical count, whether some frame was so replaced that automaton.canonical_stack
+        keeps). A counter frame (x{m,n}, k bodies) with m <= k and n - k > h takes count
+        max(m, 1) (automaton.canonical): h = L when every first byte of its body starts
+        a character (no 0x80-0xBF: each body then starts on a character of its own, so L
+        characters run at most L bodies), else 4L (a body consumes at least a byte). A
+        length frame (k - 1 characters; its ticks count characters) with room
+        n - (k - 1) >= L + nfa.length_need takes the twin without a maximum at count
+        m + 1 (automaton.canonical)."""
+        if not st:
+            return 0, False
+        memo = self._near_stacks.setdefault(L, {})
+        hit = memo.get(st)
+        if hit is None:
+            a = self._a
+            nfa, tok = a.nfa, a.info.max_token_len
+            ret, parent, k = a.stacks.frames[st]
+            p, flag = self._near_stack(parent, L)
+            if k and ret in nfa.length:
+                free = nfa.length_free.get(ret)
+                if free is not None:
+                    _body, _exit, lo, hi = nfa.length[ret]
+                    room, need = hi - (k - 1), nfa.length_need[ret]
+                    if k > lo and room >= L + need:
+                        flag = flag or room < tok + need
+                        ret, k = free, lo + 1
+            elif k:
+                body, _done, lo, hi = nfa.counter[ret]
+                h = L if self._whole_bodies(body) else 4 * L
+                if k >= lo and hi - k > h:
+                    flag = flag or hi - k <= tok
+                    k = max(lo, 1)
+            c = st if (ret, p, k) == a.stacks.frames[st] else a.stacks.push(ret, p, k)
+            hit = memo[st] = (c, flag)
+        return hit
+
+    def _whole_bodies(self, body: int) -> bool:
+        """Whether no first byte of a counter body (from its start node `body`) is a
+        UTF-8 continuation byte (0x80-0xBF): each body then starts a character."""
+        hit = self._whole.get(body)
+        if hit is None:
+            bits = 0
+            try:
+                for n, _st in self.proof.closure_unit(body, None):
+                    bits |= self.proof.node_bytes(n)
+            except AutomatonLimit:
+                bits = -1
+            hit = self._whole[body] = not bits >> 0x80 & 0xFFFFFFFFFFFFFFFF
+        return hit
+
     def slice_depth(self, s: int, sl) -> int:
         """A lower bound of d, the largest n such that every string of at most n slice
         characters leads from s to a live state (_search). A state under a counter frame
@@ -343,8 +423,9 @@ class SliceBounds:
         if hit is not None:
             return hit
         steps = self._steps.setdefault(sl.name, {})
-        canon = self._canon
         top = sl.max_level
+        near = self._horizon(s, sl)
+        canon = self._canon if near is None else near
         lb = self._config_bound(s, sl, memo, nested + 1)
         if lb >= top:
             memo[s] = lb
@@ -385,7 +466,7 @@ class SliceBounds:
             level = nxt
         else:
             best = min(best, top)  # frontier still open after max_level levels
-        best = max(min(best, UNBOUNDED), lb)
+        best = max(min(best, UNBOUNDED if near is None else top), lb)
         memo[s] = best
         return best
 

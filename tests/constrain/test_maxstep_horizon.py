@@ -1,0 +1,65 @@
+"""The slice search's horizon form (slices.SliceBounds._horizon): a counter or length
+frame with room for sl.max_level characters is searched at its canonical count, so a
+maxLength string is one search for every count, and the masks stay exact near and far
+from the bound (brute force over byte tokens plus long ones)."""
+
+import random
+
+import pytest
+
+from furca.constrain import GrammarCompiler, TokenizerInfo
+
+from .conftest import BYTE_EOS, walk_checking_masks
+
+EXTRA = ["ab", "a b", "ww " * 5 + "w", "xyzw" * 4, "a" * 17, "日本" * 9, "\u00e9" * 20, '",', "q" * 40]
+
+
+def byte_info(extra):
+    """conftest.byte_info without the long-token tier (long_tokens=0): every mask comes
+    from the state itself, so its slice depth decides the slice's tokens near a bound."""
+    toks = [bytes([i]) for i in range(256)] + [None, None] + [e.encode() for e in extra]
+    return TokenizerInfo(toks, [BYTE_EOS], vocab_size=300, long_tokens=0)
+
+
+def _walk(g, text):
+    m = g.matcher()
+    for b in text.encode():
+        assert m.accept_token(b), m.error
+    return m
+
+
+@pytest.mark.parametrize("max_length", [40, 50])  # below the longest token (54 bytes): kept by automaton.canonical
+def test_a_max_length_string_is_searched_once(max_length):
+    info = byte_info(EXTRA)
+    sl = info.slices()[0]
+    g = GrammarCompiler(info).compile_json_schema({"type": "object", "properties": {
+        "s": {"type": "string", "maxLength": max_length}}})
+    bounds = g.masks.slices
+    m = _walk(g, '{"s":"')
+    s = m._h.state
+    assert bounds._horizon(s, sl) is not None
+    assert bounds.slice_depth(s, sl) == sl.max_level
+    assert len(bounds._steps[sl.name]) <= 2  # the count after a character is the count before it
+    body = next(iter(g.automaton.nfa.counter.values()))[0]
+    assert bounds._whole_bodies(body)  # a JSON string character: each body starts a character
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "maxLength": 50},
+    {"type": "string", "maxLength": 23},
+    {"type": "string", "minLength": 30, "maxLength": 90},
+    {"type": "string", "maxLength": 70},
+    {"type": "string", "pattern": "^[a-z \u00e9]+$", "maxLength": 60},
+    {"type": "string", "pattern": r"^(?:\S+\s+){0,40}\S+$"},
+    {"type": "string", "pattern": r"^[a-z]+( [a-z]+)*$", "maxLength": 45},  # a length region
+    {"type": "string", "pattern": r"^(?:\S+\s+){0,19}\S+$", "maxLength": 50},
+    {"type": "array", "items": {"type": "string", "maxLength": 70}, "maxItems": 40},
+])
+def test_masks_equal_brute_force_near_and_far_from_the_bound(schema):
+    info = byte_info(EXTRA)
+    g = GrammarCompiler(info).compile_json_schema(schema)
+    prefix = '["a","' if "items" in schema else '"'
+    limit = schema.get("maxLength") or schema.get("items", {}).get("maxLength") or 99
+    for seed, done in enumerate((0, 8, 20, 33, 45, limit - 16, limit - 9)):  # characters already in the string
+        m = _walk(g, prefix + "ww " * (min(done, limit - 2) // 3))
+        walk_checking_masks(m, info, random.Random(seed), 30)
