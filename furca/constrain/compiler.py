@@ -136,10 +136,11 @@ class GrammarCompiler:
             except json.JSONDecodeError as e:
                 raise CompileError(f"JSON schema is not valid JSON: {e}") from None
         opts = (allow_extra_properties, unsupported, whitespace, max_whitespace)
-        return self._cached(("json_schema", schema_key(schema)) + opts,
+        keys = {None: []}  # every subschema's key, handed to the translator (its memo keys)
+        return self._cached(("json_schema", schema_key(schema, keys)) + opts,
                             lambda: schema_to_ir(schema, allow_extra_properties=allow_extra_properties,
                                                  unsupported=unsupported, whitespace=whitespace,
-                                                 max_whitespace=max_whitespace))
+                                                 max_whitespace=max_whitespace, keys=keys))
 
     def compile_json_object(self, *, whitespace: str = "compact", max_whitespace: int = 4) -> CompiledGrammar:
         """Any JSON object (OpenAI's ``response_format: json_object``); whitespace and

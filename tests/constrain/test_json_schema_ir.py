@@ -136,3 +136,31 @@ def test_schema_to_ir_options_are_keywords():
     assert isinstance(g, ir.Grammar) and len(warned) == 1 and "uniqueItems" in warned[0]
     with pytest.raises(TypeError):
         schema_to_ir({}, strict=False)  # the old spelling is not accepted silently
+
+
+def test_keys_of_the_cache_key_are_reused(monkeypatch):
+    """compile_json_schema keys the schema once: the translator's memo keys come from the
+    map its cache key filled (no second walk), and the rules are the same either way."""
+    import itertools
+
+    from furca.constrain import compiler as gc_module
+    from furca.constrain.json_schema import compiler as jc
+
+    for _name, schema, _tests in itertools.islice(maskbench_cases(), 40):
+        if not isinstance(schema, dict):
+            continue
+        try:
+            fresh = schema_to_ir(schema).rules
+        except CompileError:
+            continue
+        keys = {None: []}
+        jc.schema_key(schema, keys)
+        assert schema_to_ir(schema, keys=keys).rules == fresh
+
+    handed = []
+    real = gc_module.schema_to_ir
+    monkeypatch.setattr(gc_module, "schema_to_ir", lambda s, **kw: handed.append((s, kw["keys"])) or real(s, **kw))
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {}}}}
+    GrammarCompiler(byte_info()).compile_json_schema(schema)
+    (s, keys), = handed
+    assert s is schema and id(schema) in keys and id(schema["properties"]["b"]) in keys

@@ -97,16 +97,19 @@ ANY_OBJECT = {"type": "object", "additionalProperties": True}  # OpenAI's respon
 
 def schema_to_ir(schema: dict | str | bool, *, allow_extra_properties: bool | None = None,
                  unsupported: str = "raise", whitespace: str = "compact", max_whitespace: int = 4,
-                 warn: Callable[[str], None] | None = None) -> ir.Grammar:
+                 warn: Callable[[str], None] | None = None, keys: dict | None = None) -> ir.Grammar:
     """The `furca.constrain.ir.Grammar` (root rule ``root``) of the JSON texts `schema`
     accepts; see the module docstring. Raises CompileError as described there.
 
     allow_extra_properties: what an object without `additionalProperties` admits
     besides its declared properties; None or True (default): JSON Schema's meaning
     (allowed); False: none (xgrammar strict_mode / OpenAI strict).
-    unsupported: "raise" or "warn" (with `warn(message)`, default warnings.warn)."""
+    unsupported: "raise" or "warn" (with `warn(message)`, default warnings.warn).
+    keys: the `known` map of a `compiler.schema_key(schema, known)` call already made
+    for this very schema object (GrammarCompiler's cache key), so the translator does
+    not key the whole schema a second time."""
     return _translate(schema, lower, allow_extra_properties=allow_extra_properties, unsupported=unsupported,
-                      whitespace=whitespace, max_whitespace=max_whitespace, warn=warn)
+                      whitespace=whitespace, max_whitespace=max_whitespace, warn=warn, keys=keys)
 
 
 def schema_to_gbnf(schema: dict | str | bool, *, allow_extra_properties: bool | None = None,
@@ -128,7 +131,7 @@ def json_object_gbnf(whitespace: str = "compact", max_whitespace: int = 4) -> st
     return schema_to_gbnf(ANY_OBJECT, whitespace=whitespace, max_whitespace=max_whitespace)
 
 
-def _translate(schema, emit: Callable[[Grammar], object], *, warn, **opts):
+def _translate(schema, emit: Callable[[Grammar], object], *, warn, keys=None, **opts):
     """emit(the translator's grammar of `schema`), after checking the schema."""
     if isinstance(schema, str):
         try:
@@ -139,7 +142,7 @@ def _translate(schema, emit: Callable[[Grammar], object], *, warn, **opts):
         raise CompileError("a schema must be a JSON object or a boolean, got %s" % type(schema).__name__)
     if isinstance(schema, dict):
         check_metaschema(schema)  # metaschema.py
-    c = Compiler(schema, warn=_default_warn if warn is None else warn, **opts)
+    c = Compiler(schema, warn=_default_warn if warn is None else warn, keys=keys, **opts)
     c.g.eager_lengths = emit is render  # the engine counts lengths on a frame (faster, any size)
     try:
         out = emit(c.compile_root())

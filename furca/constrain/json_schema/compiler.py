@@ -46,7 +46,7 @@ _DRAFT7_URIS = ("draft-07", "draft-06", "draft-04", "draft-03")
 
 class Compiler:
     def __init__(self, root, *, unsupported: str, whitespace: str, max_whitespace: int, warn,
-                 allow_extra_properties: bool | None = None):
+                 allow_extra_properties: bool | None = None, keys: dict | None = None):
         if unsupported not in ("raise", "warn"):
             raise CompileError("unsupported must be 'raise' or 'warn', got %r" % (unsupported,))
         self.root = root
@@ -55,7 +55,9 @@ class Compiler:
         self.warn = warn
         self.g = Grammar()
         self.memo = {}
-        self.keys = {None: []}  # id(subschema) -> its schema_key: each keyed once (schema_key)
+        # id(subschema) -> its schema_key: each keyed once (schema_key); `keys` when the
+        # caller keyed root already (GrammarCompiler's cache key): not walked again
+        self.keys = {None: []} if keys is None else keys
         schema_uri = root.get("$schema", "") if isinstance(root, dict) else ""
         self.draft7 = isinstance(schema_uri, str) and any(d in schema_uri for d in _DRAFT7_URIS)
         self.refs = RefIndex(root, self.draft7) if isinstance(root, dict) else None
