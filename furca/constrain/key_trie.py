@@ -92,6 +92,13 @@ def expand(e):
         below = None  # noqa: F841 - a recursive closure: break its cycle (compiles run with the GC paused)
 
 
+def trie_nodes(nfa) -> dict:
+    """{trie node: (narrow classes' target, call of other, whether it has children)} over
+    every key trie that add_to_nfa built into nfa (slice_proof.SliceProof reads them: see
+    there)."""
+    return vars(nfa).get("key_trie_nodes", {})
+
+
 def add_to_nfa(nfa, e, s: int) -> int:
     """Adds the trie `e` leaving NFA node s; returns the node where it ends. The NFA of
     `expand(e)` would give every trie node its own join, narrow-class target and two call
@@ -116,6 +123,11 @@ def add_to_nfa(nfa, e, s: int) -> int:
     to_other = (other_call,)  # one tuple for every trie node's epsilon
     quote = ((0x22, 0x22, end),)  # the closing quote of a prefix that is no name
     narrow_of = {}  # the children's characters -> the narrow class's edges (one tuple per set)
+    # every trie node: its edges are the closing quote (not at a name), one per child (a
+    # trie node) and plain ASCII to narrow_to; its epsilon calls other (trie_nodes: inner
+    # nodes and leaves apart)
+    marks = vars(nfa).setdefault("key_trie_nodes", {})
+    inner, leaf = (narrow_to, other_call, True), (narrow_to, other_call, False)
     todo = [(trie_of(names), root)]
     while todo:
         check_deadline()
@@ -133,6 +145,7 @@ def add_to_nfa(nfa, e, s: int) -> int:
                     narrow = narrow_of[ch] = tuple([(lo, hi, narrow_to) for lo, hi in plain_ascii_except((o,))])
                 edges[at] = quote + ((o, o, u),) + narrow
                 eps[at] = to_other
+                marks[at] = inner
                 node, at = node[ch], u
                 continue
             out = [] if None in node else [quote[0]]
@@ -150,6 +163,7 @@ def add_to_nfa(nfa, e, s: int) -> int:
                                                  for lo, hi in plain_ascii_except(sorted(ord(k) for k in kids))])
             edges[at] = tuple(out) + narrow
             eps[at] = to_other
+            marks[at] = inner if kids else leaf
             if not kids:
                 break
             for ch, (_lo, _hi, u) in zip(kids[:-1], out[-len(kids):-1]):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from .automaton import LazyAutomaton
 from .deadline import check as check_deadline
+from .key_trie import trie_nodes
 from .stacks import AutomatonLimit
 
 UNBOUNDED = 1 << 30  # slice depth of a state no slice string can kill
@@ -45,6 +46,8 @@ class SliceProof:
         self._complete = True  # whether the last _prove explored everything within its budget
         self._parts: dict[str, dict] = {}  # slice name -> {(configuration,): whether its part holds} (_split)
         self._free_spans: dict[tuple, tuple] = {}  # _spans of stack-free configurations, grammar-wide
+        self._tries = trie_nodes(automaton.nfa)  # key trie node -> (narrow classes' target, call of other)
+        self._trie_groups: dict[tuple, list] = {}  # a trie's mark -> the parts of its nodes (_trie_parts)
 
     def node_bytes(self, n: int) -> int:
         """The bytes NFA node n's edges take, as a bit set (bit b: byte b), cached."""
@@ -192,6 +195,7 @@ class SliceProof:
             spans = {}
         parts = self._parts.setdefault(sl.name, {})  # (configuration,) -> whether its part holds
         needs = {}  # pair -> [[pairs, one of which must hold], ...]
+        marks = {}  # key trie mark -> a pair of a node with that mark whose part this proof settles
         todo, complete, failed = [(unit, ())], True, False  # failed: some requirement lost an option
         while todo:
             pair = todo.pop()
@@ -214,7 +218,13 @@ class SliceProof:
                 continue
             needs[pair] = reqs = []
             try:
-                one = self._ascii_units(u[0], sl.first_bytes) if rest is None else None
+                one = None
+                if rest is None:
+                    one = self._trie_units(u[0], sl.first_bytes)
+                    if one is not None:  # its verdict goes to every such node of its trie
+                        marks.setdefault(self._tries[u[0][0]], pair)
+                    else:
+                        one = self._ascii_units(u[0], sl.first_bytes)
                 if one is not None:  # a stack-free part on one-byte characters only (a key trie node)
                     for v in one:
                         for req in self._as_parts(v, sl.first_bytes, cache, parts) if v else ([],):
@@ -264,7 +274,47 @@ class SliceProof:
                     parts[u] = ok
                 elif not rest:
                     cache[u] = ok
+        if marks:  # the inner nodes (leaves) of a trie have the same requirements (_trie_units)
+            for mark in list(marks):
+                ok = holds[marks[mark]]
+                if ok or complete:
+                    marks[mark] = ok
+                    if ok and mark[2]:  # key-rest holds: so do the leaves
+                        marks[mark[:2] + (False,)] = True
+                else:
+                    del marks[mark]
+            for mark, ok in marks.items():
+                parts.update(dict.fromkeys(self._trie_parts(mark), ok))
         return holds[(unit, ())]
+
+    def _trie_parts(self, mark):
+        """The parts ((node, None),) of the inner nodes or the leaves of a key trie (its
+        mark: key_trie.trie_nodes)."""
+        groups = self._trie_groups
+        if not groups:
+            for n, m in self._tries.items():
+                groups.setdefault(m, []).append(((n, None),))
+        return groups.get(mark, ())
+
+    def _trie_units(self, cfg, bits):
+        """The boundary requirements of a stack-free key trie node's part (key_trie.py
+        marks its nodes), when `bits` lacks the closing quote: key-rest's unit (the
+        narrow classes' target) and, at a node with children, the node's own unit (itself
+        and key-other's start: as parts, other's are required and its own is the pair
+        itself), not its children's units. Exact for the greatest fixpoint: a node's
+        bytes in `bits` lead to a child (whose unit is the child plus key-other's start)
+        or to key-rest, and below every node there is a leaf, whose plain ASCII
+        characters all go to key-rest; so a leaf's part holds exactly when key-rest's
+        unit does, an inner node's when key-rest's unit and key-other's parts do. Every
+        inner node (every leaf) of a trie has the same requirements, so _prove gives its
+        verdict to all of them: a trie of 1,000 nodes is proven in a few parts, not
+        1,000 (sp_138's first key proof ~13 -> ~0.5 ms). None otherwise."""
+        hit = self._tries.get(cfg[0]) if cfg[1] is None else None
+        if hit is None or bits >> 0x22 & 1:
+            return None
+        unit_of = self.closure_unit
+        rest = unit_of(hit[0], None)
+        return dict.fromkeys((rest, unit_of(cfg[0], None)) if hit[2] else (rest,))
 
     def _ascii_units(self, cfg, bits):
         """The boundary requirements of the part of a stack-free configuration whose
