@@ -338,8 +338,9 @@ class SliceBounds:
         keeps). A counter frame (x{m,n}, k bodies) with m <= k and n - k > h takes count
         max(m, 1) (automaton.canonical): h = L when every first byte of its body starts
         a character (no 0x80-0xBF: each body then starts on a character of its own, so L
-        characters run at most L bodies), else 4L (a body consumes at least a byte). A
-        length frame (k - 1 characters; its ticks count characters) with room
+        characters run at most L bodies), else 4L (a body consumes at least a byte);
+        with m - k > h too it takes count 1 (no exit and no maximum within h bodies: a
+        minLength 22 string). A length frame (k - 1 characters; its ticks count characters) with room
         n - (k - 1) >= L + nfa.length_need takes the twin without a maximum at count
         m + 1 (automaton.canonical)."""
         if not st:
@@ -365,6 +366,8 @@ class SliceBounds:
                 if k >= lo and hi - k > h:
                     flag = flag or hi - k <= tok
                     k = max(lo, 1)
+                elif lo - k > h and hi - k > h:  # below the minimum: no exit within the horizon
+                    flag, k = True, 1
             c = st if (ret, p, k) == a.stacks.frames[st] else a.stacks.push(ret, p, k)
             hit = memo[st] = (c, flag)
         return hit

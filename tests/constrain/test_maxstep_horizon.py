@@ -48,6 +48,8 @@ def test_a_max_length_string_is_searched_once(max_length):
     {"type": "string", "maxLength": 50},
     {"type": "string", "maxLength": 23},
     {"type": "string", "minLength": 30, "maxLength": 90},
+    {"type": "string", "minLength": 40},  # below the minimum: count 1 (_near_stack)
+    {"type": "string", "minLength": 25, "maxLength": 60},
     {"type": "string", "maxLength": 70},
     {"type": "string", "pattern": "^[a-z \u00e9]+$", "maxLength": 60},
     {"type": "string", "pattern": r"^(?:\S+\s+){0,40}\S+$"},
