@@ -175,3 +175,28 @@ def test_compiled_metaschema_made_once_and_unknown_keywords_only_where_visited()
     assert not _fast_valid(Draft7Validator, {"items": {"odd": 1}})  # reaches the unknown keyword: jsonschema decides
     assert Draft7Validator in metaschema._UNSUPPORTED
     metaschema._UNSUPPORTED.discard(Draft7Validator)
+
+
+def test_first_check_compiles_every_draft_and_knows_their_uris():
+    """The first check compiles the metaschemas of drafts 4, 6 and 7 together and enters
+    their URIs (with and without '#') in _DECLARED, so that a worker forked after one
+    warm-up compile neither compiles draft 4's nor parses the URI; answers and messages
+    stay each draft's."""
+    from furca.constrain.json_schema import metaschema
+
+    check_metaschema({"type": "string"})
+    for cls_ in (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator):
+        meta = cls_.META_SCHEMA
+        assert metaschema._COMPILED[id(meta)][0] is meta
+    for uri, cls_ in metaschema._DECLARED.items():
+        assert jsonschema.validators.validator_for({"$schema": uri}) is cls_
+    d4 = "http://json-schema.org/draft-04/schema#"
+    assert metaschema._DECLARED[d4] is jsonschema.Draft4Validator
+    assert metaschema._DECLARED[d4[:-1]] is jsonschema.Draft4Validator
+    check_metaschema({"$schema": d4, "type": "object", "exclusiveMinimum": True, "minimum": 1})  # draft 4 only
+    with pytest.raises(CompileError, match="invalid schema"):
+        check_metaschema({"$schema": "http://json-schema.org/draft-07/schema#", "exclusiveMinimum": True})
+    with pytest.raises(CompileError, match="invalid schema"):
+        check_metaschema({"$schema": d4[:-1], "minLength": -1})
+    check_metaschema({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "string"})
+    assert "https://json-schema.org/draft/2020-12/schema" not in metaschema._DECLARED

@@ -19,6 +19,11 @@ from __future__ import annotations
 from furca.errors import CompileError
 
 _VALIDATORS: dict = {}  # validator class -> an instance for its metaschema
+# the URIs of drafts 4, 6 and 7 (with and without "#") -> their validator class, as
+# validator_for finds it (filled by _compile_drafts); validator_for normalizes the URI
+# through urllib's parsers: ~10 functions a call, each a page or two to copy in a worker
+# forked from a warmed-up process
+_DECLARED: dict = {}
 _UNSUPPORTED: set = set()  # validator classes whose metaschema the fast check cannot read
 _ANNOTATIONS = frozenset(("default", "title", "description", "$schema", "$id", "id", "format", "$comment"))
 _TYPES = {
@@ -44,10 +49,13 @@ def check_metaschema(schema: dict):
 
     declared = schema.get("$schema")
     if isinstance(declared, str):
-        try:
-            cands = [jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)]
-        except Exception:
-            return
+        cls_ = _DECLARED.get(declared)
+        if cls_ is None:
+            try:
+                cls_ = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+            except Exception:
+                return
+        cands = [cls_]
     else:
         cands = [jsonschema.Draft7Validator, jsonschema.Draft202012Validator, jsonschema.Draft4Validator]
     if _fast_valid(cands[0], schema):
@@ -81,6 +89,9 @@ def _fast_valid(cls_, schema) -> bool:
     meta = cls_.META_SCHEMA
     hit = _COMPILED.get(id(meta))
     try:
+        if hit is None or hit[0] is not meta:
+            _compile_drafts()
+            hit = _COMPILED.get(id(meta))
         return _run(hit[1] if hit is not None and hit[0] is meta else _compile(meta), schema)
     except _Unsupported:
         _UNSUPPORTED.add(cls_)
@@ -97,6 +108,25 @@ def _fast_valid(cls_, schema) -> bool:
 # object whose reference count the check changes costs its page a copy on write
 # (~8 µs here), and the same check touched ~90 such pages of a small schema's ~800.
 _COMPILED: dict = {}  # id(metaschema) -> (metaschema, its compiled root node)
+
+
+def _compile_drafts():
+    """At the first check: the metaschemas of drafts 4, 6 and 7 compiled together, and
+    their URIs entered in _DECLARED, so that a process warmed up on one schema has them
+    all (a worker forked from it neither compiles draft 4's for its first schema, as a
+    third of MaskBench's declare it, nor parses the URI)."""
+    import jsonschema
+
+    for cls_ in (jsonschema.Draft7Validator, jsonschema.Draft4Validator, jsonschema.Draft6Validator):
+        meta = cls_.META_SCHEMA
+        hit = _COMPILED.get(id(meta))
+        if hit is None or hit[0] is not meta:
+            _compile(meta)
+        uri = meta.get("$schema")
+        if isinstance(uri, str):
+            for u in (uri, uri.rstrip("#"), uri.rstrip("#") + "#"):
+                if jsonschema.validators.validator_for({"$schema": u}, default=None) is cls_:
+                    _DECLARED.setdefault(u, cls_)
 
 
 def _run(node, x) -> bool:
