@@ -17,12 +17,16 @@ counts, without a cycle:
   under other counts. A successor is looked up by its targets first (``_succ``): states
   that converge on the same configurations skip the closure and intern.
 
-Without length regions (no ``nfa.tick`` / ``nfa.need``) a layout also holds each
-bucket's *plan*, built on the bucket's first new successor: per target its
-stack-independent closure (``Closures.relative``), so a new successor is its targets'
-relative configurations pushed on the configurations' own stacks, without a closure
-call, lookup and cache entry per (target, stack) pair; a target whose rule can end
-without consuming takes the full closure (it returns through the stack).
+A layout also holds each bucket's *plan*, built on the bucket's first new successor:
+per target its stack-independent closure (``Closures.relative``), so a new successor is
+its targets' relative configurations pushed on the configurations' own stacks, without
+a closure call, lookup and cache entry per (target, stack) pair; a target whose rule
+can end without consuming takes the full closure (it returns through the stack). In a
+length region the stacks are those after the byte (``byte_stack``: a tick node counts a
+character; -1, past the maximum, takes no byte) and the successor keeps only the
+configurations ``Closures.live`` keeps, as ``closure`` does: ``closure(t, st)`` of a
+target that cannot return is ``live(relative(t) pushed on st)``, and live filters
+configuration by configuration, so the union of the closures is the filtered union.
 
 The caches grow with the grammar; the layouts are bounded by MAX_LAYOUTS (then they
 start over). See DESIGN.md ("Supporting the cold path").
@@ -44,7 +48,7 @@ class Rows:
         self._succ: dict[tuple, int] = {}  # targets ((node, stack), ...) -> state of their closure
         self._layouts: dict[tuple, tuple] = {}  # NFA nodes of a state -> (byte -> bucket, buckets, plans)
         self._ticks = bool(nfa.tick)  # a length region: bytes may change the stack (byte_stack)
-        self._plans = not nfa.tick and not nfa.need  # successors from relative closures (see the docstring)
+        self._need = bool(nfa.need)  # a length region: successors keep the live configurations only
 
     def single(self, a, s, n, st):
         """The row of a state of one configuration (n, st), from n's byte classes."""
@@ -75,36 +79,21 @@ class Rows:
         fill, buckets, plans = lay
         succ = self._succ
         sids = [0]  # bucket 0: bytes no configuration takes
-        if plans is not None:  # no length regions: stacks as they are, every key non-empty
-            sts = [st for _n, st in configs]
-            for j, bucket in enumerate(buckets):
-                key = tuple([(t, sts[i]) for i, t in bucket])
-                sid = succ.get(key)
-                if sid is None:
-                    plan = plans[j]
-                    if plan is None:
-                        plan = plans[j] = _plan(a, bucket)
-                    sid = succ[key] = _from_plan(a, plan, sts)
-                sids.append(sid)
+        if self._ticks:  # a length region: the stacks after the byte (-1: past its maximum)
+            byte_stack = a.byte_stack
+            sts = [byte_stack(n, st) for n, st in configs]
         else:
-            if self._ticks:
-                byte_stack = a.byte_stack
-                sts = [byte_stack(n, st) for n, st in configs]
-            else:
-                sts = [st for _n, st in configs]
-            closure, intern = a.closure, a.intern
-            for bucket in buckets:
-                key = tuple([(t, sts[i]) for i, t in bucket if sts[i] >= 0])
-                sid = succ.get(key)
-                if sid is None:
-                    if not key:
-                        sid = 0
-                    elif len(key) == 1:
-                        sid = intern(*closure(*key[0]))
-                    else:
-                        sid = intern(*a.closure_of(key))
-                    succ[key] = sid
-                sids.append(sid)
+            sts = [st for _n, st in configs]
+        live = a.closures.live if self._need else None
+        for j, bucket in enumerate(buckets):
+            key = tuple([(t, sts[i]) for i, t in bucket])
+            sid = succ.get(key)
+            if sid is None:
+                plan = plans[j]
+                if plan is None:
+                    plan = plans[j] = _plan(a, bucket)
+                sid = succ[key] = _from_plan(a, plan, sts, live)
+            sids.append(sid)
         if type(fill) is tuple:  # a few runs: written as slices (after the interning, which may grow the table)
             row = a.trans[s]
             row[:] = 0
@@ -118,7 +107,7 @@ class Rows:
         bytes that meet the same edges of every node, a bucket being ((index in nodes,
         target node), ...) (identical buckets, a class split by another node's edge, are
         one; bucket 0, no target, is implicit). plans[j]: bucket j's ((index, target,
-        relative closure or None), ...); None without plans (length regions)."""
+        relative closure or None), ...), built on its first new successor."""
         edges = a.nfa.edges
         cuts = {0, 256}
         for n in nodes:
@@ -151,7 +140,7 @@ class Rows:
                 buckets.append(key)
                 k = ids[key] = len(buckets)
             run_bucket.append(k)
-        plans = [None] * len(buckets) if self._plans else None  # built on a bucket's first new successor
+        plans = [None] * len(buckets)  # built on a bucket's first new successor
         fill = tuple([(lo, hi, k) for lo, hi, k in zip(cuts, cuts[1:], run_bucket) if k])
         if len(fill) > MAX_SPANS:
             fill = np.array(run_bucket, dtype=np.intp).repeat([hi - lo for lo, hi in zip(cuts, cuts[1:])])
@@ -173,13 +162,17 @@ def _plan(a, bucket):
     return tuple(plan)
 
 
-def _from_plan(a, plan, sts):
+def _from_plan(a, plan, sts, live):
     """The state after a bucket: each target's relative closure pushed on its
-    configuration's stack (the full closure for a target whose rule may end)."""
+    configuration's stack (the full closure for a target whose rule may end); in a
+    length region (live: Closures.live) without the configurations past the maximum
+    (a stack of -1 takes no byte; live drops those that cannot fit)."""
     out, accept = set(), False
     push = a.stacks.push
     for i, t, rel_out in plan:
         st = sts[i]
+        if st < 0:
+            continue
         if rel_out is None:
             c, acc = a.closure(t, st)
             out.update(c)
@@ -193,4 +186,6 @@ def _from_plan(a, plan, sts):
                 out.add((n, x))
             else:
                 out.add((n, st))
+    if live is not None:
+        out = live(out)
     return a.intern(out, accept)

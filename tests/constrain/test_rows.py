@@ -92,8 +92,9 @@ def test_json_mode_rows_at_several_depths():
 def test_rows_of_many_runs_and_of_length_regions():
     # after "a": two configurations whose byte classes interleave (26 runs with targets:
     # the row is filled through a byte -> bucket array, rows.MAX_SPANS), and states of few
-    # runs (filled as slices); a length region (nfa.tick: a byte may change the stack, so
-    # no plans, and a count past the maximum takes no byte) under the same check
+    # runs (filled as slices); a length region (nfa.tick: a byte may change the stack, a
+    # count past the maximum takes no byte, Closures.live drops what cannot fit: the plans
+    # push the relative closures on the stacks after the byte) under the same check
     from furca.constrain import rows
 
     info = byte_info(EXTRA + ["a b", "ab cd", "a-b"])
@@ -125,6 +126,8 @@ y ::= [bdfhjlnprtvxz] "2"
         walk_checking_masks(g.matcher(), info, rng, 12)
     multi = [s for s in range(1, a.num_states) if a.expanded[s] and len(a.configs[s]) > 1]
     assert multi
+    # the successors came from plans there too (rows._from_plan with Closures.live)
+    assert any(plan is not None for lay in a.rows._layouts.values() for plan in lay[2])
     for s in range(1, a.num_states):
         if a.expanded[s]:
             assert a.trans[s].tolist() == reference_row(a, s), (s, a.configs[s])
