@@ -96,7 +96,7 @@ def trie_nodes(nfa) -> dict:
     """{trie node: (narrow classes' target, call of other, whether it has children)} over
     every key trie that add_to_nfa built into nfa (slice_proof.SliceProof reads them: see
     there)."""
-    return vars(nfa).get("key_trie_nodes", {})
+    return nfa.key_trie_nodes
 
 
 def add_to_nfa(nfa, e, s: int) -> int:
@@ -126,7 +126,7 @@ def add_to_nfa(nfa, e, s: int) -> int:
     # every trie node: its edges are the closing quote (not at a name), one per child (a
     # trie node) and plain ASCII to narrow_to; its epsilon calls other (trie_nodes: inner
     # nodes and leaves apart)
-    marks = vars(nfa).setdefault("key_trie_nodes", {})
+    marks = nfa.key_trie_nodes
     inner, leaf = (narrow_to, other_call, True), (narrow_to, other_call, False)
     todo = [(trie_of(names), root)]
     while todo:

@@ -20,7 +20,9 @@ through the frame to the exit node only with at least m characters. ``length_fre
 each bounded region's twin entry without the maximum (never entered: the canonical
 form of states far from the maximum, see automaton.canonical). Inside a region
 repetitions are copies (no counter frame), so its length frame is the top frame
-wherever a tick is taken.
+wherever a tick is taken. ``copies``: the chains of at least MIN_CHAIN optional copies
+inside a region, each copy the one before it with its nodes shifted (built one after the
+other from the same IR), for slices.SliceBounds to move states down a chain.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .deadline import check as check_deadline
 from .prepare import first_refs, nullable_and_productive
 
 MAX_NODES = 2_000_000
+MIN_CHAIN = 8  # optional copies inside a length region recorded as a chain (nfa.copies), at least
 COUNTER_THRESHOLD = 16  # x{m,n} with n above this (x not nullable) counts on the stack, not in copies
 
 
@@ -51,6 +54,11 @@ class NFA:
         self.is_end: set[int] = set()
         self.rule_start: dict[str, int] = {}
         self.start = 0
+        # key trie node -> (narrow classes' target, call of other, whether it has children): key_trie.add_to_nfa
+        self.key_trie_nodes: dict[int, tuple] = {}
+        # chains of optional copies inside length regions: (first node of the first copy, nodes per copy,
+        # copies, fewest characters in a copy), no tick on a UTF-8 continuation byte; slices.SliceBounds._down
+        self.copies: list[tuple] = []
 
     def new(self):
         self.edges.append(())
@@ -161,10 +169,19 @@ def build_nfa(g: ir.Grammar) -> NFA:
             if hi == lo:
                 return cur
             t = new()
+            starts = []
             for _ in range(hi - lo):
                 eps[cur] += (t,)
+                starts.append(len(edges))
                 cur = frag(x, cur)
             eps[cur] += (t,)
+            ticks = _min_ticks(x) if in_len[0] and len(starts) >= MIN_CHAIN else None
+            if ticks:
+                stride = len(edges) - starts[-1]
+                first = range(starts[0], starts[0] + stride)
+                if stride and all(b - a == stride for a, b in zip(starts, starts[1:])) and not any(
+                        b0 <= 0xBF and b1 >= 0x80 for n in first if n in nfa.tick for b0, b1, _t in edges[n]):
+                    nfa.copies.append((starts[0], stride, len(starts), ticks))
             return t
         if k == "ref":
             c, r = new(), new()
@@ -219,6 +236,26 @@ def build_nfa(g: ir.Grammar) -> NFA:
     nfa.start = nfa.rule_start[g.root]
     nfa.is_tail = _tails(nfa)
     return nfa
+
+
+def _min_ticks(e):
+    """The fewest characters (ticks) a string of the encoded IR e holds, or None when e
+    holds a call, a key trie or a length region (a length region's body holds none:
+    ir.py; a chain's copies must be plain NFA nodes, whose stacks do not name them)."""
+    k = e[0]
+    if k == "tick":
+        return 1
+    if k == "byte":
+        return 0
+    if k in ("seq", "alt"):
+        ns = [_min_ticks(x) for x in e[1]]
+        if None in ns:
+            return None
+        return sum(ns) if k == "seq" else min(ns, default=0)
+    if k == "rep":
+        n = _min_ticks(e[1])
+        return None if n is None else e[2] * n
+    return None
 
 
 def _region_need(nfa, nodes, end):

@@ -14,6 +14,8 @@ no state (slice_proof.SliceProof).
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 from .automaton import LazyAutomaton
 from .slice_proof import UNBOUNDED, SliceProof
 from .stacks import CUT_RET, AutomatonLimit
@@ -43,6 +45,16 @@ class SliceBounds:
         self._near: dict[int, dict] = {}  # L -> {state: its canonical form for L characters} (_horizon)
         self._near_stacks: dict[int, dict] = {}  # L -> {stack: _near_stack(stack, L)}
         self._whole: dict[int, bool] = {}  # counter body start -> _whole_bodies(it)
+        chains = sorted(automaton.nfa.copies)  # (first node, nodes per copy, copies): nfa.py
+        self._chains = chains
+        self._chain_starts = [c[0] for c in chains]
+        ends, most = [], 0
+        for b, stride, count, _ticks in chains:
+            most = max(most, b + stride * count)
+            ends.append(most)
+        self._chain_ends = ends  # the furthest end of the chains up to each one (nested chains)
+        self._chain_of: dict[int, tuple | None] = {}  # node -> _chain_at(node)
+        self._shifted: dict[int, dict] = {}  # L -> {state: _horizon_down(state, L)}
 
     def _step(self, s: int, sl):
         """(dies, successors): whether some character of the slice leads from s to the
@@ -57,7 +69,17 @@ class SliceBounds:
         if hit is not None:
             return hit
         a = self._a
-        res = self._step_rows(s, sl) if a.expanded[s] else self._step_sets(s, sl)
+        if a.expanded[s]:
+            res = self._step_rows(s, sl)
+        else:
+            down = self._down(a.configs[s], 1) if self._chains else None
+            if down is None:
+                res = self._step_sets(s, sl)
+            else:  # the step of the state a few copies down the chain, its successors moved back up
+                configs, first, end, by = down
+                dies, succ = self._step(a.intern(configs, a.accepting[s]), sl)
+                res = (dies, tuple({a.intern([(n + by if first <= n < end else n, st) for n, st in a.configs[y]],
+                                             a.accepting[y]) for y in succ}))
         cache[s] = res
         return res
 
@@ -372,6 +394,73 @@ class SliceBounds:
             hit = memo[st] = (c, flag)
         return hit
 
+    def _chain_at(self, n: int):
+        """(the outermost chain of copies whose nodes hold n, its copy of n), or None."""
+        hit = self._chain_of.get(n, False)
+        if hit is False:
+            hit, starts, ends, chains = None, self._chain_starts, self._chain_ends, self._chains
+            for k in range(bisect_right(starts, n) - 1, -1, -1):
+                if ends[k] <= n:
+                    break
+                b, stride, count, _t = chains[k]
+                if n < b + stride * count:
+                    hit = (k, (n - b) // stride)
+            self._chain_of[n] = hit
+        return hit
+
+    def _down(self, configs, L: int):
+        """(configs with those in one chain's copies (nfa.copies) moved down by the same
+        number of copies so that the lowest is in copy 1, the chain's nodes from copy 1
+        on (first, end), the shift in nodes), or None when there is nothing to move or
+        the highest copy j has j + L // ticks + 5 > the chain's copies (ticks: the fewest
+        characters of a copy).
+
+        The copies are the same NFA (each the next one's nodes shifted by the copy's
+        size: nfa.py builds them one after the other from the same IR), with their ticks
+        and needs alike (every copy may leave the chain at its end); a configuration's
+        successors in the chain are in its copy or later (loops go to fresh nodes), a
+        copy takes at least `ticks` characters and a slice character at most one tick
+        (nfa.py: no tick takes a UTF-8 continuation byte); inside a length region there
+        are no calls, so no stack names a copy's node. So for L characters the
+        highest copy stays 3 copies before the chain's end (where the copies differ), the
+        moved configurations go where the others go, moved down, and configurations
+        from outside the chain reach its first copy at most (the chain is entered there,
+        at a tick: one character)."""
+        at = self._chain_at
+        chain = lo = hi = None
+        for n, _st in configs:
+            c = at(n)
+            if c is not None and (chain is None or c[0] == chain):
+                j = c[1]
+                if chain is None:
+                    chain, lo, hi = c[0], j, j
+                else:
+                    lo, hi = min(lo, j), max(hi, j)
+        if chain is None or lo < 2:
+            return None
+        b, stride, count, ticks = self._chains[chain]
+        if hi + L // ticks + 5 > count:
+            return None
+        by, start, end = (lo - 1) * stride, b + stride * lo, b + stride * count
+        down = [(n - by if start <= n < end else n, st) for n, st in configs]
+        return down, b + stride, end, by
+
+    def _horizon_down(self, y: int, L: int) -> int:
+        """y with its configurations in a chain of copies moved down (_down) when that
+        holds for L characters (L // ticks copies more): the state alike for L
+        characters. A 30-word limit inside a maxLength string (`(\\S+\\s+){0,29}\\S+`,
+        its words copied in a length region) was searched through a new state per word:
+        16 levels, ~400 configuration-set moves on fresh nodes (~25 ms)."""
+        memo = self._shifted.setdefault(L, {})
+        hit = memo.get(y)
+        if hit is None:
+            a = self._a
+            configs = a.configs[y]
+            down = self._down(configs, L)
+            hit = y if down is None else a.intern(down[0], a.accepting[y])
+            memo[y] = hit
+        return hit
+
     def _whole_bodies(self, body: int) -> bool:
         """Whether no first byte of a counter body (from its start node `body`) is a
         UTF-8 continuation byte (0x80-0xBF): each body then starts a character."""
@@ -427,8 +516,24 @@ class SliceBounds:
             return hit
         steps = self._steps.setdefault(sl.name, {})
         top = sl.max_level
+        if self._chains:  # a state in a chain's copies: the one at the same place in the first copy
+            c = self._horizon_down(s, top)
+            if c != s:
+                d = memo[s] = min(self._search(c, sl, nested), top)
+                return d
         near = self._horizon(s, sl)
         canon = self._canon if near is None else near
+        capped = near is not None  # the search's states alike for top characters only: its result capped
+        if self._chains:
+            base, copy_shift = canon, self._horizon_down
+
+            def canon(y):
+                nonlocal capped
+                if base is not None:
+                    y = base(y)
+                z = copy_shift(y, top)
+                capped = capped or z != y
+                return z
         lb = self._config_bound(s, sl, memo, nested + 1)
         if lb >= top:
             memo[s] = lb
@@ -469,7 +574,7 @@ class SliceBounds:
             level = nxt
         else:
             best = min(best, top)  # frontier still open after max_level levels
-        best = max(min(best, UNBOUNDED if near is None else top), lb)
+        best = max(min(best, top if capped else UNBOUNDED), lb)
         memo[s] = best
         return best
 
