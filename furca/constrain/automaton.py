@@ -76,6 +76,7 @@ class LazyAutomaton:
         self._jump: dict[int, bytes] = {}
         self.step_cache: dict[tuple, int] = {}  # (s, data) -> step(s, data) (Matcher.accept_token reads it first)
         self._byte_steps: dict[int, int] = {}  # s * 256 + b -> trans[s, b] of a state without a row (_step_byte)
+        self._abstract: dict[int, tuple | None] = {}  # state -> (abstract state, base stack) or None (abstract)
         self.rows = Rows(nfa)  # computes the transition rows (expand)
         self.intern((), False)  # dead state 0
         self.expanded[0] = True
@@ -189,30 +190,48 @@ class LazyAutomaton:
             self.step_cache[key] = t
         return t
 
+    def abstract(self, s: int):
+        """(abstract state, base) of s, or None: base is the innermost call frame (not a
+        counter frame: those stay in the abstract state) below which every configuration
+        of s shares its stack, and the abstract state is s with base replaced by the
+        context frame `cut` (reaching the rule's end there is accepting instead of a
+        return). None without such a frame (base 0, or already the context frame).
+        Cached per state: masks.TokenMasks._context (a state's mask) and _step_abstract
+        (the token accepted from it) ask for the same state one after the other."""
+        hit = self._abstract.get(s, False)
+        if hit is not False:
+            return hit
+        with self.lock:
+            configs = self.configs[s]
+            res = None
+            if configs:
+                stacks = self.stacks
+                frames = stacks.frames
+                base = stacks.base_of(configs)
+                while base and frames[base][2]:  # counter frames stay in the abstract state
+                    base = frames[base][1]
+                if base and frames[base][0] != CUT_RET:
+                    res = (self.intern(stacks.rebased(configs, base, self.cut), False), base)
+            self._abstract[s] = res
+        return res
+
     def _step_abstract(self, s: int, data: bytes):
         """(state, rest): s stepped over a prefix of data through s's abstract state
-        (masks.TokenMasks._context: the configurations with their shared base stack, the
-        innermost call frame, replaced by the context frame `cut`), and the bytes left
-        for the byte steps. A state without a row got its mask from its abstract state,
-        whose walk built the rows along the token's bytes; the real states between are
-        never interned. Exact while no state after a byte returned through the context
-        frame (accepting): until then every closure stayed above the base, so the real
-        state is the abstract one with `cut` replaced by the base again (the same frames,
-        nodes and counts; length regions and Closures.live read only frames above it).
-        The prefix stops before the first byte that leads to an accepting abstract state
-        (the token may leave the rule there: the caller's part needs the real stack)."""
-        configs = self.configs[s]
-        if not configs:
+        (abstract(s): the configurations with their shared base stack, the innermost
+        call frame, replaced by the context frame `cut`), and the bytes left for the byte
+        steps. A state without a row got its mask from its abstract state, whose walk
+        built the rows along the token's bytes; the real states between are never
+        interned. Exact while no state after a byte returned through the context frame
+        (accepting): until then every closure stayed above the base, so the real state is
+        the abstract one with `cut` replaced by the base again (the same frames, nodes
+        and counts; length regions and Closures.live read only frames above it). The
+        prefix stops before the first byte that leads to an accepting abstract state (the
+        token may leave the rule there: the caller's part needs the real stack)."""
+        hit = self.abstract(s)
+        if hit is None:
             return s, data
-        stacks = self.stacks
-        frames = stacks.frames
-        base = stacks.base_of(configs)
-        while base and frames[base][2]:  # counter frames stay in the abstract state
-            base = frames[base][1]
-        if not base or frames[base][0] == CUT_RET:
-            return s, data
+        x, base = hit
         with self.lock:
-            x = self.intern(stacks.rebased(configs, base, self.cut), False)
             trans, expanded, accepting = self.trans, self.expanded, self.accepting
             j = 0
             for b in data:
@@ -229,22 +248,46 @@ class LazyAutomaton:
                 j += 1
             if j == 0:
                 return s, data
-            return self.intern(stacks.rebased(self.configs[x], self.cut, base), False), data[j:]
+            return self.intern(self.stacks.rebased(self.configs[x], self.cut, base), False), data[j:]
 
     def _step_byte(self, s: int, b: int) -> int:
         """trans[s, b] without building s's row (the same state: the same configurations
-        as expand's bucket for b), cached per (s, b)."""
+        as expand's bucket for b), cached per (s, b). Each target's successors are its
+        stack-independent closure (Closures.relative) pushed on the stack after the byte,
+        as rows._from_plan: closure(x, st) of a target whose rule cannot end is exactly
+        that (then Closures.live in a length region, configuration by configuration);
+        a target whose rule may end takes the full closure (it returns through st)."""
         key = s * 256 + b
         t = self._byte_steps.get(key)
         if t is None:
             with self.lock:
                 if self.expanded[s]:
                     return int(self.trans[s, b])
-                edges = self.nfa.edges
-                byte_stack = self.byte_stack
-                targets = [(x, st) for n, st0 in self.configs[s] for lo, hi, x in edges[n] if lo <= b <= hi
-                           for st in (byte_stack(n, st0),) if st >= 0]
-                t = self.intern(*self.closure_of(targets)) if targets else 0
+                edges, byte_stack = self.nfa.edges, self.byte_stack
+                relative, push = self.closures.relative, self.stacks.push
+                out, accept = set(), False
+                for n, st0 in self.configs[s]:
+                    st = None
+                    for lo, hi, x in edges[n]:
+                        if lo <= b <= hi:
+                            if st is None:
+                                st = byte_stack(n, st0)
+                            if st < 0:  # past a length region's maximum
+                                break
+                            rel_out, returns = relative(x)
+                            if returns:
+                                c, acc = self.closure(x, st)
+                                out.update(c)
+                                accept |= acc
+                                continue
+                            for m, rel in rel_out:
+                                y = st
+                                for ret, k in rel:
+                                    y = push(ret, y, k)
+                                out.add((m, y))
+                if self.nfa.need:
+                    out = self.closures.live(out)
+                t = self.intern(out, accept)  # no configuration, not accepting: the dead state 0
                 self._byte_steps[key] = t
         return t
 

@@ -20,7 +20,6 @@ from . import _walk
 from .automaton import LazyAutomaton
 from .gcpause import GC_PAUSE
 from .slices import SliceBounds
-from .stacks import CUT_RET
 from .trie_walks import walk_compiled, walk_continue, walk_numpy, walk_recording
 
 SPARSE_WORDS = 256  # masks with at most this many non-zero words are stored sparse
@@ -193,20 +192,15 @@ class TokenMasks:
         if s in self._ctx:
             return self._ctx[s]
         a = self._a
-        configs = a.configs[s]
         res = None
-        stacks = a.stacks.frames
-        if configs:
-            base = a.stacks.base_of(configs)
-            while base and stacks[base][2]:  # keep counter frames in the abstract state
-                base = stacks[base][1]
-            if base and stacks[base][0] != CUT_RET:
-                ab = a.intern(a.stacks.rebased(configs, base, a.cut), False)
-                cont = self._cont.get(base)
-                if cont is None:
-                    ret, parent, _k = stacks[base]
-                    cont = self._cont[base] = a.intern(*a.closure_of([(ret, parent)]))
-                res = (ab, cont)
+        hit = a.abstract(s)  # shared with the automaton's step of the token accepted from s
+        if hit is not None:
+            ab, base = hit
+            cont = self._cont.get(base)
+            if cont is None:
+                ret, parent, _k = a.stacks.frames[base]
+                cont = self._cont[base] = a.intern(*a.closure_of([(ret, parent)]))
+            res = (ab, cont)
         self._ctx[s] = res
         return res
 
