@@ -8,6 +8,7 @@ import numpy as np
 
 from .automaton import AutomatonLimit, LazyAutomaton
 from .masks import TokenMasks
+from .matcher import Matcher
 from .slices import SliceBounds
 from .stacks import MAX_STACK_DEPTH
 
@@ -114,8 +115,6 @@ class CompiledGrammar:
         matcher : Matcher
             An independent matcher (nothing accepted, no error).
         """
-        from .matcher import Matcher  # matcher.py imports this module
-
         return Matcher(self)
 
     @property

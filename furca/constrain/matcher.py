@@ -4,11 +4,15 @@ tokens, rollback, jump-forward."""
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .automaton import AutomatonLimit
-from .compiled import CompiledGrammar
+
+if TYPE_CHECKING:  # compiled.py imports this module (CompiledGrammar.matcher)
+    from .compiled import CompiledGrammar
+
 _INT32 = np.dtype(np.int32)  # fill_bitmask's check: the same object for every native int32 array
 
 
