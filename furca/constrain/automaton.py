@@ -204,16 +204,22 @@ class LazyAutomaton:
         with self.lock:
             configs = self.configs[s]
             res = None
-            if configs:
-                stacks = self.stacks
-                frames = stacks.frames
-                base = stacks.base_of(configs)
-                while base and frames[base][2]:  # counter frames stay in the abstract state
-                    base = frames[base][1]
-                if base and frames[base][0] != CUT_RET:
-                    res = (self.intern(stacks.rebased(configs, base, self.cut), False), base)
+            base = self._base(configs)
+            if base and self.stacks.frames[base][0] != CUT_RET:
+                res = (self.intern(self.stacks.rebased(configs, base, self.cut), False), base)
             self._abstract[s] = res
         return res
+
+    def _base(self, configs) -> int:
+        """The innermost call frame (counter frames skipped) below which every
+        configuration shares its stack (0: none)."""
+        if not configs:
+            return 0
+        frames = self.stacks.frames
+        base = self.stacks.base_of(configs)
+        while base and frames[base][2]:  # counter frames stay in the abstract state
+            base = frames[base][1]
+        return base
 
     def _step_abstract(self, s: int, data: bytes):
         """(state, rest): s stepped over a prefix of data through s's abstract state
@@ -248,7 +254,14 @@ class LazyAutomaton:
                 j += 1
             if j == 0:
                 return s, data
-            return self.intern(self.stacks.rebased(self.configs[x], self.cut, base), False), data[j:]
+            configs = self.configs[x]
+            t = self.intern(self.stacks.rebased(configs, self.cut, base), False)
+            if t not in self._abstract and self._base(configs) == self.cut:
+                # x is t's abstract state (t's base is base: x's configurations share no
+                # call frame above the context frame), so the mask of t, asked for next,
+                # does not rebase and intern it again
+                self._abstract[t] = (x, base)
+            return t, data[j:]
 
     def _step_byte(self, s: int, b: int) -> int:
         """trans[s, b] without building s's row (the same state: the same configurations
