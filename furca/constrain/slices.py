@@ -14,8 +14,6 @@ no state (slice_proof.SliceProof).
 
 from __future__ import annotations
 
-from bisect import bisect_right
-
 from .automaton import LazyAutomaton
 from .slice_proof import UNBOUNDED, SliceProof
 from .stacks import CUT_RET, AutomatonLimit
@@ -37,6 +35,8 @@ class SliceBounds:
         self._moves: dict[tuple, tuple | None] = {}  # (configurations, lo, hi) -> _move(...)
         self._depth: dict[str, dict] = {}  # slice name -> {state: slice_depth(state)}
         self._budget = 0
+        self._unsure = True  # whether the last cut search (slice_depth) may have left a string unexplored or met a rule end
+        self._mid_end: set[int] = set()  # states whose _step met an accepting set inside a character
         self._abs_stack: dict[int, int | None] = {}  # stack -> innermost call frame cut (see _config_bound)
         self._abs_single: dict[tuple, int] = {}  # configuration -> its abstract single-configuration state
         self._abs_all: dict[str, dict] = {}  # slice name -> {state: whether its abstract configurations are proven}
@@ -45,15 +45,7 @@ class SliceBounds:
         self._near: dict[int, dict] = {}  # L -> {state: its canonical form for L characters} (_horizon)
         self._near_stacks: dict[int, dict] = {}  # L -> {stack: _near_stack(stack, L)}
         self._whole: dict[int, bool] = {}  # counter body start -> _whole_bodies(it)
-        chains = sorted(automaton.nfa.copies)  # (first node, nodes per copy, copies): nfa.py
-        self._chains = chains
-        self._chain_starts = [c[0] for c in chains]
-        ends, most = [], 0
-        for b, stride, count, _ticks in chains:
-            most = max(most, b + stride * count)
-            ends.append(most)
-        self._chain_ends = ends  # the furthest end of the chains up to each one (nested chains)
-        self._chain_of: dict[int, tuple | None] = {}  # node -> _chain_at(node)
+        self._chains = self.proof.chains  # chains of copies (nfa.copies), sorted
         self._shifted: dict[int, dict] = {}  # L -> {state: _horizon_down(state, L)}
 
     def _step(self, s: int, sl):
@@ -77,7 +69,10 @@ class SliceBounds:
                 res = self._step_sets(s, sl)
             else:  # the step of the state a few copies down the chain, its successors moved back up
                 configs, first, end, by = down
-                dies, succ = self._step(a.intern(configs, a.accepting[s]), sl)
+                low = a.intern(configs, a.accepting[s])
+                dies, succ = self._step(low, sl)
+                if low in self._mid_end:
+                    self._mid_end.add(s)
                 res = (dies, tuple({a.intern([(n + by if first <= n < end else n, st) for n, st in a.configs[y]],
                                              a.accepting[y]) for y in succ}))
         cache[s] = res
@@ -93,7 +88,7 @@ class SliceBounds:
         rows = {}  # (state, lo, hi) -> successor set (the UTF-8 sequences share prefixes)
         for seq in sl.utf8_seqs:
             cur = (s,)
-            for lo, hi in seq:
+            for k, (lo, hi) in enumerate(seq):
                 nxt = set()
                 for u in cur:
                     key = (u, lo, hi)
@@ -107,6 +102,8 @@ class SliceBounds:
                     nxt |= r
                 if 0 in nxt:
                     return True, ()
+                if k < len(seq) - 1 and any(a.accepting[u] for u in nxt):  # a rule end inside a character
+                    self._mid_end.add(s)
                 cur = nxt
             succ |= cur
         return False, tuple(succ)
@@ -126,7 +123,10 @@ class SliceBounds:
                     m = move(cfgs, lo, hi)
                     if m is None:
                         return True, ()
-                    nxt.update(c for c, _acc in m)
+                    for c, acc in m:
+                        nxt.add(c)
+                        if acc:
+                            self._mid_end.add(s)
                 cur = nxt
             lo, hi = seq[-1]
             for cfgs in cur:
@@ -394,20 +394,6 @@ class SliceBounds:
             hit = memo[st] = (c, flag)
         return hit
 
-    def _chain_at(self, n: int):
-        """(the outermost chain of copies whose nodes hold n, its copy of n), or None."""
-        hit = self._chain_of.get(n, False)
-        if hit is False:
-            hit, starts, ends, chains = None, self._chain_starts, self._chain_ends, self._chains
-            for k in range(bisect_right(starts, n) - 1, -1, -1):
-                if ends[k] <= n:
-                    break
-                b, stride, count, _t = chains[k]
-                if n < b + stride * count:
-                    hit = (k, (n - b) // stride)
-            self._chain_of[n] = hit
-        return hit
-
     def _down(self, configs, L: int):
         """(configs with those in one chain's copies (nfa.copies) moved down by the same
         number of copies so that the lowest is in copy 1, the chain's nodes from copy 1
@@ -426,7 +412,7 @@ class SliceBounds:
         moved configurations go where the others go, moved down, and configurations
         from outside the chain reach its first copy at most (the chain is entered there,
         at a tick: one character)."""
-        at = self._chain_at
+        at = self.proof.chain_at
         chain = lo = hi = None
         for n, _st in configs:
             c = at(n)
@@ -491,8 +477,13 @@ class SliceBounds:
         verdict = self._cut_verdict.get((sl.name, node))
         if cut == s or verdict is False:
             return self._search(s, sl, 0)
+        self._unsure = False
         d = self._search(cut, sl, 0)
-        if d >= sl.max_level or verdict:
+        if d >= sl.max_level or verdict or not self._unsure:
+            # not unsure: the cut search met a dying string and no string that reached the
+            # counter's body end (an accepting state), so s dies on that string too
+            if verdict is None and not self._unsure:
+                self._cut_verdict[(sl.name, node)] = True
             self._depth[sl.name][s] = d
             return d
         self._budget = SLICE_BUDGET_TOTAL
@@ -513,6 +504,7 @@ class SliceBounds:
         memo = self._depth.setdefault(sl.name, {})
         hit = memo.get(s)
         if hit is not None:
+            self._unsure = True
             return hit
         steps = self._steps.setdefault(sl.name, {})
         top = sl.max_level
@@ -540,6 +532,7 @@ class SliceBounds:
             return lb
         best = UNBOUNDED
         local = SLICE_BUDGET
+        accepting = self._a.accepting
         level, seen = [s], {s}
         for i in range(top):
             nxt = []
@@ -547,15 +540,18 @@ class SliceBounds:
                 m = memo.get(x) if x != s else None
                 if m is not None:
                     best = min(best, i + m)
+                    self._unsure = True
                     continue
                 if x != s:
                     m = self._config_bound(x, sl, memo, nested + 1)
                     if i + m >= top:
                         best = min(best, i + m)
+                        self._unsure = True
                         continue
                 if x not in steps:
                     if self._budget <= 0 or local <= 0:
                         best = min(best, i)
+                        self._unsure = True
                         break
                     self._budget -= 1
                     local -= 1
@@ -563,7 +559,11 @@ class SliceBounds:
                 if dies:
                     best = min(best, i)
                     continue
+                if x in self._mid_end:
+                    self._unsure = True
                 for y in succ:
+                    if accepting[y]:
+                        self._unsure = True
                     if canon is not None:
                         y = canon(y)
                     if y not in seen:

@@ -65,6 +65,7 @@ def test_copies_are_the_same_nodes_shifted(schema):
     ({"type": "string", "pattern": r"^(?:[a-z]{2,} ){0,20}[a-z]+$", "maxLength": 200}, "ab ", 21),
     ({"type": "string", "pattern": r"^(?:(?:ab ){0,12}c\.)+$", "maxLength": 120}, "ab ", 12),
     ({"type": "array", "items": WORDS, "maxItems": 20}, "\u00e9 ", 30),
+    ({"type": "array", "items": WORDS, "maxItems": 20}, "ab ", 30),
 ])
 def test_masks_equal_brute_force_at_every_word_count(schema, word, limit):
     info = byte_info(EXTRA)
@@ -96,3 +97,20 @@ def test_a_word_limit_is_searched_on_the_first_copies():
     stepped = [x for x in bounds._steps[sl.name] if any(b + stride * 2 <= n < b + stride * (count - 5)
                                                         for n, _st in g.automaton.configs[x])]
     assert stepped  # near the limit: moved down for each step
+
+
+def test_a_cut_search_that_meets_no_rule_end_settles_the_cut():
+    """Near the word limit of an item in a counted array, the search with the array's
+    counter cut dies on a string of spaces and words that never reaches the item's end
+    (no accepting state): the state itself would die on it too, so it is not searched
+    (slices.SliceBounds.slice_depth) and the cut is taken from then on."""
+    info = byte_info(EXTRA)
+    sl = info.slices()[0]
+    g = GrammarCompiler(info).compile_json_schema({"type": "array", "items": WORDS, "maxItems": 20})
+    bounds = g.masks.slices
+    s = _walk(g, '["a","' + "ab " * 26 + "a")._h.state
+    cut, node = bounds._counter_cut(s)
+    assert node is not None and cut != s
+    assert bounds.slice_depth(s, sl) < sl.max_level
+    assert bounds._cut_verdict[(sl.name, node)] is True
+    assert s not in bounds._steps[sl.name]
