@@ -26,14 +26,14 @@ _VALIDATORS: dict = {}  # validator class -> an instance for its metaschema
 _DECLARED: dict = {}
 _UNSUPPORTED: set = set()  # validator classes whose metaschema the fast check cannot read
 _ANNOTATIONS = frozenset(("default", "title", "description", "$schema", "$id", "id", "format", "$comment"))
-_TYPES = {
-    "object": lambda x: isinstance(x, dict),
-    "array": lambda x: isinstance(x, list),
-    "string": lambda x: isinstance(x, str),
-    "boolean": lambda x: isinstance(x, bool),
-    "null": lambda x: x is None,
-    "number": lambda x: isinstance(x, (int, float)) and not isinstance(x, bool),
-    "integer": lambda x: isinstance(x, int) and not isinstance(x, bool),  # 1.0: left to jsonschema
+_TYPES = {  # JSON type -> (Python types, bool excluded); 1.0 as an integer: left to jsonschema
+    "object": (dict, False),
+    "array": (list, False),
+    "string": (str, False),
+    "boolean": (bool, False),
+    "null": (type(None), False),
+    "number": ((int, float), True),
+    "integer": (int, True),
 }
 
 
@@ -129,11 +129,107 @@ def _compile_drafts():
                     _DECLARED.setdefault(u, cls_)
 
 
+# the checks of a compiled node: (op, argument) pairs, all run by _run (one function: in a
+# forked worker every function a check calls costs its code object's page, and the
+# check's ~20 small functions were ~20 such pages)
+(_RAISE, _NEVER, _TYPE, _ENUM, _MINIMUM, _EXCLUSIVE_MINIMUM, _ITEMS, _ITEMS_ARRAY, _MIN_ITEMS, _UNIQUE_ITEMS,
+ _PROPERTIES, _ADDITIONAL, _PROPERTY_NAMES, _DEPENDENCIES, _ANY_OF, _ALL_OF) = range(16)
+_NUMBER = (int, float)
+
+
 def _run(node, x) -> bool:
-    """Whether the instance x satisfies the compiled metaschema node. False also when unsure."""
-    for check, a in node:
-        if not check(a, x):
+    """Whether the instance x satisfies the compiled metaschema node. False also when unsure;
+    _Unsupported where the node holds a check it cannot make."""
+    for op, a in node:
+        if op == _PROPERTIES:
+            if isinstance(x, dict):
+                if len(x) < len(a):  # a schema node has a few of the metaschema's ~45 properties: look up its own
+                    for k, val in x.items():
+                        sub = a.get(k)
+                        if sub is not None and not _run(sub, val):
+                            return False
+                else:
+                    for k, sub in a.items():
+                        if k in x and not _run(sub, x[k]):
+                            return False
+        elif op == _TYPE:  # a: (python types, bool excluded) per JSON type named
+            for types, no_bool in a:
+                if isinstance(x, types) and not (no_bool and x.__class__ is bool):
+                    break
+            else:
+                return False
+        elif op == _ANY_OF:
+            for sub in a:
+                if _run(sub, x):
+                    break
+            else:
+                return False
+        elif op == _ENUM:
+            # exact only for strings against string values (True == 1 and 1 == 1.0 in Python)
+            if a is None or not isinstance(x, str) or x not in a:
+                return False
+        elif op == _MINIMUM:
+            if isinstance(x, _NUMBER) and x.__class__ is not bool:
+                v, exclusive = a
+                if not (x > v if exclusive else x >= v):
+                    return False
+        elif op == _ITEMS:
+            if isinstance(x, list):
+                for e in x:
+                    if not _run(a, e):
+                        return False
+        elif op == _ADDITIONAL:
+            if isinstance(x, dict):
+                sub, declared = a
+                if declared is None:
+                    raise _Unsupported("patternProperties")
+                for k, val in x.items():
+                    if k not in declared and not _run(sub, val):
+                        return False
+        elif op == _MIN_ITEMS:
+            if isinstance(x, list) and len(x) < a:
+                return False
+        elif op == _UNIQUE_ITEMS:
+            if a and isinstance(x, list):
+                # exact for scalar items: jsonschema counts 1 and 1.0 as equal and True and 1 as not
+                keys = set()
+                for e in x:
+                    if isinstance(e, bool) or e is None or isinstance(e, str):
+                        keys.add((type(e), e))
+                    elif isinstance(e, _NUMBER):
+                        keys.add((float, e))
+                    else:
+                        return False  # an array or object: left to jsonschema
+                if len(keys) != len(x):
+                    return False
+        elif op == _EXCLUSIVE_MINIMUM:
+            if isinstance(x, _NUMBER) and x.__class__ is not bool and not x > a:
+                return False
+        elif op == _PROPERTY_NAMES:
+            if isinstance(x, dict):
+                for k in x:
+                    if not _run(a, k):
+                        return False
+        elif op == _DEPENDENCIES:
+            if isinstance(x, dict):
+                for k, dep in a:
+                    if dep is None:
+                        raise _Unsupported("dependencies with a schema")
+                    if k in x:
+                        for d in dep:
+                            if d not in x:
+                                return False
+        elif op == _ALL_OF:
+            for sub in a:
+                if not _run(sub, x):
+                    return False
+        elif op == _ITEMS_ARRAY:
+            if isinstance(x, list):
+                raise _Unsupported("items as an array")
+        elif op == _NEVER:
             return False
+        else:  # _RAISE
+            raise _Unsupported(a)
     return True
 
 
@@ -144,19 +240,19 @@ def _compile(meta):
         if m is True:
             return []
         if m is False:
-            return [(_never, None)]
+            return [(_NEVER, None)]
         got = nodes.get(id(m))
         if got is not None:
             return got
         if not isinstance(m, dict):
-            out = nodes[id(m)] = [(_raise, repr(m)[:40])]
+            out = nodes[id(m)] = [(_RAISE, repr(m)[:40])]
             return out
         ref = m.get("$ref")
         if ref is not None:  # drafts 4-7: $ref's siblings are ignored
             try:
                 out = node(_resolve(ref, meta))  # the same list, filled later when in a cycle ("#")
             except _Unsupported as e:
-                out = [(_raise, str(e))]
+                out = [(_RAISE, str(e))]
             nodes[id(m)] = out
             return out
         out = nodes[id(m)] = []
@@ -166,9 +262,11 @@ def _compile(meta):
                 continue
             make = _MAKE.get(k)
             if make is None:  # visiting this node leaves the check to jsonschema
-                items.insert(0, (_raise, k))
+                items.insert(0, (_RAISE, k))
                 continue
-            items.append(make(m, v, node))
+            item = make(m, v, node)
+            if item is not None:
+                items.append(item)
         out.extend(items)
         return out
 
@@ -188,164 +286,46 @@ def _resolve(ref, root):
     raise _Unsupported(ref)
 
 
-def _raise(a, x):
-    raise _Unsupported(a)
-
-
-def _never(a, x):
-    return False
-
-
-def _type_one(test, x):
-    return test(x)
-
-
-def _type_any(tests, x):
-    for test in tests:
-        if test(x):
-            return True
-    return False
-
-
 def _make_type(m, v, node):
-    if v.__class__ is str:  # most metaschema nodes name one type
-        test = _TYPES.get(v)
-        return (_type_one, test) if test is not None else (_raise, "type %r" % (v,))
-    if not isinstance(v, list) or not all(isinstance(n, str) and n in _TYPES for n in v):
-        return (_raise, "type %r" % (v,))
-    return (_type_any, tuple(_TYPES[n] for n in v))
-
-
-def _enum(names, x):
-    # exact only for strings against string values (True == 1 and 1 == 1.0 in Python)
-    return names is not None and isinstance(x, str) and x in names
-
-
-def _number(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def _minimum(a, x):
-    if not _number(x):
-        return True
-    v, exclusive = a
-    return x > v if exclusive else x >= v
-
-
-def _exclusive_minimum(v, x):
-    return not _number(x) or x > v
-
-
-def _always(a, x):
-    return True
+    names = [v] if v.__class__ is str else v  # most metaschema nodes name one type
+    if not isinstance(names, list) or not all(isinstance(n, str) and n in _TYPES for n in names):
+        return (_RAISE, "type %r" % (v,))
+    return (_TYPE, tuple(_TYPES[n] for n in names))
 
 
 def _make_exclusive_minimum(m, v, node):
-    if isinstance(v, bool):  # draft 4: a flag on `minimum`
-        return (_always, None) if "minimum" in m else (_raise, "exclusiveMinimum without minimum")
-    return (_exclusive_minimum, v)
-
-
-def _items(sub, x):
-    return not isinstance(x, list) or all(_run(sub, e) for e in x)
-
-
-def _items_unsupported(a, x):
-    if isinstance(x, list):
-        raise _Unsupported("items as an array")
-    return True
-
-
-def _min_items(v, x):
-    return not isinstance(x, list) or len(x) >= v
-
-
-def _unique_items(on, x):
-    if not on or not isinstance(x, list):
-        return True
-    # exact for scalar items: jsonschema counts 1 and 1.0 as equal and True and 1 as not
-    keys = set()
-    for e in x:
-        if isinstance(e, bool) or e is None or isinstance(e, str):
-            keys.add((type(e), e))
-        elif isinstance(e, (int, float)):
-            keys.add((float, e))
-        else:
-            return False  # an array or object: left to jsonschema
-    return len(keys) == len(x)
-
-
-def _properties(v, x):
-    if not isinstance(x, dict):
-        return True
-    if len(x) < len(v):  # a schema node has a few of the metaschema's ~45 properties: look up its own
-        for k, val in x.items():
-            sub = v.get(k)
-            if sub is not None and not _run(sub, val):
-                return False
-        return True
-    return all(_run(sub, x[k]) for k, sub in v.items() if k in x)
-
-
-def _additional(a, x):
-    if not isinstance(x, dict):
-        return True
-    sub, declared = a
-    if declared is None:
-        raise _Unsupported("patternProperties")
-    return all(_run(sub, val) for k, val in x.items() if k not in declared)
-
-
-def _property_names(sub, x):
-    return not isinstance(x, dict) or all(_run(sub, k) for k in x)
-
-
-def _dependencies(deps, x):
-    if not isinstance(x, dict):
-        return True
-    for k, dep in deps:
-        if dep is None:
-            raise _Unsupported("dependencies with a schema")
-        if k in x and not all(d in x for d in dep):
-            return False
-    return True
-
-
-def _any_of(subs, x):
-    return any(_run(sub, x) for sub in subs)
-
-
-def _all_of(subs, x):
-    return all(_run(sub, x) for sub in subs)
+    if isinstance(v, bool):  # draft 4: a flag on `minimum` (which reads it)
+        return None if "minimum" in m else (_RAISE, "exclusiveMinimum without minimum")
+    return (_EXCLUSIVE_MINIMUM, v)
 
 
 def _make_items(m, v, node):
     if not isinstance(v, (dict, bool)):
-        return (_items_unsupported, None)
-    return (_items, node(v))
+        return (_ITEMS_ARRAY, None)
+    return (_ITEMS, node(v))
 
 
 def _make_additional(m, v, node):
     declared = None if "patternProperties" in m else frozenset(m.get("properties", {}))
-    return (_additional, (node(v), declared))
+    return (_ADDITIONAL, (node(v), declared))
 
 
 def _make_dependencies(m, v, node):
-    return (_dependencies, tuple((k, tuple(dep) if isinstance(dep, list) else None) for k, dep in v.items()))
+    return (_DEPENDENCIES, tuple((k, tuple(dep) if isinstance(dep, list) else None) for k, dep in v.items()))
 
 
-_MAKE = {  # metaschema keyword -> (its node's value, compile) -> (check, argument)
+_MAKE = {  # metaschema keyword -> (its node's value, compile) -> (op, argument), or None: nothing to check
     "type": _make_type,
-    "enum": lambda m, v, node: (_enum, frozenset(v) if all(isinstance(e, str) for e in v) else None),
-    "minimum": lambda m, v, node: (_minimum, (v, m.get("exclusiveMinimum") is True)),
+    "enum": lambda m, v, node: (_ENUM, frozenset(v) if all(isinstance(e, str) for e in v) else None),
+    "minimum": lambda m, v, node: (_MINIMUM, (v, m.get("exclusiveMinimum") is True)),
     "exclusiveMinimum": _make_exclusive_minimum,
     "items": _make_items,
-    "minItems": lambda m, v, node: (_min_items, v),
-    "uniqueItems": lambda m, v, node: (_unique_items, v is True),
-    "properties": lambda m, v, node: (_properties, {k: node(sub) for k, sub in v.items()}),
+    "minItems": lambda m, v, node: (_MIN_ITEMS, v),
+    "uniqueItems": lambda m, v, node: (_UNIQUE_ITEMS, v is True),
+    "properties": lambda m, v, node: (_PROPERTIES, {k: node(sub) for k, sub in v.items()}),
     "additionalProperties": _make_additional,
-    "propertyNames": lambda m, v, node: (_property_names, node(v)),
+    "propertyNames": lambda m, v, node: (_PROPERTY_NAMES, node(v)),
     "dependencies": _make_dependencies,
-    "anyOf": lambda m, v, node: (_any_of, tuple(node(sub) for sub in v)),
-    "allOf": lambda m, v, node: (_all_of, tuple(node(sub) for sub in v)),
+    "anyOf": lambda m, v, node: (_ANY_OF, tuple(node(sub) for sub in v)),
+    "allOf": lambda m, v, node: (_ALL_OF, tuple(node(sub) for sub in v)),
 }
