@@ -25,6 +25,7 @@ from .gbnf import parse_gbnf
 from .gcpause import GC_PAUSE as _GC_PAUSE
 from .json_schema import ANY_OBJECT, schema_to_ir
 from .json_schema.compiler import schema_key
+from .json_schema.formats import build_formats
 from .lark_grammar import parse_lark
 from .compiled import CompiledGrammar
 from .nfa import build_nfa
@@ -57,7 +58,8 @@ class GrammarCompiler:
 
     def __init__(self, info: TokenizerInfo, cache_size: int = 256):
         """info: the tokenizer's `TokenizerInfo` (TypeError otherwise); cache_size: compiled
-        grammars kept. Loads the compiled trie walk once per process (numba's on-disk cache)."""
+        grammars kept. Loads the compiled trie walk (numba's on-disk cache) and builds the
+        JSON formats' grammars, once per process."""
         if not isinstance(info, TokenizerInfo):
             raise TypeError("GrammarCompiler needs a TokenizerInfo")
         self.info = info
@@ -66,6 +68,7 @@ class GrammarCompiler:
         self._lock = threading.Lock()
         self._key_locks: dict = {}
         _warm_walk()
+        build_formats()  # the JSON formats' grammars, built once per process (json_schema/formats.py)
 
     # ---- public --------------------------------------------------------------------
     def compile_regex(self, pattern: str) -> CompiledGrammar:
