@@ -73,10 +73,10 @@ def _build():
                 if c < 0:
                     return i
                 s = c
-            node_state[i] = s
             if s == 0:
                 i = end[i]
             else:
+                node_state[i] = s
                 for k in range(tok_start[i], tok_start[i + 1]):
                     t = tok_ids[k]
                     words[t >> 5] |= one << np.uint32(t & 31)
@@ -139,10 +139,10 @@ def _build():
                     if c < 0:
                         return j, i
                     s = c
-                node_state[i] = s
                 if s == 0:
                     i = end[i]
                 else:
+                    node_state[i] = s
                     for k in range(tok_start[i], tok_start[i + 1]):
                         t = tok_ids[k]
                         words[t >> 5] |= one << np.uint32(t & 31)
