@@ -11,11 +11,20 @@ from .tokenizers_cache import tokenizer_json
 BYTE_EOS = 256
 
 
-def byte_info(extra=()):
+def byte_info(extra=(), **kw):
     """One token per byte (ids 0..255), EOS = 256, then a special token 257 and any
-    extra multi-byte tokens; the logits width is padded to 300."""
+    extra multi-byte tokens; the logits width is padded to 300. kw goes to TokenizerInfo
+    (long_tokens=0: no long-token tier, so every mask comes from the state itself)."""
     toks = [bytes([i]) for i in range(256)] + [None, None] + [e.encode() if isinstance(e, str) else e for e in extra]
-    return TokenizerInfo(toks, [BYTE_EOS], vocab_size=300)
+    return TokenizerInfo(toks, [BYTE_EOS], vocab_size=300, **kw)
+
+
+def accept_bytes(g, text):
+    """A matcher of g (over byte_info's tokens) after text's bytes, each accepted."""
+    m = g.matcher()
+    for b in text.encode():
+        assert m.accept_token(b), m.error
+    return m
 
 
 @pytest.fixture(scope="session")

@@ -9,24 +9,12 @@ import random
 
 import pytest
 
-from furca.constrain import GrammarCompiler, TokenizerInfo
+from furca.constrain import GrammarCompiler
 
-from .conftest import BYTE_EOS, walk_checking_masks
+from .conftest import accept_bytes, byte_info, walk_checking_masks
 
 EXTRA = ["ab", "a b", "a " * 8, "a " * 5 + "a", " " * 16, "xy " * 5 + "z", "abcd" * 4, "a" * 17,
          "\u00e9 " * 8, "日本 " * 4, '",', "q" * 40, "w w"]
-
-
-def byte_info(extra):
-    toks = [bytes([i]) for i in range(256)] + [None, None] + [e.encode() for e in extra]
-    return TokenizerInfo(toks, [BYTE_EOS], vocab_size=300, long_tokens=0)
-
-
-def _walk(g, text):
-    m = g.matcher()
-    for b in text.encode():
-        assert m.accept_token(b), m.error
-    return m
 
 
 WORDS = {"type": "string", "pattern": r"^(?:\S+\s+){0,29}\S+$", "maxLength": 300}
@@ -38,7 +26,7 @@ WORDS = {"type": "string", "pattern": r"^(?:\S+\s+){0,29}\S+$", "maxLength": 300
     {"type": "string", "pattern": r"^(?:(?:ab ){0,12}c\.)+$", "maxLength": 120},  # a chain inside a loop
 ])
 def test_copies_are_the_same_nodes_shifted(schema):
-    info = byte_info(EXTRA)
+    info = byte_info(EXTRA, long_tokens=0)
     nfa = GrammarCompiler(info).compile_json_schema(schema).automaton.nfa
     assert nfa.copies
     for b, stride, count, ticks in nfa.copies:
@@ -68,13 +56,13 @@ def test_copies_are_the_same_nodes_shifted(schema):
     ({"type": "array", "items": WORDS, "maxItems": 20}, "ab ", 30),
 ])
 def test_masks_equal_brute_force_at_every_word_count(schema, word, limit):
-    info = byte_info(EXTRA)
+    info = byte_info(EXTRA, long_tokens=0)
     g = GrammarCompiler(info).compile_json_schema(schema)
     prefix = '["a","' if "items" in schema else '"'
     counts = sorted({0, 1, 2, 5, 9, limit // 2, limit - 9, limit - 7, limit - 5, limit - 4, limit - 3,
                      limit - 2, limit - 1})
     for seed, words in enumerate(c for c in counts if c >= 0):
-        m = _walk(g, prefix + word * words)
+        m = accept_bytes(g, prefix + word * words)
         walk_checking_masks(m, info, random.Random(seed), 24)
 
 
@@ -82,16 +70,16 @@ def test_a_word_limit_is_searched_on_the_first_copies():
     """The first search of a 30-word string moves its states down to the chain's first
     copies (a few new slice steps, not one per word), and a state near the limit steps
     over the first copies' steps."""
-    info = byte_info(EXTRA)
+    info = byte_info(EXTRA, long_tokens=0)
     sl = info.slices()[0]
     g = GrammarCompiler(info).compile_json_schema(WORDS)
     bounds = g.masks.slices
-    assert bounds.slice_depth(_walk(g, '"')._h.state, sl) == 0  # a space first: no word
-    s = _walk(g, '"a')._h.state
+    assert bounds.slice_depth(accept_bytes(g, '"')._h.state, sl) == 0  # a space first: no word
+    s = accept_bytes(g, '"a')._h.state
     assert bounds.slice_depth(s, sl) == sl.max_level
     first = len(bounds._steps[sl.name])
     assert first <= 8
-    near = _walk(g, '"' + "ab " * 24 + "a")._h.state
+    near = accept_bytes(g, '"' + "ab " * 24 + "a")._h.state
     assert bounds.slice_depth(near, sl) < sl.max_level  # "a a a a ..." ends the words
     b, stride, count, _t = g.automaton.nfa.copies[0]
     stepped = [x for x in bounds._steps[sl.name] if any(b + stride * 2 <= n < b + stride * (count - 5)
@@ -104,11 +92,11 @@ def test_a_cut_search_that_meets_no_rule_end_settles_the_cut():
     counter cut dies on a string of spaces and words that never reaches the item's end
     (no accepting state): the state itself would die on it too, so it is not searched
     (slices.SliceBounds.slice_depth) and the cut is taken from then on."""
-    info = byte_info(EXTRA)
+    info = byte_info(EXTRA, long_tokens=0)
     sl = info.slices()[0]
     g = GrammarCompiler(info).compile_json_schema({"type": "array", "items": WORDS, "maxItems": 20})
     bounds = g.masks.slices
-    s = _walk(g, '["a","' + "ab " * 26 + "a")._h.state
+    s = accept_bytes(g, '["a","' + "ab " * 26 + "a")._h.state
     cut, node = bounds._counter_cut(s)
     assert node is not None and cut != s
     assert bounds.slice_depth(s, sl) < sl.max_level

@@ -7,35 +7,21 @@ import random
 
 import pytest
 
-from furca.constrain import GrammarCompiler, TokenizerInfo
+from furca.constrain import GrammarCompiler
 
-from .conftest import BYTE_EOS, walk_checking_masks
+from .conftest import accept_bytes, byte_info, walk_checking_masks
 
 EXTRA = ["ab", "a b", "ww " * 5 + "w", "xyzw" * 4, "a" * 17, "日本" * 9, "\u00e9" * 20, '",', "q" * 40]
 
 
-def byte_info(extra):
-    """conftest.byte_info without the long-token tier (long_tokens=0): every mask comes
-    from the state itself, so its slice depth decides the slice's tokens near a bound."""
-    toks = [bytes([i]) for i in range(256)] + [None, None] + [e.encode() for e in extra]
-    return TokenizerInfo(toks, [BYTE_EOS], vocab_size=300, long_tokens=0)
-
-
-def _walk(g, text):
-    m = g.matcher()
-    for b in text.encode():
-        assert m.accept_token(b), m.error
-    return m
-
-
 @pytest.mark.parametrize("max_length", [40, 50])  # below the longest token (54 bytes): kept by automaton.canonical
 def test_a_max_length_string_is_searched_once(max_length):
-    info = byte_info(EXTRA)
+    info = byte_info(EXTRA, long_tokens=0)
     sl = info.slices()[0]
     g = GrammarCompiler(info).compile_json_schema({"type": "object", "properties": {
         "s": {"type": "string", "maxLength": max_length}}})
     bounds = g.masks.slices
-    m = _walk(g, '{"s":"')
+    m = accept_bytes(g, '{"s":"')
     s = m._h.state
     assert bounds._horizon(s, sl) is not None
     assert bounds.slice_depth(s, sl) == sl.max_level
@@ -58,10 +44,10 @@ def test_a_max_length_string_is_searched_once(max_length):
     {"type": "array", "items": {"type": "string", "maxLength": 70}, "maxItems": 40},
 ])
 def test_masks_equal_brute_force_near_and_far_from_the_bound(schema):
-    info = byte_info(EXTRA)
+    info = byte_info(EXTRA, long_tokens=0)
     g = GrammarCompiler(info).compile_json_schema(schema)
     prefix = '["a","' if "items" in schema else '"'
     limit = schema.get("maxLength") or schema.get("items", {}).get("maxLength") or 99
     for seed, done in enumerate((0, 8, 20, 33, 45, limit - 16, limit - 9)):  # characters already in the string
-        m = _walk(g, prefix + "ww " * (min(done, limit - 2) // 3))
+        m = accept_bytes(g, prefix + "ww " * (min(done, limit - 2) // 3))
         walk_checking_masks(m, info, random.Random(seed), 30)

@@ -8,7 +8,7 @@ import random
 
 from furca.constrain import GrammarCompiler
 
-from .conftest import allowed_set, byte_info, walk_checking_masks
+from .conftest import accept_bytes, allowed_set, byte_info, walk_checking_masks
 
 WORDS = r"^(?:\S+\s+){0,5}\S+$"
 EXTRA = ["ab", "a b", "abc de", '"', '",', '","', "日本", "本 ", " \u3000", "\u00a0x", "xyzw" * 4, "a " * 8]
@@ -42,13 +42,6 @@ def _text(value):
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _walk(g, text):
-    m = g.matcher()
-    for b in text.encode():
-        assert m.accept_token(b), m.error
-    return m
-
-
 def test_step_over_configuration_sets_equals_the_rows():
     info = byte_info(EXTRA)
     sl = info.slices()[0]
@@ -57,7 +50,7 @@ def test_step_over_configuration_sets_equals_the_rows():
              ({"type": "string", "maxLength": 20}, "ab c")]
     for schema, value in cases:
         g = GrammarCompiler(info).compile_json_schema(schema)
-        _walk(g, _text(value))
+        accept_bytes(g, _text(value))
         a, bounds = g.automaton, g.masks.slices
         states = [x for x in range(1, a.num_states) if a.configs[x]]
         assert len(states) > 10
@@ -76,7 +69,7 @@ def test_items_under_a_counter_share_one_search():
     bounds = g.masks.slices
     starts = []
     for k in range(1, 5):  # items 2..5 after a character: the counter frame holds another count each
-        m = _walk(g, '{"a":[' + '"w",' * k + '"x')
+        m = accept_bytes(g, '{"a":[' + '"w",' * k + '"x')
         starts.append(m._h.state)
     cuts = {bounds._counter_cut(s)[0] for s in starts}
     assert len(set(starts)) == 4 and len(cuts) == 1 and cuts != set(starts)
@@ -93,7 +86,7 @@ def test_a_counter_whose_body_ends_soon_is_not_cut_again():
     info = byte_info(EXTRA)
     sl = info.slices()[0]
     g = GrammarCompiler(info).compile_json_schema({"type": "string", "pattern": r"^(?:[^ ]+ +){20,99}$"})
-    m = _walk(g, '"ab cd ef')
+    m = accept_bytes(g, '"ab cd ef')
     bounds = g.masks.slices
     allowed_set(m, info)
     depth = bounds.slice_depth(m._h.state, sl)
@@ -105,7 +98,7 @@ def test_masks_equal_brute_force_in_counted_arrays_of_word_strings():
     info = byte_info(EXTRA)
     for seed, schema in enumerate((_schema(), _schema(items_max_length=12), _schema(pattern=r"^(?:\S+\s+){0,20}\S+$"))):
         g = GrammarCompiler(info).compile_json_schema(schema)
-        m = _walk(g, '{"a":["p","q r","')
+        m = accept_bytes(g, '{"a":["p","q r","')
         walk_checking_masks(m, info, random.Random(seed), 60)
 
 
