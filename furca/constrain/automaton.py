@@ -31,7 +31,7 @@ import numpy as np
 from .closures import Closures
 from .deadline import check as check_deadline
 from .nfa import NFA
-from .rows import Rows
+from .rows import Rows, bucket_plan, from_plan
 from .stacks import CUT_RET, AutomatonLimit, Stacks
 from .tokenizer import TokenizerInfo
 
@@ -265,42 +265,19 @@ class LazyAutomaton:
 
     def _step_byte(self, s: int, b: int) -> int:
         """trans[s, b] without building s's row (the same state: the same configurations
-        as expand's bucket for b), cached per (s, b). Each target's successors are its
-        stack-independent closure (Closures.relative) pushed on the stack after the byte,
-        as rows._from_plan: closure(x, st) of a target whose rule cannot end is exactly
-        that (then Closures.live in a length region, configuration by configuration);
-        a target whose rule may end takes the full closure (it returns through st)."""
+        as expand's bucket for b, built the same way: rows.bucket_plan / from_plan, the
+        targets' relative closures pushed on the stacks after the byte), cached per (s, b)."""
         key = s * 256 + b
         t = self._byte_steps.get(key)
         if t is None:
             with self.lock:
                 if self.expanded[s]:
                     return int(self.trans[s, b])
-                edges, byte_stack = self.nfa.edges, self.byte_stack
-                relative, push = self.closures.relative, self.stacks.push
-                out, accept = set(), False
-                for n, st0 in self.configs[s]:
-                    st = None
-                    for lo, hi, x in edges[n]:
-                        if lo <= b <= hi:
-                            if st is None:
-                                st = byte_stack(n, st0)
-                            if st < 0:  # past a length region's maximum
-                                break
-                            rel_out, returns = relative(x)
-                            if returns:
-                                c, acc = self.closure(x, st)
-                                out.update(c)
-                                accept |= acc
-                                continue
-                            for m, rel in rel_out:
-                                y = st
-                                for ret, k in rel:
-                                    y = push(ret, y, k)
-                                out.add((m, y))
-                if self.nfa.need:
-                    out = self.closures.live(out)
-                t = self.intern(out, accept)  # no configuration, not accepting: the dead state 0
+                configs, edges = self.configs[s], self.nfa.edges
+                bucket = [(i, x) for i, (n, _st) in enumerate(configs) for lo, hi, x in edges[n] if lo <= b <= hi]
+                sts = {i: self.byte_stack(*configs[i]) for i, _x in bucket}  # -1: past a length region's maximum
+                live = self.closures.live if self.nfa.need else None
+                t = from_plan(self, bucket_plan(self, bucket), sts, live)  # no configuration: the dead state 0
                 self._byte_steps[key] = t
         return t
 

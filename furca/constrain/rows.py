@@ -91,8 +91,8 @@ class Rows:
             if sid is None:
                 plan = plans[j]
                 if plan is None:
-                    plan = plans[j] = _plan(a, bucket)
-                sid = succ[key] = _from_plan(a, plan, sts, live)
+                    plan = plans[j] = bucket_plan(a, bucket)
+                sid = succ[key] = from_plan(a, plan, sts, live)
             sids.append(sid)
         if type(fill) is tuple:  # a few runs: written as slices (after the interning, which may grow the table)
             row = a.trans[s]
@@ -151,7 +151,7 @@ class Rows:
         return lay
 
 
-def _plan(a, bucket):
+def bucket_plan(a, bucket):
     """((index, target, relative closure or None), ...) of a bucket's (index, target)
     pairs: None for a target whose rule may end without consuming (it needs the stack)."""
     relative = a.closures.relative
@@ -162,7 +162,7 @@ def _plan(a, bucket):
     return tuple(plan)
 
 
-def _from_plan(a, plan, sts, live):
+def from_plan(a, plan, sts, live):
     """The state after a bucket: each target's relative closure pushed on its
     configuration's stack (the full closure for a target whose rule may end); in a
     length region (live: Closures.live) without the configurations past the maximum

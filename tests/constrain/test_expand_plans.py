@@ -1,4 +1,4 @@
-"""Successors from relative closures (rows._from_plan, LazyAutomaton._step_byte): a
+"""Successors from relative closures (rows.from_plan, LazyAutomaton._step_byte): a
 target's closure is its stack-independent part (Closures.relative) pushed on the stack
 after the byte, the full closure only where the target's rule may end; in a length
 region the stack after the byte is Closures.byte_stack's (-1 past the maximum: no

@@ -126,7 +126,7 @@ y ::= [bdfhjlnprtvxz] "2"
         walk_checking_masks(g.matcher(), info, rng, 12)
     multi = [s for s in range(1, a.num_states) if a.expanded[s] and len(a.configs[s]) > 1]
     assert multi
-    # the successors came from plans there too (rows._from_plan with Closures.live)
+    # the successors came from plans there too (rows.from_plan with Closures.live)
     assert any(plan is not None for lay in a.rows._layouts.values() for plan in lay[2])
     for s in range(1, a.num_states):
         if a.expanded[s]:
