@@ -57,7 +57,7 @@ class NFA:
         # key trie node -> (narrow classes' target, call of other, whether it has children): key_trie.add_to_nfa
         self.key_trie_nodes: dict[int, tuple] = {}
         # chains of optional copies inside length regions: (first node of the first copy, nodes per copy,
-        # copies, fewest characters in a copy), no tick on a UTF-8 continuation byte; slices.SliceBounds._down
+        # copies, fewest characters in a copy), no tick on a UTF-8 continuation byte; copy_chains.py
         self.copies: list[tuple] = []
 
     def new(self):

@@ -19,9 +19,8 @@ once per grammar and key-other's continuation nodes once for every trie.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-
 from .automaton import LazyAutomaton
+from .copy_chains import CopyChains
 from .deadline import check as check_deadline
 from .key_trie import trie_nodes
 from .stacks import AutomatonLimit
@@ -50,58 +49,7 @@ class SliceProof:
         self._free_spans: dict[tuple, tuple] = {}  # _spans of stack-free configurations, grammar-wide
         self._tries = trie_nodes(automaton.nfa)  # key trie node -> (narrow classes' target, call of other)
         self._trie_groups: dict[tuple, list] = {}  # a trie's mark -> the parts of its nodes (_trie_parts)
-        chains = sorted(automaton.nfa.copies)  # (first node, nodes per copy, copies, ticks): nfa.py
-        self.chains = chains
-        self._chain_starts = [c[0] for c in chains]
-        ends, most = [], 0
-        for b, stride, count, _t in chains:
-            most = max(most, b + stride * count)
-            ends.append(most)
-        self._chain_ends = ends  # the furthest end of the chains up to each one (nested chains)
-        self._chain_of: dict[int, tuple | None] = {}  # node -> chain_at(node)
-
-    def chain_at(self, n: int):
-        """(the index in self.chains of the outermost chain of copies whose nodes hold n,
-        its copy of n), or None."""
-        hit = self._chain_of.get(n, False)
-        if hit is False:
-            hit, starts, ends, chains = None, self._chain_starts, self._chain_ends, self.chains
-            for k in range(bisect_right(starts, n) - 1, -1, -1):
-                if ends[k] <= n:
-                    break
-                b, stride, count, _t = chains[k]
-                if n < b + stride * count:
-                    hit = (k, (n - b) // stride)
-            self._chain_of[n] = hit
-        return hit
-
-    def _jump(self, prev, u, p: int):
-        """u, or u moved further up a chain of copies (nfa.copies) when u, the unit after
-        one repetition of p bytes from prev (_probe), is prev with its configurations in
-        one chain moved one copy up, all of them p + 2 copies or more into the chain:
-        then the next repetitions move it up one copy each (the copies are alike, see
-        slices.SliceBounds._down; configurations outside the chain reach none of its
-        copies, since u holds no configuration in its first p + 1) as long as the highest
-        copy stays p + 3 copies clear of the chain's end. A probe of "a " walks the
-        30 words of `(\\S+\\s+){0,29}\\S+` in a maxLength string to their end in a few
-        repetitions, not 30 over fresh copies."""
-        at, chain, lo, hi = self.chain_at, None, 0, 0
-        for n, _st in prev:
-            c = at(n)
-            if c is not None and (chain is None or c[0] == chain):
-                lo, hi = (c[1], c[1]) if chain is None else (min(lo, c[1]), max(hi, c[1]))
-                chain = c[0]
-        if chain is None or lo < p + 2 or len(prev) != len(u):
-            return u
-        b, stride, count, _t = self.chains[chain]
-        start, end = b + stride * lo, b + stride * count
-
-        def up(unit, by):
-            return tuple(sorted([(n + by if start <= n < end else n, st) for n, st in unit]))
-        m = count - p - 3 - hi
-        if m <= 1 or up(prev, stride) != u:
-            return u
-        return up(prev, m * stride)
+        self.chains = CopyChains(automaton.nfa.copies)  # chains of copies in length regions (nfa.py)
 
     def node_bytes(self, n: int) -> int:
         """The bytes NFA node n's edges take, as a bit set (bit b: byte b), cached."""
@@ -235,7 +183,7 @@ class SliceProof:
                     return True
                 u = tuple(sorted(nxt))
             if self.chains:
-                u = self._jump(prev, u, len(char))
+                u = self.chains.jump(prev, u, len(char))
         return False
 
     def _covers(self, unit, sl) -> bool:

@@ -15,6 +15,7 @@ no state (slice_proof.SliceProof).
 from __future__ import annotations
 
 from .automaton import LazyAutomaton
+from .copy_chains import shift
 from .slice_proof import UNBOUNDED, SliceProof
 from .stacks import CUT_RET, AutomatonLimit
 
@@ -45,7 +46,7 @@ class SliceBounds:
         self._near: dict[int, dict] = {}  # L -> {state: its canonical form for L characters} (_horizon)
         self._near_stacks: dict[int, dict] = {}  # L -> {stack: _near_stack(stack, L)}
         self._whole: dict[int, bool] = {}  # counter body start -> _whole_bodies(it)
-        self._chains = self.proof.chains  # chains of copies (nfa.copies), sorted
+        self._chains = self.proof.chains  # chains of copies in length regions (copy_chains.py)
         self._shifted: dict[int, dict] = {}  # L -> {state: _horizon_down(state, L)}
 
     def _step(self, s: int, sl):
@@ -64,7 +65,7 @@ class SliceBounds:
         if a.expanded[s]:
             res = self._step_rows(s, sl)
         else:
-            down = self._down(a.configs[s], 1) if self._chains else None
+            down = self._chains.down(a.configs[s], 1) if self._chains else None
             if down is None:
                 res = self._step_sets(s, sl)
             else:  # the step of the state a few copies down the chain, its successors moved back up
@@ -73,8 +74,7 @@ class SliceBounds:
                 dies, succ = self._step(low, sl)
                 if low in self._mid_end:
                     self._mid_end.add(s)
-                res = (dies, tuple({a.intern([(n + by if first <= n < end else n, st) for n, st in a.configs[y]],
-                                             a.accepting[y]) for y in succ}))
+                res = (dies, tuple({a.intern(shift(a.configs[y], first, end, by), a.accepting[y]) for y in succ}))
         cache[s] = res
         return res
 
@@ -394,45 +394,8 @@ class SliceBounds:
             hit = memo[st] = (c, flag)
         return hit
 
-    def _down(self, configs, L: int):
-        """(configs with those in one chain's copies (nfa.copies) moved down by the same
-        number of copies so that the lowest is in copy 1, the chain's nodes from copy 1
-        on (first, end), the shift in nodes), or None when there is nothing to move or
-        the highest copy j has j + L // ticks + 5 > the chain's copies (ticks: the fewest
-        characters of a copy).
-
-        The copies are the same NFA (each the next one's nodes shifted by the copy's
-        size: nfa.py builds them one after the other from the same IR), with their ticks
-        and needs alike (every copy may leave the chain at its end); a configuration's
-        successors in the chain are in its copy or later (loops go to fresh nodes), a
-        copy takes at least `ticks` characters and a slice character at most one tick
-        (nfa.py: no tick takes a UTF-8 continuation byte); inside a length region there
-        are no calls, so no stack names a copy's node. So for L characters the
-        highest copy stays 3 copies before the chain's end (where the copies differ), the
-        moved configurations go where the others go, moved down, and configurations
-        from outside the chain reach its first copy at most (the chain is entered there,
-        at a tick: one character)."""
-        at = self.proof.chain_at
-        chain = lo = hi = None
-        for n, _st in configs:
-            c = at(n)
-            if c is not None and (chain is None or c[0] == chain):
-                j = c[1]
-                if chain is None:
-                    chain, lo, hi = c[0], j, j
-                else:
-                    lo, hi = min(lo, j), max(hi, j)
-        if chain is None or lo < 2:
-            return None
-        b, stride, count, ticks = self._chains[chain]
-        if hi + L // ticks + 5 > count:
-            return None
-        by, start, end = (lo - 1) * stride, b + stride * lo, b + stride * count
-        down = [(n - by if start <= n < end else n, st) for n, st in configs]
-        return down, b + stride, end, by
-
     def _horizon_down(self, y: int, L: int) -> int:
-        """y with its configurations in a chain of copies moved down (_down) when that
+        """y with its configurations in a chain of copies moved down (copy_chains.CopyChains.down) when that
         holds for L characters (L // ticks copies more): the state alike for L
         characters. A 30-word limit inside a maxLength string (`(\\S+\\s+){0,29}\\S+`,
         its words copied in a length region) was searched through a new state per word:
@@ -442,7 +405,7 @@ class SliceBounds:
         if hit is None:
             a = self._a
             configs = a.configs[y]
-            down = self._down(configs, L)
+            down = self._chains.down(configs, L)
             hit = y if down is None else a.intern(down[0], a.accepting[y])
             memo[y] = hit
         return hit

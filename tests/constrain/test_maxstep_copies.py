@@ -1,5 +1,5 @@
 """Chains of copies inside a length region (nfa.copies: `(\\S+\\s+){0,29}` in a maxLength
-string is 29 copies of the word) and the slice search over them (slices.SliceBounds._down):
+string is 29 copies of the word) and the slice search over them (copy_chains.CopyChains.down, used by slices.SliceBounds):
 states moved down the chain for the search's horizon and for a step, exact as long as the
 highest copy stays clear of the chain's end. Checked: the copies are the same NFA shifted
 (the assumption), and masks equal brute force at every word count up to the limit, on a
