@@ -1,0 +1,229 @@
+"""The abstract mask of a state inside a key trie, from the mask of "any key" shared by
+every prefix of the trie.
+
+An object that allows keys besides its declared ones has a key trie (key_trie.py): a
+quoted key that is none of the names. A state at a key position holds the trie node of
+the prefix p read so far (with the configurations of `other`, called from it: a wide
+character or an escape) and the declared keys' own configurations (a literal key and its
+value). Walked as it is, every prefix is a new state of several configurations whose
+first mask walks the tokens that leave the key (a closing quote, `":`, the value): on
+the MaskBench instances Snowplow sp_138 met 510 such abstract states with 12 distinct
+masks among them.
+
+The trie's part of such a state, K_p, derives exactly the keys of the trie's `rest` rule
+(any key content, then the closing quote) except those that spell a name: its language
+is that of A, the state after one plain character that is no child (the trie's one
+`narrow` target, then `rest`: one state for every prefix of the trie, under the trie's
+own stack), less the strings that start with z = (a name's part after p) + '"'. A token
+either never closes the key (then A allows it exactly when K_p does: the key can still
+become no name) or closes it at its first unescaped quote, and K_p refuses it exactly
+when the key it closed is a name. So
+
+    mask(state) = (mask(A) less the tokens below the trie nodes z) | mask(the rest of the state)
+
+with masks taken as a state's abstract walk gives them (the words, and the trie nodes
+where its rule returned). mask(A) is walked once per trie and stack; the rest of the
+state (the declared keys' literals) is narrow, and is walked over the same trie so that
+the return nodes of both parts index one trie.
+
+That needs the trie's two rules to be what the JSON-schema translator makes them: `rest`
+derives the closing quote, or a plain character and `rest` again, or what `other`
+derives, and `other` starts with no plain character and no quote. key_trie.py does not
+require it (its rules are any rules), so it is checked once per trie on the automaton
+(_rules_fit: a bisimulation of A against that shape, up to the closing quote, where both
+reach the same state); a trie whose rules do not fit is walked as before.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .key_trie import _PLAIN_ASCII
+from .trie_walks import walk_recording
+
+MAX_NAME_TAILS = 4096  # name tails of one trie node past which its states are walked whole
+MAX_CHECK_PAIRS = 512  # state pairs of _rules_fit's bisimulation past which a trie is walked as before
+_PLAIN = np.zeros(256, dtype=bool)
+for _lo, _hi in _PLAIN_ASCII:
+    _PLAIN[_lo : _hi + 1] = True
+_QUOTE = 0x22
+
+
+class KeyTrieMasks:
+    """split(s) / words(s, parts, compute): the abstract mask of a state at a key trie node built from the
+    trie's shared "any key" state (see the module docstring); None where it does not
+    apply (no trie node, or several)."""
+
+    def __init__(self, automaton):
+        self._a = automaton
+        nfa = automaton.nfa
+        self._marks = nfa.key_trie_nodes
+        self._other_ret = {v[1]: nfa.call[v[1]][1] for v in self._marks.values()}  # call of other -> its return
+        self._tails: dict[int, list] = {}  # trie node -> [bytes of a name's rest + '"', ...]
+        self._any: dict[tuple, tuple] = {}  # (narrow target, stack) -> (words, return nodes, trie)
+        self._nodes: dict[tuple, int] = {}  # (token trie, bytes) -> its DFS node, -1 if none
+        self._fits: dict[int, bool] = {}  # narrow target of a trie -> _rules_fit
+        self.nbytes = 0  # of the cached "any key" masks
+
+    def clear(self) -> None:
+        self._any.clear()
+        self.nbytes = 0
+
+    def split(self, s):
+        """(trie node, its stack, the other configurations) of s, or None: exactly one
+        configuration sits on a key trie node, and every configuration is either that
+        one, inside its call of `other`, or on no stack above it."""
+        a, marks = self._a, self._marks
+        configs = a.configs[s]
+        hit = None
+        for n, st in configs:
+            if n in marks:
+                if hit is not None:
+                    return None
+                hit = (n, st)
+        if hit is None:
+            return None
+        k, st_k = hit
+        narrow_to = marks[k][0]
+        fits = self._fits.get(narrow_to)
+        if fits is None:
+            fits = self._fits[narrow_to] = self._rules_fit(narrow_to, marks[k][1], st_k)
+        if not fits or self._name_tails(k) is None:
+            return None
+        other_ret = self._other_ret[marks[k][1]]
+        frames = a.stacks.frames
+        rest = []
+        for n, st in configs:
+            if n == k and st == st_k:
+                continue
+            x = st
+            while x:  # inside k's call of other: a frame (other's return, st_k) below
+                ret, parent, _c = frames[x]
+                if parent == st_k and ret == other_ret:
+                    break
+                x = parent
+            else:
+                rest.append((n, st))
+        return k, st_k, tuple(rest)
+
+    def words(self, s, parts, compute):
+        """(words, return nodes, trie) of s's abstract walk from parts = split(s);
+        compute(state) -> the same of a state's own recording walk (masks.TokenMasks)."""
+        a = self._a
+        k, st_k, rest = parts
+        narrow_to = self._marks[k][0]
+        key = (narrow_to, st_k)
+        hit = self._any.get(key)
+        if hit is None:
+            any_key = a.intern(*a.closure(narrow_to, st_k))
+            hit = compute(any_key)
+            self._any[key] = hit
+            self.nbytes += hit[0].nbytes + hit[1].nbytes
+        any_words, any_roots, trie = hit
+        words = any_words.copy()
+        roots = any_roots
+        end, tok_start, tok_ids = trie.dfs_end, trie.tok_start, trie.tok_ids
+        for z in self._name_tails(k):
+            x = self._node(trie, z)
+            if x < 0:
+                continue
+            stop = int(end[x])
+            ids = tok_ids[tok_start[x] : tok_start[stop]]
+            if len(ids):
+                np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
+            if len(roots):
+                roots = roots[(roots < x) | (roots >= stop)]
+        if rest:
+            t = a.intern(rest, False)
+            extra = np.zeros_like(words)
+            more = walk_recording(a, t, trie, extra)
+            words |= extra
+            if len(more):
+                roots = np.union1d(roots, more).astype(np.int32)
+        return words, roots, trie
+
+    def _rules_fit(self, narrow_to, other_call, st):
+        """Whether the trie's rules have the shape the split needs (module docstring):
+        A = the state after a narrow character (in `rest`) against F, a state that goes
+        to E (after the closing quote) on the quote, to F again on a plain character and
+        as O (the call of `other`) on every other byte, O taking no quote and no plain
+        character. A bisimulation over the automaton's rows from (A, F), pairs of equal
+        states closed; F is never accepting and never dead. The languages up to the
+        closing quote do not depend on the stack st under the trie (both sides return
+        through it at E), so one check serves every stack."""
+        a, nfa = self._a, self._a.nfa
+        ends = {t for k, v in self._marks.items() if v[0] == narrow_to for lo, _hi, t in nfa.edges[k] if lo == _QUOTE}
+        if len(ends) != 1:  # the trie's end, where every closing quote goes
+            return False
+        end = ends.pop()
+        any_key = a.intern(*a.closure(narrow_to, st))
+        o = a.intern(*a.closure(other_call, st))
+        e = a.intern(*a.closure(end, st))
+        a.expand(o)
+        row_o = a.trans[o].copy()
+        if row_o[_QUOTE] or row_o[_PLAIN].any():
+            return False
+        todo, seen = [(any_key, -1)], set()  # -1: F
+        while todo:
+            pair = todo.pop()
+            if pair in seen:
+                continue
+            seen.add(pair)
+            if len(seen) > MAX_CHECK_PAIRS:
+                return False
+            u, v = pair
+            if u == v:
+                continue
+            if u == 0 or v == 0 or a.accepting[u] != (v > 0 and a.accepting[v]):
+                return False
+            a.expand(u)
+            if v > 0:
+                a.expand(v)
+                nxt = zip(a.trans[u].tolist(), a.trans[v].tolist())
+            else:
+                ru = a.trans[u].tolist()
+                nxt = [(ru[b], e if b == _QUOTE else -1 if _PLAIN[b] else int(row_o[b])) for b in range(256)]
+            todo.extend(set(nxt) - seen)
+        return True
+
+    def _name_tails(self, k):
+        """The bytes after trie node k that complete a name, each followed by the closing
+        quote (names' rests of at most a token's length); None past MAX_NAME_TAILS."""
+        if k in self._tails:
+            return self._tails[k]
+        edges, marks = self._a.nfa.edges, self._marks
+        limit = self._a.info.max_token_len
+        out = []
+        todo = [(k, b"")]
+        while todo:
+            if len(out) > MAX_NAME_TAILS:
+                out = None
+                break
+            u, path = todo.pop()
+            es = edges[u]
+            if not any(lo == 0x22 for lo, _hi, _t in es):  # no closing quote: the prefix is a name
+                out.append(path + b'"')
+            if len(path) + 2 > limit:
+                continue
+            for lo, hi, t in es:
+                if lo == hi and t in marks and lo != 0x22:
+                    todo.append((t, path + bytes((lo,))))
+        self._tails[k] = out
+        return out
+
+    def _node(self, trie, z):
+        """The DFS node of trie spelling z, or -1."""
+        key = (id(trie), z)
+        hit = self._nodes.get(key)
+        if hit is not None:
+            return hit
+        x = 0 if not z[:-1] else self._node(trie, z[:-1])
+        if x >= 0:
+            b = z[-1]
+            byte, end = trie.dfs_byte, trie.dfs_end
+            c, stop = x + 1, int(end[x])
+            while c < stop and byte[c] < b:
+                c = int(end[c])
+            x = c if c < stop and byte[c] == b else -1
+        self._nodes[key] = x
+        return x

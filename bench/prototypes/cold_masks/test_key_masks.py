@@ -1,0 +1,94 @@
+"""Abstract masks at key trie nodes built from the trie's shared "any key" walk
+(key_masks.py): the tokens that close a declared name leave the trie's part and come
+back only as the declared key allows them; every mask equals brute force (byte
+tokenizer) and the whole walk's masks (Llama-3.1, MaskBench-like objects)."""
+
+import json
+import random
+
+from furca.constrain import GrammarCompiler
+
+from .conftest import accept_bytes, allowed_set, byte_info, walk_checking_masks
+
+EXTRA = ['"', '":', '":"', '":1', 'ab"', 'ab":', 'ab":"', 'ab":1', 'abc":"', 'b":"', 'b":1', '"}', '","', "ab", "abc",
+         '"a', '":{"', "é", '\\"', '"ab":', 'b":"x"}', 'b":"x"}}', 'b":"x"},"', 'b":"x"},"b', '":"x"}}']
+SCHEMA = {"type": "object",
+          "properties": {"ab": {"type": "integer"}, "abd": {"type": "string"}, "b": {"enum": ["x", "y"]},
+                         "nest": {"type": "object", "properties": {"ab": {"type": "string"}}}},
+          "additionalProperties": {"type": "string"}}
+
+
+def _key_states_used(g):
+    keys = g.masks._keys
+    return keys is not None and len(keys._any) > 0
+
+
+def test_closing_a_name_takes_the_declared_value():
+    info = byte_info(EXTRA)
+    g = GrammarCompiler(info).compile_json_schema(SCHEMA)
+    tok = {t: i for i, t in enumerate(info.token_bytes) if t is not None}
+    m = accept_bytes(g, '{"a')
+    bits = allowed_set(m, info)
+    assert bits[tok[b'b":1']] and not bits[tok[b'b":"']]  # "ab" takes an integer
+    assert bits[tok[b'bc":"']] if b'bc":"' in tok else True
+    m = accept_bytes(g, '{"')
+    bits = allowed_set(m, info)
+    assert bits[tok[b'ab":1']] and not bits[tok[b'ab":"']] and bits[tok[b'abc":"']]
+    assert _key_states_used(g)
+
+
+def test_masks_at_key_states_equal_brute_force():
+    info = byte_info(EXTRA)
+    g = GrammarCompiler(info).compile_json_schema(SCHEMA)
+    # (inside "nest", a token may close a declared key, its value and the object: the
+    # declared part's walk records where the object's rule returns)
+    m = accept_bytes(g, '{"nest":{"a')
+    bits = allowed_set(m, info)
+    tok = {t: i for i, t in enumerate(info.token_bytes) if t is not None}
+    assert bits[tok[b'b":"x"}}']] and bits[tok[b'b":"x"},"b']]
+    for prefix in ('{"', '{"a', '{"ab', '{"abd', '{"ab":1,"', '{"nest":{"', '{"nest":{"a'):
+        walk_checking_masks(accept_bytes(g, prefix), info, random.Random(len(prefix)), 10)
+    for seed in range(4):
+        walk_checking_masks(g.matcher(), info, random.Random(seed), 30)
+    assert _key_states_used(g)
+
+
+def test_masks_equal_the_whole_walk_on_a_real_tokenizer(llama):
+    info, _compiler, tok = llama
+    rng = random.Random(2)
+    names = sorted({"".join(rng.choice("abcdefghij_") for _ in range(rng.randint(2, 12))) for _ in range(60)})
+    schema = {"type": "object", "additionalProperties": True,
+              "properties": {n: [{"type": "string", "maxLength": 128}, {"type": "integer"}, {"enum": ["on", "off"]},
+                                 {"type": "object", "properties": {"id": {"type": "integer"}}}][i % 4]
+                             for i, n in enumerate(names)}}
+    values = ["x y", 7, "on", {"id": 3}]
+    doc = {n: values[i % 4] for i, n in enumerate(names) if i % 3 == 0}
+    doc["not_declared"] = [1, {"a": "b"}]
+    text = json.dumps(doc, separators=(",", ":"))
+    fast = GrammarCompiler(info).compile_json_schema(schema)
+    whole = GrammarCompiler(info).compile_json_schema(schema)
+    whole.masks._keys = None  # every abstract state walked as it is
+    mf, mw = fast.matcher(), whole.matcher()
+    for t in tok.encode(text, add_special_tokens=False).ids:
+        assert (allowed_set(mf, info) == allowed_set(mw, info)).all()
+        assert mf.accept_token(t) and mw.accept_token(t)
+    assert mf.can_terminate() and _key_states_used(fast)
+
+
+def test_a_trie_whose_rules_do_not_fit_is_walked_whole():
+    # key_trie.py takes any rules: here `rest` also takes a backslash and no DEL, unlike
+    # a plain character then `rest` from a trie node, so the split does not hold and
+    # _rules_fit refuses it; the masks are the whole walk's (brute force)
+    from furca.constrain import key_trie
+
+    from .test_key_tries import _compiled, _trie_grammar
+
+    info = byte_info(['"', '":', "ab", "abc", "a", "b", "\\", "a\\", "\x7f"])
+    g = _compiled(_trie_grammar(key_trie.keys(["a", "ab", "b c"], "key-rest", "key-other")), info)
+    for seed in range(3):
+        walk_checking_masks(g.matcher(), info, random.Random(seed), 12)
+    fits = g.masks._keys._fits
+    assert fits and not any(fits.values())
+    g = GrammarCompiler(info).compile_json_schema(SCHEMA)
+    walk_checking_masks(accept_bytes(g, '{"a'), info, random.Random(0), 4)
+    assert g.masks._keys._fits and all(g.masks._keys._fits.values())
