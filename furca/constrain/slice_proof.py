@@ -14,7 +14,9 @@ the shared rule key-other's start (the rest), and neither survives alone.
 free_unbounded is the same proof over stack-free units (NFA node sets: the part of a
 closure that stays above any stack; a return counts as dying), tried first for every
 state: its units do not depend on the call site or the stack, so a key trie is proven
-once per grammar and key-other's continuation nodes once for every trie.
+once per grammar and key-other's continuation nodes once for every trie. The parts of
+a key trie's nodes take a short path (key_trie_proof.KeyTrieParts): their requirements
+read off the trie's marks and the nodes' edges, a verdict given to the whole trie.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 from .automaton import LazyAutomaton
 from .copy_chains import CopyChains
 from .deadline import check as check_deadline
-from .key_trie import trie_nodes
+from .key_trie_proof import KeyTrieParts
 from .stacks import AutomatonLimit
 
 UNBOUNDED = 1 << 30  # slice depth of a state no slice string can kill
@@ -47,8 +49,7 @@ class SliceProof:
         self._complete = True  # whether the last _prove explored everything within its budget
         self._parts: dict[str, dict] = {}  # slice name -> {(configuration,): whether its part holds} (_split)
         self._free_spans: dict[tuple, tuple] = {}  # _spans of stack-free configurations, grammar-wide
-        self._tries = trie_nodes(automaton.nfa)  # key trie node -> (narrow classes' target, call of other)
-        self._trie_groups: dict[tuple, list] = {}  # a trie's mark -> the parts of its nodes (_trie_parts)
+        self.tries = KeyTrieParts(automaton.nfa, self._units)  # key trie nodes' parts (key_trie_proof.py)
         self.chains = CopyChains(automaton.nfa.copies)  # chains of copies in length regions (nfa.py)
 
     def node_bytes(self, n: int) -> int:
@@ -195,7 +196,7 @@ class SliceProof:
     def _prove(self, unit, sl, cache, budget=PROOF_BUDGET, spans=None) -> bool:
         """unbounded's search and fixpoint; caches the units it settles. spans: the memo
         of _spans ((configuration, bytes) -> pieces), for this proof unless given."""
-        tails = self._tails(sl)
+        tails, tries, unit_of = self._tails(sl), self.tries, self.closure_unit
         if spans is None:
             spans = {}
         parts = self._parts.setdefault(sl.name, {})  # (configuration,) -> whether its part holds
@@ -225,11 +226,12 @@ class SliceProof:
             try:
                 one = None
                 if rest is None:
-                    one = self._trie_units(u[0], sl.first_bytes)
+                    one = tries.trie_units(u[0], sl.first_bytes, unit_of)
                     if one is not None:  # its verdict goes to every such node of its trie
-                        marks.setdefault(self._tries[u[0][0]], pair)
+                        marks.setdefault(one[0], pair)
+                        one = one[1]
                     else:
-                        one = self._ascii_units(u[0], sl.first_bytes)
+                        one = tries.ascii_units(u[0], sl.first_bytes, unit_of)
                 if one is not None:  # a stack-free part on one-byte characters only (a key trie node)
                     for v in one:
                         for req in self._as_parts(v, sl.first_bytes, cache, parts) if v else ([],):
@@ -279,70 +281,9 @@ class SliceProof:
                     parts[u] = ok
                 elif not rest:
                     cache[u] = ok
-        if marks:  # the inner nodes (leaves) of a trie have the same requirements (_trie_units)
-            for mark in list(marks):
-                ok = holds[marks[mark]]
-                if ok or complete:
-                    marks[mark] = ok
-                    if ok and mark[2]:  # key-rest holds: so do the leaves
-                        marks[mark[:2] + (False,)] = True
-                else:
-                    del marks[mark]
-            for mark, ok in marks.items():
-                parts.update(dict.fromkeys(self._trie_parts(mark), ok))
+        if marks:  # the inner nodes (leaves) of a trie have the same requirements (trie_units)
+            tries.spread(marks, holds, complete, parts)
         return holds[(unit, ())]
-
-    def _trie_parts(self, mark):
-        """The parts ((node, None),) of the inner nodes or the leaves of a key trie (its
-        mark: key_trie.trie_nodes)."""
-        groups = self._trie_groups
-        if not groups:
-            for n, m in self._tries.items():
-                groups.setdefault(m, []).append(((n, None),))
-        return groups.get(mark, ())
-
-    def _trie_units(self, cfg, bits):
-        """The boundary requirements of a stack-free key trie node's part (key_trie.py
-        marks its nodes), when `bits` lacks the closing quote: key-rest's unit (the
-        narrow classes' target) and, at a node with children, the node's own unit (itself
-        and key-other's start: as parts, other's are required and its own is the pair
-        itself), not its children's units. Exact for the greatest fixpoint: a node's
-        bytes in `bits` lead to a child (whose unit is the child plus key-other's start)
-        or to key-rest, and below every node there is a leaf, whose plain ASCII
-        characters all go to key-rest; so a leaf's part holds exactly when key-rest's
-        unit does, an inner node's when key-rest's unit and key-other's parts do. Every
-        inner node (every leaf) of a trie has the same requirements, so _prove gives its
-        verdict to all of them: a trie of 1,000 nodes is proven in a few parts, not
-        1,000 (sp_138's first key proof ~13 -> ~0.5 ms). None otherwise."""
-        hit = self._tries.get(cfg[0]) if cfg[1] is None else None
-        if hit is None or bits >> 0x22 & 1:
-            return None
-        unit_of = self.closure_unit
-        rest = unit_of(hit[0], None)
-        return dict.fromkeys((rest, unit_of(cfg[0], None)) if hit[2] else (rest,))
-
-    def _ascii_units(self, cfg, bits):
-        """The boundary requirements of the part of a stack-free configuration whose
-        edges that meet `bits` all take one-byte characters (< 0x80) and do not overlap:
-        the distinct units of their targets, one of which is () when some target has no
-        configuration (then the part fails); None otherwise (_prove's general path). The
-        same requirements as that path's pieces (a piece per edge, one target unit, tail
-        ()), without building them: a key trie node's part, one per trie node, is most
-        of the first proof of a grammar's key tries."""
-        n, st = cfg
-        if st is not None or n in self._tick:
-            return None
-        seen, out, unit_of, units = 0, {}, self.closure_unit, self._units
-        for lo, hi, t in self._a.nfa.edges[n]:
-            m = (1 << (hi + 1)) - (1 << lo)
-            if not bits & m:
-                continue
-            if hi >= 0x80 or seen & m:
-                return None
-            seen |= m
-            u = units.get((t, None))
-            out[unit_of(t, None) if u is None else u] = None
-        return out
 
     def _as_parts(self, unit, bits, cache, parts):
         """Requirements that together say what [(unit, ())] says, for a boundary unit:

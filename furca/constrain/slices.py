@@ -9,13 +9,16 @@ the trie). The bound comes from a search over automaton states (stepping each
 character over configuration sets: it interns the states after whole characters and
 expands none), or, for a configuration that survives every slice string (a
 key-exclusion trie, a string body), from a proof over NFA configurations that builds
-no state (slice_proof.SliceProof).
+no state (slice_proof.SliceProof). The search looks at most sl.max_level characters
+ahead, so it takes the states it meets in the horizon form (slice_horizon.SliceHorizon:
+alike for that many characters; its result then capped there).
 """
 
 from __future__ import annotations
 
 from .automaton import LazyAutomaton
 from .copy_chains import shift
+from .slice_horizon import SliceHorizon
 from .slice_proof import UNBOUNDED, SliceProof
 from .stacks import CUT_RET, AutomatonLimit
 
@@ -43,11 +46,8 @@ class SliceBounds:
         self._abs_all: dict[str, dict] = {}  # slice name -> {state: whether its abstract configurations are proven}
         self._below: dict[int, tuple] = {}  # state -> _counter_cut(state)
         self._cut_verdict: dict[tuple, bool] = {}  # (slice name, counter node) -> whether its cut proved as much
-        self._near: dict[int, dict] = {}  # L -> {state: its canonical form for L characters} (_horizon)
-        self._near_stacks: dict[int, dict] = {}  # L -> {stack: _near_stack(stack, L)}
-        self._whole: dict[int, bool] = {}  # counter body start -> _whole_bodies(it)
         self._chains = self.proof.chains  # chains of copies in length regions (copy_chains.py)
-        self._shifted: dict[int, dict] = {}  # L -> {state: _horizon_down(state, L)}
+        self.horizon = SliceHorizon(automaton, self.proof)  # the states' forms for the search's L characters
 
     def _step(self, s: int, sl):
         """(dies, successors): whether some character of the slice leads from s to the
@@ -328,102 +328,6 @@ class SliceBounds:
         self._below[s] = res
         return res
 
-    def _horizon(self, s: int, sl):
-        """The canonical form of states for a search that looks at most L = sl.max_level
-        slice characters ahead, or None when s holds no frame that it collapses and the
-        automaton's canonical form keeps (then that form is the search's). It is
-        automaton.canonical's argument with L characters in place of the longest token
-        (_near_stack): a maxLength 50 or 128 string (a counter) has room for 16
-        characters at most of its counts, not for a token of 128 bytes, and the search
-        stepped through one new state per count (16 levels, ~270 configuration-set moves,
-        ~5 ms); in this form the count after a character is the count before it. The
-        search's result is then capped at L (past it the form does not hold)."""
-        a = self._a
-        L = sl.max_level
-        if not any(self._near_stack(st, L)[1] for _n, st in a.configs[s]):
-            return None
-        memo = self._near.setdefault(L, {})
-        near_stack = self._near_stack
-
-        def canon(y):
-            c = memo.get(y)
-            if c is None:
-                configs = a.configs[y]
-                cut = [(n, near_stack(st, L)[0]) for n, st in configs]
-                c = memo[y] = y if all(x == z for x, z in zip(cut, configs)) else a.intern(cut, a.accepting[y])
-            return c
-        return canon
-
-    def _near_stack(self, st: int, L: int) -> tuple:
-        """(st with every frame that behaves alike for any L slice characters at its
-        canonical count, whether some frame was so replaced that automaton.canonical_stack
-        keeps). A counter frame (x{m,n}, k bodies) with m <= k and n - k > h takes count
-        max(m, 1) (automaton.canonical): h = L when every first byte of its body starts
-        a character (no 0x80-0xBF: each body then starts on a character of its own, so L
-        characters run at most L bodies), else 4L (a body consumes at least a byte);
-        with m - k > h too it takes count 1 (no exit and no maximum within h bodies: a
-        minLength 22 string). A length frame (k - 1 characters; its ticks count characters) with room
-        n - (k - 1) >= L + nfa.length_need takes the twin without a maximum at count
-        m + 1 (automaton.canonical)."""
-        if not st:
-            return 0, False
-        memo = self._near_stacks.setdefault(L, {})
-        hit = memo.get(st)
-        if hit is None:
-            a = self._a
-            nfa, tok = a.nfa, a.info.max_token_len
-            ret, parent, k = a.stacks.frames[st]
-            p, flag = self._near_stack(parent, L)
-            if k and ret in nfa.length:
-                free = nfa.length_free.get(ret)
-                if free is not None:
-                    _body, _exit, lo, hi = nfa.length[ret]
-                    room, need = hi - (k - 1), nfa.length_need[ret]
-                    if k > lo and room >= L + need:
-                        flag = flag or room < tok + need
-                        ret, k = free, lo + 1
-            elif k:
-                body, _done, lo, hi = nfa.counter[ret]
-                h = L if self._whole_bodies(body) else 4 * L
-                if k >= lo and hi - k > h:
-                    flag = flag or hi - k <= tok
-                    k = max(lo, 1)
-                elif lo - k > h and hi - k > h:  # below the minimum: no exit within the horizon
-                    flag, k = True, 1
-            c = st if (ret, p, k) == a.stacks.frames[st] else a.stacks.push(ret, p, k)
-            hit = memo[st] = (c, flag)
-        return hit
-
-    def _horizon_down(self, y: int, L: int) -> int:
-        """y with its configurations in a chain of copies moved down (copy_chains.CopyChains.down) when that
-        holds for L characters (L // ticks copies more): the state alike for L
-        characters. A 30-word limit inside a maxLength string (`(\\S+\\s+){0,29}\\S+`,
-        its words copied in a length region) was searched through a new state per word:
-        16 levels, ~400 configuration-set moves on fresh nodes (~25 ms)."""
-        memo = self._shifted.setdefault(L, {})
-        hit = memo.get(y)
-        if hit is None:
-            a = self._a
-            configs = a.configs[y]
-            down = self._chains.down(configs, L)
-            hit = y if down is None else a.intern(down[0], a.accepting[y])
-            memo[y] = hit
-        return hit
-
-    def _whole_bodies(self, body: int) -> bool:
-        """Whether no first byte of a counter body (from its start node `body`) is a
-        UTF-8 continuation byte (0x80-0xBF): each body then starts a character."""
-        hit = self._whole.get(body)
-        if hit is None:
-            bits = 0
-            try:
-                for n, _st in self.proof.closure_unit(body, None):
-                    bits |= self.proof.node_bytes(n)
-            except AutomatonLimit:
-                bits = -1
-            hit = self._whole[body] = not bits >> 0x80 & 0xFFFFFFFFFFFFFFFF
-        return hit
-
     def slice_depth(self, s: int, sl) -> int:
         """A lower bound of d, the largest n such that every string of at most n slice
         characters leads from s to a live state (_search). A state under a counter frame
@@ -463,7 +367,8 @@ class SliceBounds:
         measured (memoised), and after SLICE_BUDGET new per-state steps (then the levels
         completed so far are the bound: smaller is always safe, it only means walking
         more of the trie). States are taken by their canonical form (a counter deep in
-        its range is one state), sound because the search spans less than a token."""
+        its range is one state), sound because the search spans less than a token, or
+        by the horizon form (self.horizon) for top characters."""
         memo = self._depth.setdefault(sl.name, {})
         hit = memo.get(s)
         if hit is not None:
@@ -472,15 +377,15 @@ class SliceBounds:
         steps = self._steps.setdefault(sl.name, {})
         top = sl.max_level
         if self._chains:  # a state in a chain's copies: the one at the same place in the first copy
-            c = self._horizon_down(s, top)
+            c = self.horizon.down(s, top)
             if c != s:
                 d = memo[s] = min(self._search(c, sl, nested), top)
                 return d
-        near = self._horizon(s, sl)
+        near = self.horizon.form(s, top)
         canon = self._canon if near is None else near
         capped = near is not None  # the search's states alike for top characters only: its result capped
         if self._chains:
-            base, copy_shift = canon, self._horizon_down
+            base, copy_shift = canon, self.horizon.down
 
             def canon(y):
                 nonlocal capped

@@ -1,4 +1,4 @@
-"""The slice search's horizon form (slices.SliceBounds._horizon): a counter or length
+"""The slice search's horizon form (slice_horizon.SliceHorizon.form): a counter or length
 frame with room for sl.max_level characters is searched at its canonical count, so a
 maxLength string is one search for every count, and the masks stay exact near and far
 from the bound (brute force over byte tokens plus long ones)."""
@@ -23,11 +23,11 @@ def test_a_max_length_string_is_searched_once(max_length):
     bounds = g.masks.slices
     m = accept_bytes(g, '{"s":"')
     s = m._h.state
-    assert bounds._horizon(s, sl) is not None
+    assert bounds.horizon.form(s, sl.max_level) is not None
     assert bounds.slice_depth(s, sl) == sl.max_level
     assert len(bounds._steps[sl.name]) <= 2  # the count after a character is the count before it
     body = next(iter(g.automaton.nfa.counter.values()))[0]
-    assert bounds._whole_bodies(body)  # a JSON string character: each body starts a character
+    assert bounds.horizon._whole_bodies(body)  # a JSON string character: each body starts a character
 
 
 @pytest.mark.parametrize("schema", [

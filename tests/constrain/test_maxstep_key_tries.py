@@ -1,4 +1,4 @@
-"""SliceProof's key trie parts (`_trie_units`: key_trie.py marks its trie nodes): a trie
+"""SliceProof's key trie parts (`KeyTrieParts.trie_units`: key_trie.py marks its trie nodes): a trie
 node's part requires key-rest's unit and its own (itself and key-other's start), not its
 children's, and the verdict is spread over the whole trie. The verdicts and parts equal
 those of the general path, also where key-rest or key-other fails (a bounded rest, a
@@ -35,9 +35,9 @@ def _grammar(names, rest, other):
 
 
 def _general(a):
-    """A SliceProof that knows no key trie (the path before _trie_units)."""
+    """A SliceProof that knows no key trie (the path before trie_units)."""
     p = SliceProof(a)
-    p._tries = {}
+    p.tries.marks = {}
     return p
 
 

@@ -1,6 +1,7 @@
-"""SliceProof's path for stack-free parts on one-byte characters (`_ascii_units`, a key
-trie node's part): the same requirements and the same verdicts as the general path
-(`_spans` / `_pieces`), on the Llama-3.1 tokenizer's slices."""
+"""SliceProof's path for stack-free parts on one-byte characters
+(`key_trie_proof.KeyTrieParts.ascii_units`, a key trie node's part): the same
+requirements and the same verdicts as the general path (`_spans` / `_pieces`), on the
+Llama-3.1 tokenizer's slices."""
 
 from furca.constrain.slice_proof import SliceProof
 
@@ -19,7 +20,7 @@ SCHEMAS = [
 def _general(proof):
     """A SliceProof of the same automaton that never takes the one-byte path."""
     p = SliceProof(proof._a)
-    p._ascii_units = lambda cfg, bits: None
+    p.tries.ascii_units = lambda cfg, bits, unit_of: None
     return p
 
 
@@ -32,7 +33,7 @@ def test_ascii_units_are_the_general_pieces(llama):
         for sl in info.slices():
             for n in range(len(g.automaton.nfa.edges)):
                 cfg = (n, None)
-                fast = proof._ascii_units(cfg, sl.first_bytes)
+                fast = proof.tries.ascii_units(cfg, sl.first_bytes, proof.closure_unit)
                 if fast is None:
                     continue
                 taken += 1
