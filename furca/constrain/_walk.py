@@ -3,21 +3,26 @@
 get_walk() -> walk or None (numba missing, or FURCA_NO_NUMBA=1: the caller then uses
 the numpy level-by-level walk). numba is imported on the first call, not at import.
 
-walk(i, node_state, parent, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short) -> int
-    Visits trie nodes i, i+1, ... in DFS order: node_state[i] = trans[node_state[parent[i]],
-    byte[i]]; a dead node (0) skips its subtree; a live node sets the bits (in the
+walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short) -> int
+    Visits trie nodes i, i+1, ... in DFS order: the state of node i is trans[state of its
+    parent, byte[i]]; a dead node (0) skips its subtree; a live node sets the bits (in the
     uint32 words) of the tokens that end there. Cost: proportional to the live nodes
     (plus the root's children), so a restrictive state's mask costs microseconds.
+    The states of the current path are kept by depth: stack[depth[i]] (depth: the trie's
+    dfs_depth; stack[0] is the walk's state). In DFS order a node's parent is the last
+    node met one level up, so stack[depth[i] - 1] is its state: a walk writes a few
+    hundred bytes, not one int per trie node (a 1.1 MB array a mask for Llama-3.1, whose
+    pages a process forked from a warm one faulted in on every first walk).
     At a parent state without a transition row (rows[ps], the automaton's ``expanded``
     flags, false) the walk stops and returns i (the caller expands it and resumes from
-    i); returns len(parent) when done.
+    i); returns len(depth) when done.
     Canonical states inside the walk: at a node with rest[i] <= lim (no token below has
     more than lim bytes left), the node's state is short[s] (the automaton's
     canonical_short of s, shared by the walks of every count); short[s] < 0 (not yet
     mapped) also stops the walk at i (the caller maps s and resumes). lim = -1: off.
 
 get_walk_range() -> walk_range or None:
-walk_range(i, stop, node_state, parent, byte, end, trans, rows, tok_start, tok_ids, words, acc, rec,
+walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, acc, rec,
            rest, lim, short) -> int
     The same walk over nodes i .. stop-1 (a subtree: stop = end[root]), and, when
     rec has room (len(rec) > 1), records in rec[1 : 1 + rec[0]] the live nodes whose
@@ -60,11 +65,11 @@ def _build():
         return None, None
 
     @njit(cache=True, nogil=True)
-    def walk(i, node_state, parent, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short):
-        n = parent.shape[0]
+    def walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short):
+        n = depth.shape[0]
         one = np.uint32(1)
         while i < n:
-            ps = node_state[parent[i]]
+            ps = stack[depth[i] - 1]
             if not rows[ps]:
                 return i
             s = trans[ps, byte[i]]
@@ -76,7 +81,7 @@ def _build():
             if s == 0:
                 i = end[i]
             else:
-                node_state[i] = s
+                stack[depth[i]] = s
                 for k in range(tok_start[i], tok_start[i + 1]):
                     t = tok_ids[k]
                     words[t >> 5] |= one << np.uint32(t & 31)
@@ -84,13 +89,13 @@ def _build():
         return n
 
     @njit(cache=True, nogil=True)
-    def walk_range(i, stop, node_state, parent, byte, end, trans, rows, tok_start, tok_ids, words, acc, rec,
+    def walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, acc, rec,
                    rest, lim, short):
         one = np.uint32(1)
         cap = rec.shape[0]
         record = cap > 1
         while i < stop:
-            ps = node_state[parent[i]]
+            ps = stack[depth[i] - 1]
             if not rows[ps]:
                 return i
             s = trans[ps, byte[i]]
@@ -108,7 +113,7 @@ def _build():
                     return i
                 rec[c + 1] = i
                 rec[0] = c + 1
-            node_state[i] = s
+            stack[depth[i]] = s
             for k in range(tok_start[i], tok_start[i + 1]):
                 t = tok_ids[k]
                 words[t >> 5] |= one << np.uint32(t & 31)
@@ -116,7 +121,7 @@ def _build():
         return stop
 
     @njit(cache=True, nogil=True)
-    def walk_roots(j, i, roots, start, node_state, parent, byte, end, trans, rows, tok_start, tok_ids, words,
+    def walk_roots(j, i, roots, start, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words,
                    rest, lim, short):
         """For each root x in roots[j:]: the subtree below x walked from state `start`
         (x's own tokens excluded). Returns (j, i) to resume after expanding the parent
@@ -127,10 +132,10 @@ def _build():
             x = roots[j]
             stop = end[x]
             if i <= x:
-                node_state[x] = start
+                stack[depth[x]] = start
                 i = x + 1
             while i < stop:
-                ps = node_state[parent[i]]
+                ps = stack[depth[i] - 1]
                 if not rows[ps]:
                     return j, i
                 s = trans[ps, byte[i]]
@@ -142,7 +147,7 @@ def _build():
                 if s == 0:
                     i = end[i]
                 else:
-                    node_state[i] = s
+                    stack[depth[i]] = s
                     for k in range(tok_start[i], tok_start[i + 1]):
                         t = tok_ids[k]
                         words[t >> 5] |= one << np.uint32(t & 31)
@@ -159,10 +164,11 @@ def _warm(walk, walk_range, walk_roots):
     """Loads (or compiles) every kernel for the argument types the walks pass, on a
     two-node trie and a one-state automaton: the first real mask then pays nothing."""
     z = np.zeros(2, dtype=np.int32)
+    d = np.arange(2, dtype=np.int32)  # the depths of a root and its child
     trans = np.zeros((2, 256), np.int32)
     rows = np.ones(2, bool)
-    walk(1, z, z, z, z + 2, trans, rows, np.zeros(3, np.int32), z, np.zeros(1, np.uint32), z, -1, z)
-    walk_range(1, 2, z, z, z, z + 2, trans, rows, np.zeros(3, np.int32), z, np.zeros(1, np.uint32),
+    walk(1, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z, np.zeros(1, np.uint32), z, -1, z)
+    walk_range(1, 2, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z, np.zeros(1, np.uint32),
                np.zeros(2, bool), np.zeros(1, np.int32), z, -1, z)
-    walk_roots(0, -1, np.zeros(1, np.int32), 0, z, z, z, z + 2, trans, rows, np.zeros(3, np.int32), z,
+    walk_roots(0, -1, np.zeros(1, np.int32), 0, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z,
                np.zeros(1, np.uint32), z, -1, z)

@@ -52,7 +52,7 @@ class TokenTrie:
     token_node[t] is the node where token t's bytes end, or ``num_nodes`` (a sentinel
     slot that walks leave dead) for special / empty / out-of-vocabulary ids.
     The same trie in DFS order (sorted byte strings; node 0 = root) for the compiled
-    walk: dfs_parent, dfs_byte, dfs_end[n] = end of n's subtree; token_node_dfs.
+    walk: dfs_parent, dfs_byte, dfs_depth, dfs_end[n] = end of n's subtree; token_node_dfs.
     """
 
     def __init__(self, token_bytes: list[bytes | None]):
@@ -88,6 +88,8 @@ class TokenTrie:
         self.dfs_byte = np.asarray(dfs_byte, dtype=np.int32)
         self.dfs_end = np.asarray(dfs_end, dtype=np.int32)
         depth = np.asarray(dfs_depth, dtype=np.int32)
+        self.dfs_depth = depth  # the compiled walk keeps its path's states by depth (_walk.py)
+        self.max_depth = int(depth.max(initial=0))
         # dfs_rest[n]: the most bytes any token below DFS node n has left past n
         rest = np.zeros(len(depth), dtype=np.int32)
         by_depth = np.argsort(-depth, kind="stable")

@@ -20,21 +20,22 @@ def walk_continue(a, roots, trie, cont, words):
     """Sets in words the bits of the tokens below the trie nodes roots (where an
     abstract state's rule returned) that the continuation state cont allows."""
     walk_roots = _walk.get_walk_range()[1]
-    node_state = np.empty(trie.num_nodes, dtype=np.int32)
-    parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
+    stack = np.empty(trie.max_depth + 1, dtype=np.int32)
+    depth, byte, end = trie.dfs_depth, trie.dfs_byte, trie.dfs_end
     j, i = 0, -1
     while True:
-        j, i = walk_roots(j, i, roots, cont, node_state, parent, byte, end, a.trans, a.expanded,
+        j, i = walk_roots(j, i, roots, cont, stack, depth, byte, end, a.trans, a.expanded,
                           trie.tok_start, trie.tok_ids, words, trie.dfs_rest, a.walk_lim, a.short)
         if j >= len(roots):
             break
-        resume(a, trie, node_state, i)
+        resume(a, trie, stack, i)
 
 
-def resume(a, trie, node_state, i) -> bool:
-    """Where a compiled walk stopped at node i: expands its parent's state, or maps
-    the node's state to its canonical_short (_walk.py); False when neither was due."""
-    ps = int(node_state[trie.dfs_parent[i]])
+def resume(a, trie, stack, i) -> bool:
+    """Where a compiled walk stopped at node i: expands its parent's state (the walk's
+    stack, by depth: _walk.py), or maps the node's state to its canonical_short; False
+    when neither was due."""
+    ps = int(stack[trie.dfs_depth[i] - 1])
     if not a.expanded[ps]:
         a.expand(ps)
         return True
@@ -48,32 +49,32 @@ def resume(a, trie, node_state, i) -> bool:
 def walk_compiled(a, s, trie, words):
     """Sets in words the bits of trie's tokens that s allows (numba DFS walk)."""
     n = trie.num_nodes
-    node_state = np.empty(n, dtype=np.int32)  # only live parents are ever read
-    node_state[0] = s
+    stack = np.empty(trie.max_depth + 1, dtype=np.int32)  # the states of the walk's path, by depth
+    stack[0] = s
     i = 1 if s != 0 else n
-    parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
+    depth, byte, end = trie.dfs_depth, trie.dfs_byte, trie.dfs_end
     walk = _walk.get_walk()
     while i < n:
-        i = walk(i, node_state, parent, byte, end, a.trans, a.expanded, trie.tok_start, trie.tok_ids, words,
+        i = walk(i, stack, depth, byte, end, a.trans, a.expanded, trie.tok_start, trie.tok_ids, words,
                  trie.dfs_rest, a.walk_lim, a.short)
         if i < n:
-            resume(a, trie, node_state, i)
+            resume(a, trie, stack, i)
 
 
 def walk_recording(a, s, trie, words):
     """walk_compiled for an abstract state; returns the trie nodes (DFS order) where
     its rule returned to the context (accepting states)."""
     n = trie.num_nodes
-    node_state = np.empty(n, dtype=np.int32)
-    node_state[0] = s
+    stack = np.empty(trie.max_depth + 1, dtype=np.int32)
+    stack[0] = s
     i = 1 if s != 0 else n
-    parent, byte, end = trie.dfs_parent, trie.dfs_byte, trie.dfs_end
+    depth, byte, end = trie.dfs_depth, trie.dfs_byte, trie.dfs_end
     walk_range = _walk.get_walk_range()[0]
     rec = np.zeros(257, dtype=np.int32)
     while i < n:
-        i = walk_range(i, n, node_state, parent, byte, end, a.trans, a.expanded, trie.tok_start,
+        i = walk_range(i, n, stack, depth, byte, end, a.trans, a.expanded, trie.tok_start,
                        trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short)
-        if i < n and not resume(a, trie, node_state, i):  # rec full
+        if i < n and not resume(a, trie, stack, i):  # rec full
             grown = np.zeros(2 * len(rec) - 1, dtype=np.int32)
             grown[: len(rec)] = rec
             rec = grown
