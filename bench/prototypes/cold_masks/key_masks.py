@@ -41,7 +41,6 @@ import numpy as np
 from .key_trie import _PLAIN_ASCII
 from .trie_walks import walk_recording
 
-MAX_NAME_TAILS = 4096  # name tails of one trie node past which its states are walked whole
 MAX_CHECK_PAIRS = 512  # state pairs of _rules_fit's bisimulation past which a trie is walked as before
 _PLAIN = np.zeros(256, dtype=bool)
 for _lo, _hi in _PLAIN_ASCII:
@@ -59,10 +58,10 @@ class KeyTrieMasks:
         nfa = automaton.nfa
         self._marks = nfa.key_trie_nodes
         self._other_ret = {v[1]: nfa.call[v[1]][1] for v in self._marks.values()}  # call of other -> its return
-        self._tails: dict[int, list] = {}  # trie node -> [bytes of a name's rest + '"', ...]
+        self._tails: dict[tuple, list] = {}  # (trie node, token trie) -> _closers
+        self._roots: dict[int, list] = {}  # token trie -> its root's child on each byte (-1: none)
         self._any: dict[tuple, tuple] = {}  # (narrow target, stack) -> (words, return nodes, trie)
-        self._nodes: dict[tuple, int] = {}  # (token trie, bytes) -> its DFS node, -1 if none
-        self._fits: dict[int, bool] = {}  # narrow target of a trie -> _rules_fit
+        self._fits: dict[tuple, bool] = {}  # (rest's start, other's start) -> _rules_fit
         self.nbytes = 0  # of the cached "any key" masks
 
     def clear(self) -> None:
@@ -84,11 +83,13 @@ class KeyTrieMasks:
         if hit is None:
             return None
         k, st_k = hit
-        narrow_to = marks[k][0]
-        fits = self._fits.get(narrow_to)
+        narrow_to, other_call, _inner = marks[k]
+        nfa = a.nfa
+        rules = (nfa.call[nfa.eps[narrow_to][0]][0], nfa.call[other_call][0])  # (rest, other)
+        fits = self._fits.get(rules)
         if fits is None:
-            fits = self._fits[narrow_to] = self._rules_fit(narrow_to, marks[k][1], st_k)
-        if not fits or self._name_tails(k) is None:
+            fits = self._fits[rules] = self._rules_fit(k, st_k)
+        if not fits:
             return None
         other_ret = self._other_ret[marks[k][1]]
         frames = a.stacks.frames
@@ -123,10 +124,7 @@ class KeyTrieMasks:
         words = any_words.copy()
         roots = any_roots
         end, tok_start, tok_ids = trie.dfs_end, trie.tok_start, trie.tok_ids
-        for z in self._name_tails(k):
-            x = self._node(trie, z)
-            if x < 0:
-                continue
+        for x in self._closers(k, trie):
             stop = int(end[x])
             ids = tok_ids[tok_start[x] : tok_start[stop]]
             if len(ids):
@@ -142,7 +140,7 @@ class KeyTrieMasks:
                 roots = np.union1d(roots, more).astype(np.int32)
         return words, roots, trie
 
-    def _rules_fit(self, narrow_to, other_call, st):
+    def _rules_fit(self, k, st):
         """Whether the trie's rules have the shape the split needs (module docstring):
         A = the state after a narrow character (in `rest`) against F, a state that goes
         to E (after the closing quote) on the quote, to F again on a plain character and
@@ -150,12 +148,13 @@ class KeyTrieMasks:
         character. A bisimulation over the automaton's rows from (A, F), pairs of equal
         states closed; F is never accepting and never dead. The languages up to the
         closing quote do not depend on the stack st under the trie (both sides return
-        through it at E), so one check serves every stack."""
+        through it at E), so one check serves every stack, and every trie over the same
+        two rules."""
         a, nfa = self._a, self._a.nfa
-        ends = {t for k, v in self._marks.items() if v[0] == narrow_to for lo, _hi, t in nfa.edges[k] if lo == _QUOTE}
-        if len(ends) != 1:  # the trie's end, where every closing quote goes
+        narrow_to, other_call, _inner = self._marks[k]
+        end = self._end(k)
+        if end is None:
             return False
-        end = ends.pop()
         any_key = a.intern(*a.closure(narrow_to, st))
         o = a.intern(*a.closure(other_call, st))
         e = a.intern(*a.closure(end, st))
@@ -186,44 +185,62 @@ class KeyTrieMasks:
             todo.extend(set(nxt) - seen)
         return True
 
-    def _name_tails(self, k):
-        """The bytes after trie node k that complete a name, each followed by the closing
-        quote (names' rests of at most a token's length); None past MAX_NAME_TAILS."""
-        if k in self._tails:
-            return self._tails[k]
+    def _end(self, k):
+        """The trie's end node (where its closing quotes go), from k or the first node
+        below it that is no name; None if none is found."""
         edges, marks = self._a.nfa.edges, self._marks
-        limit = self._a.info.max_token_len
-        out = []
-        todo = [(k, b"")]
+        todo = [k]
         while todo:
-            if len(out) > MAX_NAME_TAILS:
-                out = None
-                break
-            u, path = todo.pop()
-            es = edges[u]
-            if not any(lo == 0x22 for lo, _hi, _t in es):  # no closing quote: the prefix is a name
-                out.append(path + b'"')
-            if len(path) + 2 > limit:
-                continue
-            for lo, hi, t in es:
-                if lo == hi and t in marks and lo != 0x22:
-                    todo.append((t, path + bytes((lo,))))
-        self._tails[k] = out
-        return out
+            u = todo.pop()
+            for lo, _hi, t in edges[u]:
+                if lo == _QUOTE:
+                    return t
+            todo.extend(t for lo, hi, t in edges[u] if lo == hi and t in marks)
+        return None
 
-    def _node(self, trie, z):
-        """The DFS node of trie spelling z, or -1."""
-        key = (id(trie), z)
-        hit = self._nodes.get(key)
+    def _closers(self, k, trie):
+        """The DFS nodes of trie spelling (a name's rest after trie node k) + '"': the
+        key trie and the token trie walked together, so only the names' rests that start
+        some token are followed. Cached per (k, trie)."""
+        key = (k, id(trie))
+        hit = self._tails.get(key)
         if hit is not None:
             return hit
-        x = 0 if not z[:-1] else self._node(trie, z[:-1])
-        if x >= 0:
-            b = z[-1]
-            byte, end = trie.dfs_byte, trie.dfs_end
-            c, stop = x + 1, int(end[x])
-            while c < stop and byte[c] < b:
-                c = int(end[c])
-            x = c if c < stop and byte[c] == b else -1
-        self._nodes[key] = x
-        return x
+        edges, marks = self._a.nfa.edges, self._marks
+        out = []
+        todo = [(k, 0)]
+        while todo:
+            u, x = todo.pop()
+            es = edges[u]
+            if not any(lo == _QUOTE for lo, _hi, _t in es):  # no closing quote: the prefix is a name
+                y = self._child(trie, x, _QUOTE)
+                if y >= 0:
+                    out.append(y)
+            for lo, hi, t in es:
+                if lo == hi and lo != _QUOTE and t in marks:
+                    y = self._child(trie, x, lo)
+                    if y >= 0:
+                        todo.append((t, y))
+        hit = self._tails[key] = out
+        return hit
+
+    def _child(self, trie, x, b):
+        """The child of DFS node x of trie on byte b, or -1 (the root's children through
+        a table per trie, others by a scan of the siblings)."""
+        if x == 0:
+            table = self._roots.get(id(trie))
+            if table is None:
+                table = np.full(256, -1, dtype=np.int64)
+                kids = [1] if trie.num_nodes > 1 else []
+                end = trie.dfs_end
+                while kids and kids[-1] < trie.num_nodes:
+                    kids.append(int(end[kids[-1]]))
+                for c in kids[:-1]:
+                    table[trie.dfs_byte[c]] = c
+                table = self._roots[id(trie)] = table.tolist()
+            return table[b]
+        byte, end = trie.dfs_byte, trie.dfs_end
+        c, stop = x + 1, int(end[x])
+        while c < stop and byte[c] < b:
+            c = int(end[c])
+        return c if c < stop and byte[c] == b else -1
