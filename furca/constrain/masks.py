@@ -7,7 +7,8 @@ mask is a walk of the token trie over the transition table (trie_walks.py: numba
 _walk.py, or numpy level by level; dead states prune whole subtrees), with the vocabulary slices of
 tokenizer.TokenSlice taken whole where the slice bounds prove them allowed. A state
 inside a rule call shares the mask of its abstract state (the rule's context cut off,
-see _context) and re-walks only the tokens that leave the rule. Masks are stored
+see _context) and re-walks only the tokens that leave the rule; a state at a key trie
+node takes its trie's shared "any key" mask less the name closers (key_masks.py). Masks are stored
 packed, or sparse when few words are non-zero, in a store bounded per grammar. See
 DESIGN.md.
 """
@@ -19,6 +20,7 @@ import numpy as np
 from . import _walk
 from .automaton import LazyAutomaton
 from .gcpause import GC_PAUSE
+from .key_masks import KeyTrieMasks
 from .slices import SliceBounds
 from .trie_walks import walk_compiled, walk_continue, walk_numpy, walk_recording
 
@@ -84,6 +86,8 @@ class TokenMasks:
         self._cont: dict[int, int] = {}  # context stack -> state after returning from it
         self._abs: dict[int, tuple] = {}  # abstract state -> (mask words, return nodes, trie, size)
         self._abs_long: dict[int, tuple] = {}  # abstract state -> (long tokens' words, return nodes in long_trie)
+        # abstract states at a key trie node: from the trie's shared "any key" walk (key_masks.py)
+        self._keys = KeyTrieMasks(automaton) if automaton.nfa.key_trie_nodes else None
 
     # ---- the mask store ---------------------------------------------------------------
     def _cached_mask(self, s: int):
@@ -121,6 +125,9 @@ class TokenMasks:
         for old in self._abs_long.values():
             self.mask_bytes -= sum(x.nbytes for x in old)
         self._abs_long.clear()
+        if self._keys is not None:
+            self.mask_bytes -= self._keys.nbytes
+            self._keys.clear()
 
     def _tiered_mask(self, s, short):
         """s's mask from short = canonical_short(s) != s: every token of at most
@@ -258,8 +265,23 @@ class TokenMasks:
             packed |= self._info.eos_mask
         return _stored(packed)
 
+    def _compute_recorded(self, s):
+        """(words, return nodes, trie) of s's recording walk (an abstract state's)."""
+        return self._compute_mask(s, record=True)
+
     def _compute_mask(self, s, record=False):
         a, info = self._a, self._info
+        parts = self._keys.split(s) if self._keys is not None else None
+        if parts is not None:  # at a key trie node: from the trie's shared "any key" walk
+            n0 = self._keys.nbytes
+            words, roots, trie = self._keys.words(s, parts, self._compute_recorded)
+            self.mask_bytes += self._keys.nbytes - n0
+            if record:
+                return words, roots, trie
+            packed = words.view("<i4")
+            if a.accepting[s]:
+                packed |= info.eos_mask
+            return packed
         trie, words = info.trie, None
         if s != 0:
             a.expand(s)

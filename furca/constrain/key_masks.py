@@ -29,29 +29,70 @@ the return nodes of both parts index one trie.
 That needs the trie's two rules to be what the JSON-schema translator makes them: `rest`
 derives the closing quote, or a plain character and `rest` again, or what `other`
 derives, and `other` starts with no plain character and no quote. key_trie.py does not
-require it (its rules are any rules), so it is checked once per trie on the automaton
-(_rules_fit: a bisimulation of A against that shape, up to the closing quote, where both
-reach the same state); a trie whose rules do not fit is walked as before.
+require it (its rules are any rules), so it is checked on the automaton (_rules_fit: a
+bisimulation of A against that shape, up to the closing quote, where both reach the same
+state), once per pair of rules and NFA shape in the process (_rules_shape: ~1.7 ms, paid
+by the first key state of the first grammar); a trie whose rules do not fit is walked as
+before.
+
+The walks of the prefixes' states become cheap (A's words copied, a few subtrees cleared,
+D's narrow walk: ~0.2 ms against ~0.5 for the whole state); the first state of a trie
+pays A's walk and D's. See DESIGN.md ("Key-trie states") for the A/B.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .key_trie import _PLAIN_ASCII
+from .key_trie import is_plain
 from .trie_walks import walk_recording
 
 MAX_CHECK_PAIRS = 512  # state pairs of _rules_fit's bisimulation past which a trie is walked as before
-_PLAIN = np.zeros(256, dtype=bool)
-for _lo, _hi in _PLAIN_ASCII:
-    _PLAIN[_lo : _hi + 1] = True
+_PLAIN = np.array([b < 0x80 and is_plain(chr(b)) for b in range(256)])  # a key's plain characters
 _QUOTE = 0x22
+MAX_SHAPE_NODES = 512  # NFA nodes of a trie's two rules past which their check is not shared
+MAX_SHAPES = 256
+_FITS: dict[tuple, bool] = {}  # _rules_shape -> _rules_fit, shared by every grammar of the process
+
+
+def _rules_shape(nfa, rules):
+    """The NFA of the rules (rest, other) from their start nodes, numbered in the order
+    a breadth-first search meets the nodes (edges, then epsilons, then a call's callee
+    and return): equal shapes are the same rules (the JSON-schema translator's, in
+    every grammar it builds), so _rules_fit's answer, which reads nothing else of the
+    grammar up to the closing quote, is shared through _FITS. None for rules with
+    counters or length regions, or past MAX_SHAPE_NODES nodes."""
+    edges, eps, call, is_end = nfa.edges, nfa.eps, nfa.call, nfa.is_end
+    special = (nfa.counter, nfa.length, nfa.tick, nfa.need)
+    num = {}
+    order = []
+    for n in rules:
+        if n not in num:
+            num[n] = len(order)
+            order.append(n)
+    i = 0
+    while i < len(order):
+        n = order[i]
+        i += 1
+        if any(n in x for x in special):
+            return None
+        c = call.get(n, ())
+        for t in [t for _lo, _hi, t in edges[n]] + list(eps[n]) + list(c):
+            if t not in num:
+                num[t] = len(order)
+                order.append(t)
+        if len(order) > MAX_SHAPE_NODES:
+            return None
+    return tuple((num[rules[0]], num[rules[1]])) + tuple(
+        (tuple((lo, hi, num[t]) for lo, hi, t in edges[n]), tuple(num[t] for t in eps[n]),
+         tuple(num[t] for t in call.get(n, ())), n in is_end, n in nfa.is_tail) for n in order)
 
 
 class KeyTrieMasks:
-    """split(s) / words(s, parts, compute): the abstract mask of a state at a key trie node built from the
-    trie's shared "any key" state (see the module docstring); None where it does not
-    apply (no trie node, or several)."""
+    """split(s) -> parts or None / words(s, parts, compute): the abstract mask of a state
+    at a key trie node built from the trie's shared "any key" state (see the module
+    docstring). None where it does not apply: no trie node or several, or rules that do
+    not fit."""
 
     def __init__(self, automaton):
         self._a = automaton
@@ -88,7 +129,13 @@ class KeyTrieMasks:
         rules = (nfa.call[nfa.eps[narrow_to][0]][0], nfa.call[other_call][0])  # (rest, other)
         fits = self._fits.get(rules)
         if fits is None:
-            fits = self._fits[rules] = self._rules_fit(k, st_k)
+            shape = _rules_shape(nfa, rules)  # the same rules in another grammar: checked there
+            fits = _FITS.get(shape) if shape is not None else None
+            if fits is None:
+                fits = self._rules_fit(k, st_k)
+                if shape is not None and len(_FITS) < MAX_SHAPES:
+                    _FITS[shape] = fits
+            self._fits[rules] = fits
         if not fits:
             return None
         other_ret = self._other_ret[marks[k][1]]
