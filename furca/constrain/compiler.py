@@ -256,12 +256,13 @@ def _warm_walk():
         import numpy as np
 
         z = np.zeros(2, dtype=np.int32)
-        walk(1, z, z, z, z + 2, np.zeros((1, 256), np.int32), np.ones(1, bool), np.zeros(3, np.int32),
+        d = np.arange(2, dtype=np.int32)  # the depths of a root and its child
+        walk(1, z, d, z, z + 2, np.zeros((1, 256), np.int32), np.ones(1, bool), np.zeros(3, np.int32),
              z, np.zeros(1, np.uint32), z, -1, z)
         walk_range, walk_roots = _walk.get_walk_range()
-        walk_range(1, 2, z, z, z, z + 2, np.zeros((1, 256), np.int32), np.ones(1, bool), np.zeros(3, np.int32),
+        walk_range(1, 2, z, d, z, z + 2, np.zeros((1, 256), np.int32), np.ones(1, bool), np.zeros(3, np.int32),
                    z, np.zeros(1, np.uint32), np.zeros(1, bool), np.zeros(1, np.int32), z, -1, z)
-        walk_roots(0, -1, np.zeros(1, np.int32), 0, z, z, z, z + 2, np.zeros((1, 256), np.int32), np.ones(1, bool),
+        walk_roots(0, -1, np.zeros(1, np.int32), 0, z, d, z, z + 2, np.zeros((1, 256), np.int32), np.ones(1, bool),
                    np.zeros(3, np.int32), z, np.zeros(1, np.uint32), z, -1, z)
     _WARM.append(True)
 
