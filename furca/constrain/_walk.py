@@ -18,7 +18,7 @@ walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, l
     i); returns len(depth) when done.
     Canonical states inside the walk: at a node with rest[i] <= lim (no token below has
     more than lim bytes left), the node's state is short[s] (the automaton's
-    canonical_short of s, shared by the walks of every count); short[s] < 0 (not yet
+    canonical_short of s, shared by the walks of every count); short[s] == 0 (not yet
     mapped) also stops the walk at i (the caller maps s and resumes). lim = -1: off.
 
 get_walk_range() -> walk_range or None:
@@ -75,7 +75,7 @@ def _build():
             s = trans[ps, byte[i]]
             if s != 0 and rest[i] <= lim:
                 c = short[s]
-                if c < 0:
+                if c == 0:  # not mapped yet
                     return i
                 s = c
             if s == 0:
@@ -104,7 +104,7 @@ def _build():
                 continue
             if rest[i] <= lim:
                 c = short[s]
-                if c < 0:
+                if c == 0:  # not mapped yet
                     return i
                 s = c
             if record and acc[s]:
@@ -141,7 +141,7 @@ def _build():
                 s = trans[ps, byte[i]]
                 if s != 0 and rest[i] <= lim:
                     c = short[s]
-                    if c < 0:
+                    if c == 0:
                         return j, i
                     s = c
                 if s == 0:

@@ -64,9 +64,11 @@ class LazyAutomaton:
         self.trans = np.zeros((self._cap, 256), dtype=np.int32)
         self.expanded = np.zeros(self._cap, dtype=bool)
         self.acc = np.zeros(self._cap, dtype=bool)  # accepting, for the compiled walk
-        # canonical_short of each state for the compiled walk (-1: not mapped yet), used at
+        # canonical_short of each state for the compiled walk (0: not mapped yet; a live
+        # state's canonical form is never the dead state 0, and zeros stay a lazily zeroed
+        # mapping when the tables are reserved: see _grow), used at
         # trie nodes with at most walk_lim bytes left below them (-1: never; _walk.py)
-        self.short = np.full(self._cap, -1, dtype=np.int32)
+        self.short = np.zeros(self._cap, dtype=np.int32)
         self.walk_lim = info.short_len if (nfa.counter or nfa.length) and info.short_len > 0 else -1
         self._canon: dict[int, int] = {}
         self._canon_stack: dict[int, int] = {}
@@ -129,7 +131,7 @@ class LazyAutomaton:
                 expanded[:n] = self.expanded[:n]
                 acc = np.zeros(MAX_STATES, dtype=bool)
                 acc[:n] = self.acc[:n]
-                short = np.full(MAX_STATES, -1, dtype=np.int32)
+                short = np.zeros(MAX_STATES, dtype=np.int32)
                 short[:n] = self.short[:n]
                 self.trans, self.expanded, self.acc, self.short, self._cap = trans, expanded, acc, short, MAX_STATES
                 return
@@ -140,7 +142,7 @@ class LazyAutomaton:
         expanded[: len(self.expanded)] = self.expanded
         acc = np.zeros(self._cap, dtype=bool)
         acc[: len(self.acc)] = self.acc
-        short = np.full(self._cap, -1, dtype=np.int32)
+        short = np.zeros(self._cap, dtype=np.int32)
         short[: len(self.short)] = self.short
         self.trans, self.expanded, self.acc, self.short = trans, expanded, acc, short
 

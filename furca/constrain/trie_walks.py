@@ -40,7 +40,7 @@ def resume(a, trie, stack, i) -> bool:
         a.expand(ps)
         return True
     t = int(a.trans[ps, trie.dfs_byte[i]])
-    if t and trie.dfs_rest[i] <= a.walk_lim and a.short[t] < 0:
+    if t and trie.dfs_rest[i] <= a.walk_lim and a.short[t] == 0:
         a.map_short(t)
         return True
     return False
