@@ -10,9 +10,8 @@ walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, l
     (plus the root's children), so a restrictive state's mask costs microseconds.
     The states of the current path are kept by depth: stack[depth[i]] (depth: the trie's
     dfs_depth; stack[0] is the walk's state). In DFS order a node's parent is the last
-    node met one level up, so stack[depth[i] - 1] is its state: a walk writes a few
-    hundred bytes, not one int per trie node (a 1.1 MB array a mask for Llama-3.1, whose
-    pages a process forked from a warm one faulted in on every first walk).
+    node met one level up, so stack[depth[i] - 1] is its state: a walk's working array
+    is max_depth + 1 ints, not one per trie node (1.1 MB a walk for Llama-3.1).
     At a parent state without a transition row (rows[ps], the automaton's ``expanded``
     flags, false) the walk stops and returns i (the caller expands it and resumes from
     i); returns len(depth) when done.

@@ -241,28 +241,11 @@ class GrammarCompiler:
         return compiled
 
 
-_WARM = []
-
-
 def _warm_walk():
-    """Imports numba and loads the compiled trie walk (its on-disk cache: ~0.1-0.5 s once
-    per process) when a compiler is made, rather than in the first request's mask."""
-    if _WARM:
-        return
+    """Imports numba and loads the compiled trie walks (their on-disk cache, each called
+    once on a tiny trie by _walk._build: ~0.1-0.5 s once per process, remembered there)
+    when a compiler is made, rather than in the first request's mask."""
     from . import _walk
 
-    walk = _walk.get_walk()
-    if walk is not None:
-        import numpy as np
-
-        z = np.zeros(2, dtype=np.int32)
-        d = np.arange(2, dtype=np.int32)  # the depths of a root and its child
-        walk(1, z, d, z, z + 2, np.zeros((1, 256), np.int32), np.ones(1, bool), np.zeros(3, np.int32),
-             z, np.zeros(1, np.uint32), z, -1, z)
-        walk_range, walk_roots = _walk.get_walk_range()
-        walk_range(1, 2, z, d, z, z + 2, np.zeros((1, 256), np.int32), np.ones(1, bool), np.zeros(3, np.int32),
-                   z, np.zeros(1, np.uint32), np.zeros(1, bool), np.zeros(1, np.int32), z, -1, z)
-        walk_roots(0, -1, np.zeros(1, np.int32), 0, z, d, z, z + 2, np.zeros((1, 256), np.int32), np.ones(1, bool),
-                   np.zeros(3, np.int32), z, np.zeros(1, np.uint32), z, -1, z)
-    _WARM.append(True)
+    _walk.get_walk()
 

@@ -96,9 +96,7 @@ class KeyTrieMasks:
 
     def __init__(self, automaton):
         self._a = automaton
-        nfa = automaton.nfa
-        self._marks = nfa.key_trie_nodes
-        self._other_ret = {v[1]: nfa.call[v[1]][1] for v in self._marks.values()}  # call of other -> its return
+        self._marks = automaton.nfa.key_trie_nodes
         self._tails: dict[tuple, list] = {}  # (trie node, token trie) -> _closers
         self._roots: dict[int, list] = {}  # token trie -> its root's child on each byte (-1: none)
         self._any: dict[tuple, tuple] = {}  # (narrow target, stack) -> (words, return nodes, trie)
@@ -110,9 +108,11 @@ class KeyTrieMasks:
         self.nbytes = 0
 
     def split(self, s):
-        """(trie node, its stack, the other configurations) of s, or None: exactly one
-        configuration sits on a key trie node, and every configuration is either that
-        one, inside its call of `other`, or on no stack above it."""
+        """(trie node k, its stack, the configurations D) of s, or None: exactly one
+        configuration sits on a key trie node, and the trie's rules fit (_rules_fit). D
+        is every configuration but k's own and those inside k's call of `other` (their
+        stack holds the frame of that call above k's stack): the declared keys' and any
+        other alternative's, walked as they are."""
         a, marks = self._a, self._marks
         configs = a.configs[s]
         hit = None
@@ -138,7 +138,7 @@ class KeyTrieMasks:
             self._fits[rules] = fits
         if not fits:
             return None
-        other_ret = self._other_ret[marks[k][1]]
+        other_ret = nfa.call[other_call][1]  # where k's call of other returns
         frames = a.stacks.frames
         rest = []
         for n, st in configs:
