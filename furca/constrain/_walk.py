@@ -3,7 +3,7 @@
 get_walk() -> walk or None (numba missing, or FURCA_NO_NUMBA=1: the caller then uses
 the numpy level-by-level walk). numba is imported on the first call, not at import.
 
-walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short) -> int
+walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short, room, full) -> int
     Visits trie nodes i, i+1, ... in DFS order: the state of node i is trans[state of its
     parent, byte[i]]; a dead node (0) skips its subtree; a live node sets the bits (in the
     uint32 words) of the tokens that end there. Cost: proportional to the live nodes
@@ -17,12 +17,16 @@ walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, l
     i); returns len(depth) when done.
     Canonical states inside the walk: at a node with rest[i] <= lim (no token below has
     more than lim bytes left), the node's state is short[s] (the automaton's
-    canonical_short of s, shared by the walks of every count); short[s] == 0 (not yet
-    mapped) also stops the walk at i (the caller maps s and resumes). lim = -1: off.
+    canonical_short of s, shared by the walks of every count); at a node with
+    rest[i] <= room[s] (more bytes left, but no more than s's counters and length frames
+    have room for), it is full[s] (automaton.full_canonical: those frames at their
+    canonical counts), so a long token is walked through one count's states. short[s] ==
+    0 (s not yet mapped) stops the walk at i (the caller maps s and resumes). lim = -1:
+    off (a grammar without counters or length regions).
 
 get_walk_range() -> walk_range or None:
 walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, acc, rec,
-           rest, lim, short) -> int
+           rest, lim, short, room, full) -> int
     The same walk over nodes i .. stop-1 (a subtree: stop = end[root]), and, when
     rec has room (len(rec) > 1), records in rec[1 : 1 + rec[0]] the live nodes whose
     state is accepting (acc[state]): for an abstract state (masks.TokenMasks._context) those
@@ -64,7 +68,7 @@ def _build():
         return None, None
 
     @njit(cache=True, nogil=True)
-    def walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short):
+    def walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short, room, full):
         n = depth.shape[0]
         one = np.uint32(1)
         while i < n:
@@ -72,11 +76,14 @@ def _build():
             if not rows[ps]:
                 return i
             s = trans[ps, byte[i]]
-            if s != 0 and rest[i] <= lim:
+            if s != 0 and lim >= 0:
                 c = short[s]
                 if c == 0:  # not mapped yet
                     return i
-                s = c
+                if rest[i] <= lim:
+                    s = c
+                elif rest[i] <= room[s]:
+                    s = full[s]
             if s == 0:
                 i = end[i]
             else:
@@ -89,7 +96,7 @@ def _build():
 
     @njit(cache=True, nogil=True)
     def walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, acc, rec,
-                   rest, lim, short):
+                   rest, lim, short, room, full):
         one = np.uint32(1)
         cap = rec.shape[0]
         record = cap > 1
@@ -101,11 +108,14 @@ def _build():
             if s == 0:
                 i = end[i]
                 continue
-            if rest[i] <= lim:
+            if lim >= 0:
                 c = short[s]
                 if c == 0:  # not mapped yet
                     return i
-                s = c
+                if rest[i] <= lim:
+                    s = c
+                elif rest[i] <= room[s]:
+                    s = full[s]
             if record and acc[s]:
                 c = rec[0]
                 if c + 1 >= cap:
@@ -121,7 +131,7 @@ def _build():
 
     @njit(cache=True, nogil=True)
     def walk_roots(j, i, roots, start, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words,
-                   rest, lim, short):
+                   rest, lim, short, room, full):
         """For each root x in roots[j:]: the subtree below x walked from state `start`
         (x's own tokens excluded). Returns (j, i) to resume after expanding the parent
         state of node i; j == len(roots) when done. Start with i = -1."""
@@ -138,11 +148,14 @@ def _build():
                 if not rows[ps]:
                     return j, i
                 s = trans[ps, byte[i]]
-                if s != 0 and rest[i] <= lim:
+                if s != 0 and lim >= 0:
                     c = short[s]
                     if c == 0:
                         return j, i
-                    s = c
+                    if rest[i] <= lim:
+                        s = c
+                    elif rest[i] <= room[s]:
+                        s = full[s]
                 if s == 0:
                     i = end[i]
                 else:
@@ -166,8 +179,8 @@ def _warm(walk, walk_range, walk_roots):
     d = np.arange(2, dtype=np.int32)  # the depths of a root and its child
     trans = np.zeros((2, 256), np.int32)
     rows = np.ones(2, bool)
-    walk(1, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z, np.zeros(1, np.uint32), z, -1, z)
+    walk(1, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z, np.zeros(1, np.uint32), z, -1, z, z, z)
     walk_range(1, 2, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z, np.zeros(1, np.uint32),
-               np.zeros(2, bool), np.zeros(1, np.int32), z, -1, z)
+               np.zeros(2, bool), np.zeros(1, np.int32), z, -1, z, z, z)
     walk_roots(0, -1, np.zeros(1, np.int32), 0, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z,
-               np.zeros(1, np.uint32), z, -1, z)
+               np.zeros(1, np.uint32), z, -1, z, z, z)

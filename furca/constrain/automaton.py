@@ -69,6 +69,13 @@ class LazyAutomaton:
         # mapping when the tables are reserved: see _grow), used at
         # trie nodes with at most walk_lim bytes left below them (-1: never; _walk.py)
         self.short = np.zeros(self._cap, dtype=np.int32)
+        # with short[s] mapped, for the walk at nodes with more than walk_lim bytes left: the
+        # state with every counter and length frame of s that may move at its canonical
+        # count (full[s]), and the most bytes left below a node for which s and full[s]
+        # allow the same (room[s]; 0: no frame moves). See full_canonical.
+        self.full = np.zeros(self._cap, dtype=np.int32)
+        self.room = np.zeros(self._cap, dtype=np.int32)
+        self._full_stack_memo: dict[int, tuple] = {}
         self.walk_lim = info.short_len if (nfa.counter or nfa.length) and info.short_len > 0 else -1
         self._canon: dict[int, int] = {}
         self._canon_stack: dict[int, int] = {}
@@ -133,7 +140,12 @@ class LazyAutomaton:
                 acc[:n] = self.acc[:n]
                 short = np.zeros(MAX_STATES, dtype=np.int32)
                 short[:n] = self.short[:n]
+                full = np.zeros(MAX_STATES, dtype=np.int32)
+                full[:n] = self.full[:n]
+                room = np.zeros(MAX_STATES, dtype=np.int32)
+                room[:n] = self.room[:n]
                 self.trans, self.expanded, self.acc, self.short, self._cap = trans, expanded, acc, short, MAX_STATES
+                self.full, self.room = full, room
                 return
         self._cap = min(2 * self._cap, MAX_STATES)
         trans = np.empty((self._cap, 256), dtype=np.int32)
@@ -144,7 +156,12 @@ class LazyAutomaton:
         acc[: len(self.acc)] = self.acc
         short = np.zeros(self._cap, dtype=np.int32)
         short[: len(self.short)] = self.short
+        full = np.zeros(self._cap, dtype=np.int32)
+        full[: len(self.full)] = self.full
+        room = np.zeros(self._cap, dtype=np.int32)
+        room[: len(self.room)] = self.room
         self.trans, self.expanded, self.acc, self.short = trans, expanded, acc, short
+        self.full, self.room = full, room
 
     # ---- transitions ---------------------------------------------------------------
     def expand(self, s: int):
@@ -306,9 +323,66 @@ class LazyAutomaton:
         return self._canonical(s, self.info.short_len, self._canon_short, self._canon_stack_short)
 
     def map_short(self, s: int) -> None:
-        """Fills short[s] with canonical_short(s) (for the compiled walk, _walk.py)."""
+        """Fills short[s] with canonical_short(s), and full[s], room[s] with
+        full_canonical(s) (for the compiled walk, _walk.py)."""
         c = self.canonical_short(s)
-        self.short[s] = c  # after canonical_short: interning may have grown the table
+        f, r = self.full_canonical(s)
+        self.full[s] = f  # after interning: it may have grown the tables
+        self.room[s] = r
+        self.short[s] = c  # last: short[s] != 0 tells the walks that s is mapped
+
+    def full_canonical(self, s: int) -> tuple[int, int]:
+        """(f, room): f is s with every counter frame at or past its minimum at count
+        max(min, 1) and every length frame past its minimum with room for its need in the
+        region's twin without a maximum (canonical's forms, whatever the room); for every
+        byte string of at most `room` bytes, s and f are both live or both dead after it,
+        and accepting alike (room 0: f == s, no frame moved). A counter frame (x{m,n}, k
+        bodies begun, k >= m) moves by at most one count a byte, and decides differently
+        from its canonical count only when a body ends at count n: within n - k + 1 bytes
+        that is the last byte at most, after which both states hold the exit (k >= m) and
+        differ only in whether a body may start again, which changes neither liveness nor
+        acceptance (a counted body is never empty). A length frame (k - 1 characters)
+        keeps canonical's bound: n - (k - 1) - need bytes. The walks take f at a trie node
+        with at most room bytes below it: inside a string of maxLength 128 a run of
+        spaces is then walked through one count's states, not one per count."""
+        moved, room = [], 1 << 30
+        for n, st in self.configs[s]:
+            t, r = self._full_stack(st)
+            if r < room:
+                room = r
+            moved.append((n, t))
+        if room == 1 << 30:
+            return s, 0
+        return self.intern(moved, self.accepting[s]), room
+
+    def _full_stack(self, st: int) -> tuple[int, int]:
+        """(st with its frames moved as full_canonical, the least room of a moved frame:
+        1 << 30 when none moved)."""
+        if st == 0:
+            return 0, 1 << 30
+        hit = self._full_stack_memo.get(st)
+        if hit is not None:
+            return hit
+        frames, nfa = self.stacks.frames, self.nfa
+        ret, parent, k = frames[st]
+        p, room = self._full_stack(parent)
+        if k and ret in nfa.length:  # k - 1 characters
+            free = nfa.length_free.get(ret)
+            if free is not None:
+                _body, _exit, lo, hi = nfa.length[ret]
+                r = hi - (k - 1) - nfa.length_need[ret]
+                if k > lo and r > 0:
+                    room = min(room, r)
+                    ret, k = free, lo + 1
+        elif k:
+            _body, _done, lo, hi = nfa.counter[ret]
+            c = max(lo, 1)
+            if k >= lo and k != c:
+                room = min(room, hi - k + 1)
+                k = c
+        out = (st if (ret, p, k) == frames[st] else self.stacks.push(ret, p, k)), room
+        self._full_stack_memo[st] = out
+        return out
 
     def canonical_stack(self, st: int) -> int:
         """st with every counter deep in its range at its canonical count (see canonical)."""

@@ -2,8 +2,8 @@
 
 Each sets, in a mask's uint32 words, the bits of the trie's tokens that a state allows
 (masks.TokenMasks calls them under the automaton's lock): walk_compiled (the numba DFS of
-_walk.py, resumed in Python wherever it meets a state without a row or an unmapped
-canonical_short state), walk_recording (the same for an abstract state, noting the trie
+_walk.py, resumed in Python wherever it meets a state without a row or one whose canonical
+forms are not mapped yet), walk_recording (the same for an abstract state, noting the trie
 nodes where its rule returned), walk_continue (the subtrees below those nodes from the
 continuation state) and walk_numpy (level by level, without numba). See DESIGN.md
 ("Masks: computed once per state").
@@ -25,7 +25,7 @@ def walk_continue(a, roots, trie, cont, words):
     j, i = 0, -1
     while True:
         j, i = walk_roots(j, i, roots, cont, stack, depth, byte, end, a.trans, a.expanded,
-                          trie.tok_start, trie.tok_ids, words, trie.dfs_rest, a.walk_lim, a.short)
+                          trie.tok_start, trie.tok_ids, words, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full)
         if j >= len(roots):
             break
         resume(a, trie, stack, i)
@@ -33,14 +33,14 @@ def walk_continue(a, roots, trie, cont, words):
 
 def resume(a, trie, stack, i) -> bool:
     """Where a compiled walk stopped at node i: expands its parent's state (the walk's
-    stack, by depth: _walk.py), or maps the node's state to its canonical_short; False
-    when neither was due."""
+    stack, by depth: _walk.py), or maps the node's state (automaton.map_short: its
+    canonical_short and full_canonical); False when neither was due."""
     ps = int(stack[trie.dfs_depth[i] - 1])
     if not a.expanded[ps]:
         a.expand(ps)
         return True
     t = int(a.trans[ps, trie.dfs_byte[i]])
-    if t and trie.dfs_rest[i] <= a.walk_lim and a.short[t] == 0:
+    if t and a.walk_lim >= 0 and a.short[t] == 0:
         a.map_short(t)
         return True
     return False
@@ -56,7 +56,7 @@ def walk_compiled(a, s, trie, words):
     walk = _walk.get_walk()
     while i < n:
         i = walk(i, stack, depth, byte, end, a.trans, a.expanded, trie.tok_start, trie.tok_ids, words,
-                 trie.dfs_rest, a.walk_lim, a.short)
+                 trie.dfs_rest, a.walk_lim, a.short, a.room, a.full)
         if i < n:
             resume(a, trie, stack, i)
 
@@ -73,7 +73,7 @@ def walk_recording(a, s, trie, words):
     rec = np.zeros(257, dtype=np.int32)
     while i < n:
         i = walk_range(i, n, stack, depth, byte, end, a.trans, a.expanded, trie.tok_start,
-                       trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short)
+                       trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full)
         if i < n and not resume(a, trie, stack, i):  # rec full
             grown = np.zeros(2 * len(rec) - 1, dtype=np.int32)
             grown[: len(rec)] = rec
