@@ -1,0 +1,138 @@
+"""Where the time to first mask goes: furca and llguidance, warm process and forked child.
+
+    .bench-venv/bin/python bench/constrain_ttfm.py [--sample 500] [--engines furca,llguidance]
+
+The shared harness (bench/grammar_compare.sh) forks one process per schema from a
+parent that has loaded the engine, warmed it on one schema and frozen the GC; TTFM
+there is compile + first mask in that fresh child. A server compiles in its own
+long-lived process instead. This runs, per schema and engine, in A-B / B-A order:
+
+- warm: compile + first mask in this process (every engine warm, each schema new to it),
+  after all the forks (a write to a page shared with a child, even one that has exited,
+  faults once: the first warm schemas absorb those);
+- forked: the harness's way: a child forked from this process, schema loaded in the
+  child, compile + first mask, with the child's minor page faults (copy-on-write of
+  the parent's pages and first touches of new ones);
+- forked after one compile: the same child first compiles and masks another small
+  schema (untimed), then the timed one: what a forked process pays once.
+
+Prints per engine and mode the TTFM p50 / p90 / p99 and the faults' p50 and mean; the
+compiled schemas are the harness's stratified sample (its `schemas` module), Llama-3.1.
+Wall clock (perf_counter), as the harness times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import resource
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
+OTHER = {"type": "object", "properties": {"zq": {"type": "string", "maxLength": 7},
+                                          "zr": {"type": "array", "items": {"type": "integer", "minimum": 3}},
+                                          "zs": {"enum": ["a", 1]}}, "required": ["zq"]}
+MODES = ("warm", "forked", "forked after one compile")
+
+
+def _faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def _ttfm(engine, schema, bm):
+    """(ms, ok) of compile + first mask."""
+    t0 = time.perf_counter_ns()
+    try:
+        engine.fill(engine.new_matcher(engine.compile("json_schema", schema)), bm)
+        ok = True
+    except Exception:  # noqa: BLE001 - a compile error is timed as the engine spends it
+        ok = False
+    return (time.perf_counter_ns() - t0) / 1e6, ok
+
+
+def _forked(engine, path, bm, first=None):
+    """(ms, ok, faults) measured in a forked child that loads the schema itself."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        try:
+            os.close(rfd)
+            if first is not None:
+                _ttfm(engine, first, bm)
+            with open(path, encoding="utf-8") as f:
+                schema = json.load(f)["schema"]
+            f0 = _faults()
+            ms, ok = _ttfm(engine, schema, bm)
+            os.write(wfd, json.dumps([ms, ok, _faults() - f0]).encode())
+        finally:
+            os._exit(0)
+    os.close(wfd)
+    out = b""
+    while True:
+        b = os.read(rfd, 4096)
+        if not b:
+            break
+        out += b
+    os.close(rfd)
+    os.waitpid(pid, 0)
+    return json.loads(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sample", type=int, default=500)
+    ap.add_argument("--engines", default="furca,llguidance")
+    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+    a = ap.parse_args(argv)
+    sys.path.insert(0, HARNESS)
+    sys.dont_write_bytecode = True
+    import schemas
+    import toks
+    from engines import WARM_UP_SCHEMA, alloc_bitmask, make_engine
+
+    tok = toks.load("llama3")
+    engines = []
+    for name in a.engines.split(","):
+        e = make_engine(name, furca_path=ROOT)
+        e.setup(tok)
+        bm = alloc_bitmask(tok.vocab_size)
+        _ttfm(e, WARM_UP_SCHEMA, bm)  # the harness's warm-up
+        engines.append((name, e, bm))
+    names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
+    res = {(name, m): [] for name, _e, _b in engines for m in MODES}
+    gc.collect()
+    gc.freeze()  # as the harness's parent does before forking
+    for i, n in enumerate(names):
+        path = os.path.join(a.data, n)
+        order = engines if i % 2 == 0 else engines[::-1]
+        for name, e, bm in order:
+            res[(name, "forked")].append(_forked(e, path, bm))
+            res[(name, "forked after one compile")].append(_forked(e, path, bm, first=OTHER))
+    for i, n in enumerate(names):  # after all the forks: the warm compiles must not warm the children
+        with open(os.path.join(a.data, n), encoding="utf-8") as f:
+            schema = json.load(f)["schema"]
+        for name, e, bm in (engines if i % 2 == 0 else engines[::-1]):
+            f0 = _faults()
+            ms, ok = _ttfm(e, schema if len(engines) == 1 else json.loads(json.dumps(schema)), bm)
+            res[(name, "warm")].append([ms, ok, _faults() - f0])
+    print(f"{len(names)} schemas; TTFM of those that compiled (as the harness counts it)")
+    print("| engine | mode | TTFM p50 | p90 | p99 ms | faults p50 | mean |")
+    print("|:--|:--|--:|--:|--:|--:|--:|")
+    for name, _e, _b in engines:
+        for m in MODES:
+            rows = [r for r in res[(name, m)] if r[1]]
+            ms = np.array([r[0] for r in rows])
+            fl = np.array([r[2] for r in rows])
+            p = np.percentile(ms, [50, 90, 99])
+            faults = f"{np.median(fl):.0f} | {fl.mean():.0f}"
+            print(f"| {name} | {m} | {p[0]:.2f} | {p[1]:.1f} | {p[2]:.1f} | {faults} |")
+
+
+if __name__ == "__main__":
+    main()
