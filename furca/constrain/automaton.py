@@ -39,10 +39,17 @@ __all__ = ["AutomatonLimit", "LazyAutomaton"]
 
 MAX_CONFIGS = 4096  # configurations in one state (ambiguity bound)
 MAX_STATES = 1 << 20  # states per compiled grammar (~1 GB of transition rows)
-RESERVE_AFTER = 4096  # past this many states the tables are reserved at MAX_STATES (see _grow)
+RESERVE_AFTER = 4096  # past this many states the transition table is reserved at MAX_STATES (see _grow)
 MAX_JUMP = 4096
 MAX_STEP_KEY = 64  # step() results are cached for data up to this long (tokens)
 MAX_STEPS_CACHED = 1 << 16  # ... this many (then the cache starts over)
+
+
+def _grown(x, cap):
+    """x copied into zeros of length cap."""
+    out = np.zeros(cap, dtype=x.dtype)
+    out[: len(x)] = x
+    return out
 
 
 class LazyAutomaton:
@@ -122,46 +129,29 @@ class LazyAutomaton:
         return sid
 
     def _grow(self):
-        """Doubles the tables; past RESERVE_AFTER states, reserves room for MAX_STATES at
-        once instead: np.zeros of that size is a lazily zeroed mapping (pages become
-        resident only when rows are written), so a big grammar never pays the copy of a
-        64 MB+ table in the middle of a request (a 50-150 ms step)."""
-        if self._cap >= RESERVE_AFTER and self._cap < MAX_STATES:
-            try:
-                trans = np.zeros((MAX_STATES, 256), dtype=np.int32)
-            except MemoryError:  # strict overcommit: keep doubling
-                trans = None
-            if trans is not None:
-                n = self._cap
-                trans[:n] = self.trans[:n]
-                expanded = np.zeros(MAX_STATES, dtype=bool)
-                expanded[:n] = self.expanded[:n]
-                acc = np.zeros(MAX_STATES, dtype=bool)
-                acc[:n] = self.acc[:n]
-                short = np.zeros(MAX_STATES, dtype=np.int32)
-                short[:n] = self.short[:n]
-                full = np.zeros(MAX_STATES, dtype=np.int32)
-                full[:n] = self.full[:n]
-                room = np.zeros(MAX_STATES, dtype=np.int32)
-                room[:n] = self.room[:n]
-                self.trans, self.expanded, self.acc, self.short, self._cap = trans, expanded, acc, short, MAX_STATES
-                self.full, self.room = full, room
-                return
-        self._cap = min(2 * self._cap, MAX_STATES)
-        trans = np.empty((self._cap, 256), dtype=np.int32)
-        trans[: len(self.trans)] = self.trans
-        expanded = np.zeros(self._cap, dtype=bool)
-        expanded[: len(self.expanded)] = self.expanded
-        acc = np.zeros(self._cap, dtype=bool)
-        acc[: len(self.acc)] = self.acc
-        short = np.zeros(self._cap, dtype=np.int32)
-        short[: len(self.short)] = self.short
-        full = np.zeros(self._cap, dtype=np.int32)
-        full[: len(self.full)] = self.full
-        room = np.zeros(self._cap, dtype=np.int32)
-        room[: len(self.room)] = self.room
-        self.trans, self.expanded, self.acc, self.short = trans, expanded, acc, short
-        self.full, self.room = full, room
+        """Doubles the tables. The transition table (1 KB a state), past RESERVE_AFTER
+        states, is reserved for MAX_STATES at once instead: np.zeros of that size is a
+        lazily zeroed mapping (pages become resident only when rows are written), so a
+        big grammar never pays the copy of a 64 MB+ table in the middle of a request (a
+        50-150 ms step). The per-state flags and maps (a few bytes a state) keep
+        doubling: reserved at MAX_STATES too, their five arrays were ~14 MB that the
+        allocator may hand out from its heap and zero in the step that crossed 4,096
+        states (Github_easy o9925: ~4 ms of a 10 ms step)."""
+        n = self._cap
+        self._cap = min(2 * n, MAX_STATES)
+        if len(self.trans) < self._cap:
+            trans = None
+            if n >= RESERVE_AFTER:
+                try:
+                    trans = np.zeros((MAX_STATES, 256), dtype=np.int32)
+                except MemoryError:  # strict overcommit: keep doubling
+                    trans = None
+            if trans is None:
+                trans = np.empty((self._cap, 256), dtype=np.int32)
+            trans[:n] = self.trans[:n]
+            self.trans = trans
+        self.expanded, self.acc, self.short, self.full, self.room = [
+            _grown(x, self._cap) for x in (self.expanded, self.acc, self.short, self.full, self.room)]
 
     # ---- transitions ---------------------------------------------------------------
     def expand(self, s: int):

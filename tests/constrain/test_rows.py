@@ -131,3 +131,27 @@ y ::= [bdfhjlnprtvxz] "2"
     for s in range(1, a.num_states):
         if a.expanded[s]:
             assert a.trans[s].tolist() == reference_row(a, s), (s, a.configs[s])
+
+
+def test_tables_grow_past_the_reserve(monkeypatch):
+    # past RESERVE_AFTER states the transition table is reserved at MAX_STATES rows (no
+    # copy of a big table inside a later step) while the per-state arrays keep doubling;
+    # every row and flag survives each growth, and masks stay exact across it
+    from furca.constrain import automaton
+
+    monkeypatch.setattr(automaton, "RESERVE_AFTER", 128)
+    info = byte_info(EXTRA)
+    g = GrammarCompiler(info).compile_json_schema(
+        {"type": "array", "items": {"type": "string", "maxLength": 30}, "maxItems": 40})
+    a = g.automaton
+    rng = random.Random(3)
+    for _ in range(30):
+        walk_checking_masks(g.matcher(), info, rng, 20)
+    assert a.num_states > 256
+    assert len(a.trans) == automaton.MAX_STATES
+    for x in (a.expanded, a.acc, a.short, a.full, a.room):
+        assert a.num_states <= len(x) < 4 * a.num_states
+    assert a.acc[: a.num_states].tolist() == a.accepting
+    for s in range(1, a.num_states):
+        if a.expanded[s]:
+            assert a.trans[s].tolist() == reference_row(a, s), (s, a.configs[s])
