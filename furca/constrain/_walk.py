@@ -76,6 +76,8 @@ def _build():
             if not rows[ps]:
                 return i
             s = trans[ps, byte[i]]
+            if s < 0:  # a row filled in part: this byte not yet
+                return i
             if s != 0 and lim >= 0:
                 c = short[s]
                 if c == 0:  # not mapped yet
@@ -105,6 +107,8 @@ def _build():
             if not rows[ps]:
                 return i
             s = trans[ps, byte[i]]
+            if s < 0:  # a row filled in part: this byte not yet
+                return i
             if s == 0:
                 i = end[i]
                 continue
@@ -148,6 +152,8 @@ def _build():
                 if not rows[ps]:
                     return j, i
                 s = trans[ps, byte[i]]
+                if s < 0:
+                    return j, i
                 if s != 0 and lim >= 0:
                     c = short[s]
                     if c == 0:

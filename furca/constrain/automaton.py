@@ -70,6 +70,9 @@ class LazyAutomaton:
         self._cap = 64
         self.trans = np.zeros((self._cap, 256), dtype=np.int32)
         self.expanded = np.zeros(self._cap, dtype=bool)
+        # the compiled walks read a state's row where this is set: every expanded state, and
+        # states whose row the walks filled byte by byte, -1 elsewhere (trie_walks.resume)
+        self.walkable = np.zeros(self._cap, dtype=bool)
         self.acc = np.zeros(self._cap, dtype=bool)  # accepting, for the compiled walk
         # canonical_short of each state for the compiled walk (0: not mapped yet; a live
         # state's canonical form is never the dead state 0, and zeros stay a lazily zeroed
@@ -95,7 +98,7 @@ class LazyAutomaton:
         self._abstract: dict[int, tuple | None] = {}  # state -> (abstract state, base stack) or None (abstract)
         self.rows = Rows(nfa)  # computes the transition rows (expand)
         self.intern((), False)  # dead state 0
-        self.expanded[0] = True
+        self.expanded[0] = self.walkable[0] = True
         self.cut = self.stacks.push(CUT_RET, 0)  # the context frame of abstract states (masks.py)
         self.start = self.intern(*self.closure_of([(nfa.start, 0)]))
 
@@ -150,8 +153,8 @@ class LazyAutomaton:
                 trans = np.empty((self._cap, 256), dtype=np.int32)
             trans[:n] = self.trans[:n]
             self.trans = trans
-        self.expanded, self.acc, self.short, self.full, self.room = [
-            _grown(x, self._cap) for x in (self.expanded, self.acc, self.short, self.full, self.room)]
+        self.expanded, self.walkable, self.acc, self.short, self.full, self.room = [
+            _grown(x, self._cap) for x in (self.expanded, self.walkable, self.acc, self.short, self.full, self.room)]
 
     # ---- transitions ---------------------------------------------------------------
     def expand(self, s: int):
@@ -167,6 +170,7 @@ class LazyAutomaton:
                 self.rows.single(self, s, *configs[0])
             else:
                 self.rows.multi(self, s, configs)
+            self.walkable[s] = True
             self.expanded[s] = True
 
     def step(self, s: int, data: bytes) -> int:

@@ -24,7 +24,7 @@ def walk_continue(a, roots, trie, cont, words):
     depth, byte, end = trie.dfs_depth, trie.dfs_byte, trie.dfs_end
     j, i = 0, -1
     while True:
-        j, i = walk_roots(j, i, roots, cont, stack, depth, byte, end, a.trans, a.expanded,
+        j, i = walk_roots(j, i, roots, cont, stack, depth, byte, end, a.trans, a.walkable,
                           trie.tok_start, trie.tok_ids, words, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full)
         if j >= len(roots):
             break
@@ -32,14 +32,29 @@ def walk_continue(a, roots, trie, cont, words):
 
 
 def resume(a, trie, stack, i) -> bool:
-    """Where a compiled walk stopped at node i: expands its parent's state (the walk's
-    stack, by depth: _walk.py), or maps the node's state (automaton.map_short: its
-    canonical_short and full_canonical); False when neither was due."""
+    """Where a compiled walk stopped at node i: gives its parent's state (the walk's
+    stack, by depth: _walk.py) its row, or the successor on node i's byte alone (a
+    counter state walked past its room, below), or maps the node's state
+    (automaton.map_short: its canonical_short and full_canonical); False when none was
+    due."""
     ps = int(stack[trie.dfs_depth[i] - 1])
-    if not a.expanded[ps]:
-        a.expand(ps)
+    b = int(trie.dfs_byte[i])
+    if not a.walkable[ps] or a.trans[ps, b] < 0:
+        room = int(a.room[ps])
+        if room and trie.dfs_rest[i] >= room:
+            # a counter state nearer its bound than the tokens below go (past
+            # full_canonical's room, the walk meets one state per count along a long
+            # token, and reads one byte of each): this byte's successor only, as a byte
+            # step. The row is built in full where a walk needs a byte not past the room.
+            t = a._step_byte(ps, b)  # may grow the tables
+            if not a.walkable[ps]:
+                a.trans[ps] = -1
+                a.walkable[ps] = True
+            a.trans[ps, b] = t
+        else:
+            a.expand(ps)
         return True
-    t = int(a.trans[ps, trie.dfs_byte[i]])
+    t = int(a.trans[ps, b])
     if t and a.walk_lim >= 0 and a.short[t] == 0:
         a.map_short(t)
         return True
@@ -55,7 +70,7 @@ def walk_compiled(a, s, trie, words):
     depth, byte, end = trie.dfs_depth, trie.dfs_byte, trie.dfs_end
     walk = _walk.get_walk()
     while i < n:
-        i = walk(i, stack, depth, byte, end, a.trans, a.expanded, trie.tok_start, trie.tok_ids, words,
+        i = walk(i, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start, trie.tok_ids, words,
                  trie.dfs_rest, a.walk_lim, a.short, a.room, a.full)
         if i < n:
             resume(a, trie, stack, i)
@@ -72,7 +87,7 @@ def walk_recording(a, s, trie, words):
     walk_range = _walk.get_walk_range()[0]
     rec = np.zeros(257, dtype=np.int32)
     while i < n:
-        i = walk_range(i, n, stack, depth, byte, end, a.trans, a.expanded, trie.tok_start,
+        i = walk_range(i, n, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start,
                        trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full)
         if i < n and not resume(a, trie, stack, i):  # rec full
             grown = np.zeros(2 * len(rec) - 1, dtype=np.int32)

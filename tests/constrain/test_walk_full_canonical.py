@@ -94,3 +94,30 @@ def test_first_mask_walks_one_count():
     assert m.accept_string("a" * 38)
     bits = allowed_set(m, info)  # 38 characters: room for 2 more
     assert not bits[258 + long.index("a" * 17)] and bits[ord("a")]
+
+
+@needs_walks
+def test_rows_in_part_past_the_room():
+    """Past a state's room (a maxLength 20 string against 40-character tokens) the walk
+    meets one state per count along each long token and reads one byte of each: those
+    states get that byte's successor only (trie_walks.resume), and become whole rows
+    when a later mask or step needs them. Masks equal brute force at every count."""
+    info = long_info()
+    g = GrammarCompiler(info).compile_json_schema({"type": "string", "maxLength": 20})
+    a = g.automaton
+    m = g.matcher()
+    assert m.accept_string('"')
+    _check(m, info)
+    n = a.num_states
+    partial = np.flatnonzero(a.walkable[:n] & ~a.expanded[:n])
+    assert len(partial) >= 10
+    s = int(partial[0])
+    assert (a.trans[s] < 0).sum() > 200  # one or a few bytes known
+    for _ in range(22):
+        if not m.accept_string("a"):
+            break
+        _check(m, info)
+    for s in range(1, a.num_states):
+        if a.walkable[s] and not a.expanded[s]:  # every byte known is the byte's step
+            for b in np.flatnonzero(a.trans[s] >= 0):
+                assert int(a.trans[s, b]) == a.step(s, bytes([int(b)]))
