@@ -68,24 +68,34 @@ def _build():
         return None, None
 
     @njit(cache=True, nogil=True)
+    def node_state(ps, b, r, trans, rows, lim, short, room, full):
+        """The state a walk keeps at a node reached from parent state ps on byte b with r
+        bytes left below it: trans[ps, b], or its canonical form (short[s] where r <= lim,
+        full[s] where r <= room[s]); 0 dead; -1 where the caller must first give ps its
+        row (or this byte of it: -1 in a row filled in part) or map the state (short[s]
+        == 0)."""
+        if not rows[ps]:
+            return -1
+        s = trans[ps, b]
+        if s <= 0 or lim < 0:
+            return s
+        c = short[s]
+        if c == 0:
+            return -1
+        if r <= lim:
+            return c
+        if r <= room[s]:
+            return full[s]
+        return s
+
+    @njit(cache=True, nogil=True)
     def walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short, room, full):
         n = depth.shape[0]
         one = np.uint32(1)
         while i < n:
-            ps = stack[depth[i] - 1]
-            if not rows[ps]:
+            s = node_state(stack[depth[i] - 1], byte[i], rest[i], trans, rows, lim, short, room, full)
+            if s < 0:
                 return i
-            s = trans[ps, byte[i]]
-            if s < 0:  # a row filled in part: this byte not yet
-                return i
-            if s != 0 and lim >= 0:
-                c = short[s]
-                if c == 0:  # not mapped yet
-                    return i
-                if rest[i] <= lim:
-                    s = c
-                elif rest[i] <= room[s]:
-                    s = full[s]
             if s == 0:
                 i = end[i]
             else:
@@ -103,23 +113,12 @@ def _build():
         cap = rec.shape[0]
         record = cap > 1
         while i < stop:
-            ps = stack[depth[i] - 1]
-            if not rows[ps]:
-                return i
-            s = trans[ps, byte[i]]
-            if s < 0:  # a row filled in part: this byte not yet
+            s = node_state(stack[depth[i] - 1], byte[i], rest[i], trans, rows, lim, short, room, full)
+            if s < 0:
                 return i
             if s == 0:
                 i = end[i]
                 continue
-            if lim >= 0:
-                c = short[s]
-                if c == 0:  # not mapped yet
-                    return i
-                if rest[i] <= lim:
-                    s = c
-                elif rest[i] <= room[s]:
-                    s = full[s]
             if record and acc[s]:
                 c = rec[0]
                 if c + 1 >= cap:
@@ -148,20 +147,9 @@ def _build():
                 stack[depth[x]] = start
                 i = x + 1
             while i < stop:
-                ps = stack[depth[i] - 1]
-                if not rows[ps]:
-                    return j, i
-                s = trans[ps, byte[i]]
+                s = node_state(stack[depth[i] - 1], byte[i], rest[i], trans, rows, lim, short, room, full)
                 if s < 0:
                     return j, i
-                if s != 0 and lim >= 0:
-                    c = short[s]
-                    if c == 0:
-                        return j, i
-                    if rest[i] <= lim:
-                        s = c
-                    elif rest[i] <= room[s]:
-                        s = full[s]
                 if s == 0:
                     i = end[i]
                 else:
