@@ -333,12 +333,18 @@ def _name_base(hint: str) -> str:
     return base
 
 
+# rules the translator defines under a fixed name (the root, the whitespace of
+# "flexible", the key tries' shared rules: keys.key_not_in): never handed out by
+# new_name, so a property called "key-rest" gets "key-rest-2" instead of redefining it
+FIXED_NAMES = ("root", "ws", "key-esc", "key-rest", "key-other")
+
+
 class Grammar:
     """Named rules; `root` first. Rule names are unique and GBNF-safe."""
 
     def __init__(self):
         self.rules: dict[str, object] = {}
-        self._used: set[str] = {"root"}
+        self._used: set[str] = set(FIXED_NAMES)
         self._next: dict[str, int] = {}  # base -> the n to try next (every smaller one is taken)
         self._shared: dict = {}  # body -> its rule's Ref (share)
         # a string's length bound beyond the simple rewrite: the eager product as rules
