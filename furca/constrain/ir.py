@@ -35,6 +35,9 @@ class Grammar:
     rules: dict = field(default_factory=dict)
     root: str = "root"
     positions: dict = field(default_factory=dict)  # rule name -> source offset of its definition
+    # rules whose body object lives across compiles (the JSON schema front end's any JSON
+    # value): never mutated; prepare keeps its facts and build_nfa its node layout per body
+    lasting: set = field(default_factory=set)
 
 
 def seq(items):

@@ -216,17 +216,33 @@ def build_nfa(g: ir.Grammar) -> NFA:
             return t
         raise AssertionError(e)
 
-    try:
-        for name, e in g.rules.items():
+    def build(names):
+        for name in names:
             check_deadline()
             s = new()
             nfa.rule_start[name] = s
-            nfa.is_end.add(frag(e, s))
+            nfa.is_end.add(frag(g.rules[name], s))
             if len(edges) >= MAX_NODES:
                 raise CompileError(f"grammar too large: more than {MAX_NODES} automaton nodes "
                                    "(large bounded repetitions?)")
+
+    try:
+        rest = list(g.rules)
+        lasting = [n for n in rest if n in g.lasting]
+        if lasting:  # laid out first, at node 0: the same nodes in every grammar that has them
+            rest = [n for n in rest if n not in g.lasting]
+            key = tuple([(n, id(g.rules[n])) for n in lasting])
+            layout = _LAYOUTS.get(key)
+            if layout is not None and all(g.rules[n] is b for n, b in zip(lasting, layout.bodies)):
+                layout.copy_into(nfa)
+            else:
+                build(lasting)
+                layout = _Layout.of(nfa, [g.rules[n] for n in lasting])
+                if layout is not None and len(_LAYOUTS) < MAX_LAYOUTS:
+                    _LAYOUTS[key] = layout
+        build(rest)
     finally:
-        frag = None  # noqa: F841 - (_no_cycles)
+        frag = build = None  # noqa: F841 - (_no_cycles)
     rule_start, merged, seen = nfa.rule_start, {}, {}
     for c, (name, r) in call.items():
         if not edges[r] and len(eps[r]) == 1:  # else r is its own merge (most calls): no call
@@ -236,6 +252,39 @@ def build_nfa(g: ir.Grammar) -> NFA:
     nfa.start = nfa.rule_start[g.root]
     nfa.is_tail = _tails(nfa)
     return nfa
+
+
+class _Layout:
+    """The nodes of a grammar's lasting rules (ir.Grammar.lasting: bodies that live
+    across compiles), built at node 0 by build_nfa: every later grammar with the same
+    bodies copies them (their edges are absolute node numbers, valid at node 0 in any
+    NFA) instead of building them again. Only rules of plain nodes qualify: no counter,
+    length region, key trie or chain (tables keyed by more than a node's edges)."""
+
+    __slots__ = ("bodies", "edges", "eps", "call", "is_end", "rule_start")
+
+    @classmethod
+    def of(cls, nfa, bodies):
+        """The layout of nfa as built so far (its lasting rules only), or None."""
+        if (nfa.counter or nfa.length or nfa.tick or nfa.length_free or nfa.need or nfa.length_need
+                or nfa.key_trie_nodes or nfa.copies):
+            return None
+        lay = cls()
+        lay.bodies = bodies  # kept alive: the layout is keyed by their ids
+        lay.edges, lay.eps = tuple(nfa.edges), tuple(nfa.eps)
+        lay.call, lay.is_end, lay.rule_start = dict(nfa.call), frozenset(nfa.is_end), dict(nfa.rule_start)
+        return lay
+
+    def copy_into(self, nfa):
+        nfa.edges.extend(self.edges)
+        nfa.eps.extend(self.eps)
+        nfa.call.update(self.call)
+        nfa.is_end.update(self.is_end)
+        nfa.rule_start.update(self.rule_start)
+
+
+_LAYOUTS: dict = {}  # ((name, id(body)) of each lasting rule, ...) -> _Layout
+MAX_LAYOUTS = 32
 
 
 def _min_ticks(e):

@@ -182,17 +182,31 @@ def first_refs(e, nullable, acc):
     return k != "keys"  # a tick: nullable; a key trie: a quote first
 
 
+# (name, id(body)) of a lasting rule (ir.Grammar.lasting) -> (body, its rule after the
+# left-recursion rewrite, clean, calls, the body's own calls): the walks of the first loop
+_LASTING_FACTS: dict = {}
+MAX_LASTING = 32
+
+
 def prepare(g: ir.Grammar) -> ir.Grammar:
     """Resolves, simplifies and checks a grammar; returns the rules reachable from root
     (in g's order) with ``.nullable``, the set of their nullable names. Each rule is walked
     once for its calls (_scan); only a rule holding something that never matches, or
     calling a rule that never completes, is rebuilt (_simplify)."""
     rules, calls, clean = {}, {}, {}
+    lasting = g.lasting
     for name, e in g.rules.items():
         check_deadline()
-        e2 = _remove_immediate_left_recursion(name, e)
-        clean[name], acc = _scan(e2, [])
-        for r in acc if e2 is e else _scan(e, [])[1]:
+        hit = _LASTING_FACTS.get((name, id(e))) if name in lasting else None
+        if hit is not None and hit[0] is e:  # a lasting body: walked once in the process
+            _, e2, clean[name], acc, refs = hit
+        else:
+            e2 = _remove_immediate_left_recursion(name, e)
+            clean[name], acc = _scan(e2, [])
+            refs = acc if e2 is e else _scan(e, [])[1]
+            if name in lasting and len(_LASTING_FACTS) < MAX_LASTING:
+                _LASTING_FACTS[(name, id(e))] = (e, e2, clean[name], acc, refs)  # e kept: its id stays its own
+        for r in refs:
             if r[1] not in g.rules:
                 raise CompileError(f"undefined rule {r[1]!r} referenced at offset {r[2]} (in {_where(g, name)})")
         rules[name], calls[name] = e2, acc
@@ -222,7 +236,8 @@ def prepare(g: ir.Grammar) -> ir.Grammar:
         check_deadline()
         first_refs(e, nullable, first[n])
     _check_left_recursion(g, rules, first)
-    out = ir.Grammar(rules, g.root, g.positions)
+    # a lasting body simplified here is a new object, no longer lasting
+    out = ir.Grammar(rules, g.root, g.positions, {n for n in lasting if rules.get(n) is g.rules[n]})
     out.nullable = nullable
     return out
 

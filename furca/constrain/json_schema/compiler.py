@@ -152,14 +152,11 @@ class Compiler:
         key = "$any"
         if key not in self.memo:
             name = self.g.new_name("json-value")
-            self.memo[key] = ref = Ref(name)
-            ws, comma, colon = self.ws, self.comma, self.colon
-            member = seq(scalars.STRING, colon, ref)
-            obj = alt(seq(lit("{"), ws, lit("}")),
-                      seq(lit("{"), ws, member, rep(seq(comma, member), 0, None), ws, lit("}")))
-            arr = alt(seq(lit("["), ws, lit("]")),
-                      seq(lit("["), ws, ref, rep(seq(comma, ref), 0, None), ws, lit("]")))
-            self.g.define(name, alt(obj, arr, scalars.STRING, scalars.NUMBER, lit("true"), lit("false"), lit("null")))
+            self.memo[key] = Ref(name)
+            # one body object per (name, whitespace) in the process: lower, prepare and
+            # build_nfa keep what they make of it across compiles (Grammar.lasting)
+            self.g.define(name, _any_value_body(name, self.ws, self.comma, self.colon))
+            self.g.lasting.add(name)
         return self.memo[key]
 
     # ------------------------------------------------------------- one schema
@@ -425,3 +422,26 @@ def _language_key(key: tuple) -> tuple:
 
 def _is_simple(body) -> bool:
     return isinstance(body, (Lit, Cls, Ref))
+
+
+_ANY_BODIES: dict = {}  # (name, ws, comma, colon) -> the body of any JSON value (any_value)
+_MAX_ANY_BODIES = 32  # distinct names / whitespace settings kept; past it, built per compile
+
+
+def _any_value_body(name, ws, comma, colon):
+    """Any JSON value, recursing through the rule `name`: the same object for equal
+    arguments (every compile of this process), so that its IR, prepared facts and NFA
+    layout are made once."""
+    key = (name, ws, comma, colon)
+    body = _ANY_BODIES.get(key)
+    if body is None:
+        ref = Ref(name)
+        member = seq(scalars.STRING, colon, ref)
+        obj = alt(seq(lit("{"), ws, lit("}")),
+                  seq(lit("{"), ws, member, rep(seq(comma, member), 0, None), ws, lit("}")))
+        arr = alt(seq(lit("["), ws, lit("]")),
+                  seq(lit("["), ws, ref, rep(seq(comma, ref), 0, None), ws, lit("]")))
+        body = alt(obj, arr, scalars.STRING, scalars.NUMBER, lit("true"), lit("false"), lit("null"))
+        if len(_ANY_BODIES) < _MAX_ANY_BODIES:
+            _ANY_BODIES[key] = body
+    return body

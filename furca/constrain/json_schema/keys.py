@@ -81,13 +81,28 @@ def key_not_in(c, names):
     """A quoted JSON key (canonical spelling) whose value is not in `names`: the leaf
     `Keys(names)`. `c` is the compiler: the shared rules its trie calls (`key-esc`,
     `key-rest` and `key-other`) are defined here."""
-    if ("named", "key-other") not in c.memo:  # their bodies built once per grammar, not per object
-        esc = c.named("key-esc", _escapes(_ALL_SPECIAL))
-        rest = c.named("key-rest", seq(rep(alt(cls(complement(_SPECIAL)), esc), 0, None), lit('"')))
-        # every escape is spelled inline (not a call of key-esc): a trie state is then the
-        # trie node plus key-other's start, two configurations
-        c.named("key-other", seq(alt(cls(subtract(_WIDE, _SPECIAL)), _escapes(_ALL_SPECIAL)), rest))
+    if ("named", "key-other") not in c.memo:  # defined once per grammar, not per object
+        for name, body in _shared_rules():
+            c.named(name, body)
+            c.g.lasting.add(name)
     return Keys(tuple(names))
+
+
+_SHARED = None  # the key tries' shared rules, ((name, body), ...): _shared_rules
+
+
+def _shared_rules():
+    """The bodies of key-esc, key-rest and key-other: the same objects in every compile
+    of the process (Grammar.lasting). Built whole, then published in one assignment
+    (compiles run in several threads)."""
+    global _SHARED
+    if _SHARED is None:
+        # every escape is spelled inline in key-other (not a call of key-esc): a trie
+        # state is then the trie node plus key-other's start, two configurations
+        _SHARED = (("key-esc", _escapes(_ALL_SPECIAL)),
+                   ("key-rest", seq(rep(alt(cls(complement(_SPECIAL)), Ref("key-esc")), 0, None), lit('"'))),
+                   ("key-other", seq(alt(cls(subtract(_WIDE, _SPECIAL)), _escapes(_ALL_SPECIAL)), _REST)))
+    return _SHARED
 
 
 _REST, _OTHER = Ref("key-rest"), Ref("key-other")

@@ -8,7 +8,8 @@ are), a class is `ir.char_class` of its code-point ranges, ``Rep(x, m, n)`` is
 flatten as the parser's do), and the rules come ``root`` first.
 (tests/constrain/test_json_schema_ir.py checks the two are equal, schema by schema.)
 A compound node shared by several rules is lowered once and its IR shared (IR values are
-never mutated in place); literals are lowered where they occur, classes come from
+never mutated in place), and a lasting rule's body (any JSON value) once per process;
+literals are lowered where they occur, classes come from
 `ir.char_class`'s cache. A key trie (`Keys`) is built from its names by `keys.keys_ir`,
 once per distinct set of names.
 """
@@ -18,6 +19,10 @@ from .. import ir
 from ..deadline import check as check_deadline
 from .grammar import Alt, Cls, Grammar, Keys, Len, Lit, Ref, Rep, Seq, Tick
 from .keys import keys_ir
+
+
+_LASTING_IR: dict = {}  # a lasting rule body (translator node, Grammar.lasting) -> its IR
+MAX_LASTING = 32
 
 
 def lower(g: Grammar) -> ir.Grammar:
@@ -71,7 +76,19 @@ def lower(g: Grammar) -> ir.Grammar:
 
     names = ["root"] + [n for n in g.rules if n != "root"]
     try:
-        return ir.Grammar({n: conv(g.rules[n]) for n in names}, "root")
+        rules = {}
+        for n in names:
+            body = g.rules[n]
+            if n in g.lasting:  # one IR object per lasting body in the process
+                out = _LASTING_IR.get(body)
+                if out is None:
+                    out = conv(body)
+                    if len(_LASTING_IR) < MAX_LASTING:
+                        _LASTING_IR[body] = out
+                rules[n] = out
+            else:
+                rules[n] = conv(body)
+        return ir.Grammar(rules, "root", lasting=set(g.lasting))
     finally:
         # conv calls itself through its closure cell: a cycle that would keep `memo` (every
         # node and its IR) alive for the cyclic GC to find, a 0.1 s pass on a big schema
