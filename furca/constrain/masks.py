@@ -26,6 +26,10 @@ from .trie_walks import walk_compiled, walk_continue, walk_numpy, walk_recording
 
 SPARSE_WORDS = 256  # masks with at most this many non-zero words are stored sparse
 MAX_MASK_BYTES = 256 << 20  # per compiled grammar
+# abstract masks of the lexemes' states, shared by every grammar of the process
+# (TokenMasks._lexeme_key -> (TokenizerInfo, (stored, roots, trie, size))); never written to
+_LEXEME_MASKS: dict = {}
+MAX_LEXEME_MASKS = 512
 
 
 def _stored(packed):
@@ -239,13 +243,20 @@ class TokenMasks:
         hit = self._abs.get(ab)
         free = None  # a row holding the abstract mask that nothing stores
         if hit is None:
-            words, roots, trie = self._compute_mask(ab, record=True)
-            stored = _stored(words.view("<i4"))
-            if isinstance(stored, tuple):  # stored as a copy of its non-zero words
-                free = words
-            size = _size(stored) + roots.nbytes
-            hit = self._abs[ab] = (stored, roots, trie, size)
-            self.mask_bytes += size
+            key = self._lexeme_key(ab)
+            shared = _LEXEME_MASKS.get(key) if key is not None else None
+            if shared is not None and shared[0] is self._info:
+                hit = shared[1]
+            else:
+                words, roots, trie = self._compute_mask(ab, record=True)
+                stored = _stored(words.view("<i4"))
+                if isinstance(stored, tuple):  # stored as a copy of its non-zero words
+                    free = words
+                hit = (stored, roots, trie, _size(stored) + roots.nbytes)
+                if key is not None and len(_LEXEME_MASKS) < MAX_LEXEME_MASKS:
+                    _LEXEME_MASKS[key] = (self._info, hit)
+            self._abs[ab] = hit
+            self.mask_bytes += hit[3]
         stored, roots, trie, _ = hit
         walk = len(roots) and cont
         accepting = self._a.accepting[s]
@@ -264,6 +275,34 @@ class TokenMasks:
         if accepting:
             packed |= self._info.eos_mask
         return _stored(packed)
+
+    def _lexeme_key(self, ab):
+        """The key of abstract state ab in _LEXEME_MASKS, or None: when every node of its
+        configurations and every return node of their frames above the context frame lie
+        in the NFA's closed layout of lasting rules (nfa._Layout: the JSON lexemes, any
+        JSON value), its language up to the context frame, and so its abstract mask, is
+        the same in every grammar whose layout holds those bodies. The key names nodes by
+        (body, offset) and is per tokenizer (the masks' trie)."""
+        a = self._a
+        lay = a.nfa.layout
+        if lay is None or not lay.closed:
+            return None
+        frames, cut, canon = a.stacks.frames, a.cut, lay.canon
+        items = []
+        for node, st in a.configs[ab]:
+            n = canon(node)
+            if n is None:
+                return None
+            path = []
+            while st != cut:
+                ret, st, count = frames[st]
+                r = canon(ret)
+                if r is None or st <= 0:  # past the layout, or a stack without the context frame
+                    return None
+                path.append((r, count))
+            items.append((n, tuple(path)))
+        items.sort()
+        return id(self._info), tuple(items), bool(a.accepting[ab])
 
     def _compute_recorded(self, s):
         """(words, return nodes, trie) of s's recording walk (an abstract state's)."""

@@ -27,6 +27,7 @@ other from the same IR), for slices.SliceBounds to move states down a chain.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 
 from furca.errors import CompileError
@@ -59,6 +60,7 @@ class NFA:
         # chains of optional copies inside length regions: (first node of the first copy, nodes per copy,
         # copies, fewest characters in a copy), no tick on a UTF-8 continuation byte; copy_chains.py
         self.copies: list[tuple] = []
+        self.layout = None  # the _Layout of the lasting rules at node 0 (build_nfa), if kept
 
     def new(self):
         self.edges.append(())
@@ -231,15 +233,17 @@ def build_nfa(g: ir.Grammar) -> NFA:
         lasting = [n for n in rest if n in g.lasting]
         if lasting:  # laid out first, at node 0: the same nodes in every grammar that has them
             rest = [n for n in rest if n not in g.lasting]
-            key = tuple([(n, id(g.rules[n])) for n in lasting])
+            lasting.sort(key=lambda n: id(g.rules[n]))  # the layout's order: by body, not name
+            key = tuple([id(g.rules[n]) for n in lasting])
             layout = _LAYOUTS.get(key)
             if layout is not None and all(g.rules[n] is b for n, b in zip(lasting, layout.bodies)):
-                layout.copy_into(nfa)
+                layout.copy_into(nfa, lasting)
             else:
                 build(lasting)
-                layout = _Layout.of(nfa, [g.rules[n] for n in lasting])
+                layout = _Layout.of(nfa, [g.rules[n] for n in lasting], lasting)
                 if layout is not None and len(_LAYOUTS) < MAX_LAYOUTS:
                     _LAYOUTS[key] = layout
+            nfa.layout = layout
         build(rest)
     finally:
         frag = build = None  # noqa: F841 - (_no_cycles)
@@ -256,31 +260,56 @@ def build_nfa(g: ir.Grammar) -> NFA:
 
 class _Layout:
     """The nodes of a grammar's lasting rules (ir.Grammar.lasting: bodies that live
-    across compiles), built at node 0 by build_nfa: every later grammar with the same
-    bodies copies them (their edges are absolute node numbers, valid at node 0 in any
-    NFA) instead of building them again. Only rules of plain nodes qualify: no counter,
-    length region, key trie or chain (tables keyed by more than a node's edges)."""
+    across compiles), built at node 0 by build_nfa, one block per body in the order of
+    the bodies' ids: every later grammar with the same bodies copies them (their edges
+    are absolute node numbers, valid at node 0 in any NFA; calls name their callee)
+    instead of building them again, whatever the rules are called there. Only rules of
+    plain nodes qualify: no counter, length region, key trie or chain (tables keyed by
+    more than a node's edges).
 
-    __slots__ = ("bodies", "edges", "eps", "call", "is_end", "rule_start")
+    A block's nodes are the same at any offset (frag numbers a body's nodes in the order
+    it meets them), so (id(body), node - block start) names a node in every layout that
+    holds the body: `canon`. When every call of the layout goes to one of its own rules
+    (`closed`), the language from such nodes is the same in every grammar: masks.py
+    shares the masks of states that lie wholly inside (abstract states of lexemes)."""
+
+    __slots__ = ("bodies", "edges", "eps", "call", "is_end", "starts", "size", "closed", "_bounds", "_ids")
 
     @classmethod
-    def of(cls, nfa, bodies):
-        """The layout of nfa as built so far (its lasting rules only), or None."""
+    def of(cls, nfa, bodies, names):
+        """The layout of nfa as built so far (the lasting rules `names`, bodies in that
+        order), or None."""
         if (nfa.counter or nfa.length or nfa.tick or nfa.length_free or nfa.need or nfa.length_need
                 or nfa.key_trie_nodes or nfa.copies):
             return None
         lay = cls()
         lay.bodies = bodies  # kept alive: the layout is keyed by their ids
         lay.edges, lay.eps = tuple(nfa.edges), tuple(nfa.eps)
-        lay.call, lay.is_end, lay.rule_start = dict(nfa.call), frozenset(nfa.is_end), dict(nfa.rule_start)
+        lay.call, lay.is_end = dict(nfa.call), frozenset(nfa.is_end)
+        lay.starts = tuple(nfa.rule_start[n] for n in names)
+        lay.size = len(nfa.edges)
+        own = {n: b for n, b in zip(names, bodies)}
+        # closed: each callee is a rule of the layout, and the body under that name in
+        # any grammar copying it is the same (a body that calls itself names its rule)
+        lay.closed = all(callee in own for callee, _r in lay.call.values())
+        lay._bounds = lay.starts[1:] + (lay.size,)
+        lay._ids = tuple(id(b) for b in bodies)
         return lay
 
-    def copy_into(self, nfa):
+    def copy_into(self, nfa, names):
+        """Lays the layout out at node 0 of the empty nfa, its blocks under `names`."""
         nfa.edges.extend(self.edges)
         nfa.eps.extend(self.eps)
         nfa.call.update(self.call)
         nfa.is_end.update(self.is_end)
-        nfa.rule_start.update(self.rule_start)
+        nfa.rule_start.update(zip(names, self.starts))
+
+    def canon(self, node):
+        """(id(body), offset in its block) of a node of the layout, or None past it."""
+        if node >= self.size or node < 0:
+            return None
+        i = bisect_right(self._bounds, node)
+        return self._ids[i], node - self.starts[i]
 
 
 _LAYOUTS: dict = {}  # ((name, id(body)) of each lasting rule, ...) -> _Layout

@@ -182,8 +182,8 @@ def first_refs(e, nullable, acc):
     return k != "keys"  # a tick: nullable; a key trie: a quote first
 
 
-# (name, id(body)) of a lasting rule (ir.Grammar.lasting) -> (body, its rule after the
-# left-recursion rewrite, clean, calls, the body's own calls): the walks of the first loop
+# id(body) of a lasting rule (ir.Grammar.lasting) that the left-recursion rewrite leaves
+# as it is -> (body, clean, its calls): the first loop's walk, once per process
 _LASTING_FACTS: dict = {}
 MAX_LASTING = 32
 
@@ -197,16 +197,15 @@ def prepare(g: ir.Grammar) -> ir.Grammar:
     lasting = g.lasting
     for name, e in g.rules.items():
         check_deadline()
-        hit = _LASTING_FACTS.get((name, id(e))) if name in lasting else None
+        e2 = _remove_immediate_left_recursion(name, e)
+        hit = _LASTING_FACTS.get(id(e)) if e2 is e and name in lasting else None
         if hit is not None and hit[0] is e:  # a lasting body: walked once in the process
-            _, e2, clean[name], acc, refs = hit
+            _, clean[name], acc = hit
         else:
-            e2 = _remove_immediate_left_recursion(name, e)
             clean[name], acc = _scan(e2, [])
-            refs = acc if e2 is e else _scan(e, [])[1]
-            if name in lasting and len(_LASTING_FACTS) < MAX_LASTING:
-                _LASTING_FACTS[(name, id(e))] = (e, e2, clean[name], acc, refs)  # e kept: its id stays its own
-        for r in refs:
+            if e2 is e and name in lasting and len(_LASTING_FACTS) < MAX_LASTING:
+                _LASTING_FACTS[id(e)] = (e, clean[name], acc)  # e kept: its id stays its own
+        for r in acc if e2 is e else _scan(e, [])[1]:
             if r[1] not in g.rules:
                 raise CompileError(f"undefined rule {r[1]!r} referenced at offset {r[2]} (in {_where(g, name)})")
         rules[name], calls[name] = e2, acc

@@ -76,25 +76,39 @@ def test_the_layout_is_built_once_and_copied():
     schemas = SCHEMAS[1:3]
     first, second = (_nfa(s, "compact", True) for s in schemas)
     shared = ("json-value", "key-esc", "key-rest", "key-other")
-    for name in shared:
-        assert first.rule_start[name] == second.rule_start[name]
-    top = max(first.rule_start[n] for n in shared)
-    assert top < min(v for n, v in first.rule_start.items() if n not in shared)  # laid out first
-    # the second grammar's lasting nodes are the first's edge tuples themselves: copied, not built
+    for name in shared:  # the same block of nodes, wherever the layouts place it
+        assert first.layout.canon(first.rule_start[name])[1] == 0
+        assert first.layout.canon(first.rule_start[name]) == second.layout.canon(second.rule_start[name])
+    lasting = [n for n in first.rule_start if first.layout.canon(first.rule_start[n]) is not None]
+    assert set(shared) | {"a", "b"} == set(lasting)  # the plain string and integer too
+    top = first.layout.size
+    assert all(v >= top for n, v in first.rule_start.items() if n not in lasting)  # laid out first
+    assert first.layout.closed
+    # the same schema again: its lasting nodes are the first's edge tuples themselves
     again = _nfa(schemas[0], "compact", True)
-    assert all(again.edges[i] is first.edges[i] for i in range(top + 1) if first.edges[i])
-    # a grammar without the lasting rules is built as before, from node 0
-    plain = _nfa({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
-                 "compact", True)
-    assert plain.rule_start["root"] == 0
+    assert again.layout is first.layout
+    assert all(again.edges[i] is first.edges[i] for i in range(top) if first.edges[i])
+    # a property named otherwise with the same lexeme takes the same block
+    renamed = _nfa({"type": "object", "properties": {"zz": {"type": "string"}, "b": {"type": "integer"}},
+                    "required": ["zz"]}, "compact", True)
+    assert renamed.layout is first.layout and renamed.rule_start["zz"] == first.rule_start["a"]
+    # a grammar without lasting rules is built as before, from node 0
+    plain = _nfa({"type": "object", "properties": {"a": {"type": "integer", "minimum": 3}},
+                  "additionalProperties": False}, "compact", True)
+    assert plain.layout is None and plain.rule_start["root"] == 0
+    # flexible whitespace: any value calls `ws` (not lasting): the layout is not closed
+    assert not _nfa(True, "flexible", True).layout.closed
 
 
 def test_lasting_bodies_are_shared_objects_across_compiles():
     a = schema_to_ir(SCHEMAS[1])
     b = schema_to_ir(SCHEMAS[2])
-    assert a.lasting == b.lasting == {"json-value", "key-esc", "key-rest", "key-other"}
-    for name in a.lasting:
+    keys = {"json-value", "key-esc", "key-rest", "key-other"}
+    assert a.lasting == keys | {"a", "b"} and b.lasting == keys  # b: the enum is not a lexeme
+    for name in keys:
         assert a.rules[name] is b.rules[name]
+    c = schema_to_ir({"type": "array", "items": {"type": "string"}})  # another name, the same lexeme
+    assert c.lasting == {"item"} and c.rules["item"] is a.rules["a"]
     # a property named like the value rule keeps its name and its own (not lasting) rule; any
     # value is then json-value-2, lasting too (another body: it recurses through its own name)
     c = schema_to_ir({"type": "object", "properties": {"json-value": {"type": "string", "maxLength": 2}}})

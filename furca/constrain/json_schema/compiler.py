@@ -20,6 +20,7 @@ from . import containers, finite, logic, scalars
 from .exclusive import exclusive_branches
 from .grammar import EMPTY, NOTHING, Cls, Grammar, Lit, Ref, alt, cls, lit, rep, seq
 from .merge import FALSE, ALL_TYPES, merge, normalize_schema, type_set
+from .numeric import INT_UNBOUNDED
 from .refs import RefIndex
 
 # Keywords that never constrain an instance (or are handled elsewhere): ignored silently.
@@ -145,7 +146,12 @@ class Compiler:
         if body == NOTHING or _is_simple(body):
             self.memo[key] = body
             return body
+        lasting = _LASTING_BODIES.get(body)  # a plain string, number, integer, boolean
+        if lasting is not None:
+            body = lasting  # the process's one object of that body (Grammar.lasting)
         ref = self.memo[key] = self.g.share(name, body)  # an equal rule's Ref, if there is one
+        if lasting is not None:
+            self.g.lasting.add(ref.name)
         return ref
 
     def any_value(self):
@@ -424,6 +430,9 @@ def _is_simple(body) -> bool:
     return isinstance(body, (Lit, Cls, Ref))
 
 
+# the JSON lexemes a rule body often is, by equality -> the one object every compile uses
+# (share's rules of these bodies are lasting: their IR, facts and NFA layout made once)
+_LASTING_BODIES = {b: b for b in (scalars.STRING, scalars.NUMBER, INT_UNBOUNDED, alt(lit("true"), lit("false")))}
 _ANY_BODIES: dict = {}  # (name, ws, comma, colon) -> the body of any JSON value (any_value)
 _MAX_ANY_BODIES = 32  # distinct names / whitespace settings kept; past it, built per compile
 

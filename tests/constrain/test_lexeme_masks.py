@@ -1,0 +1,97 @@
+"""Lexeme masks shared across grammars (masks._LEXEME_MASKS): the abstract state of a
+plain string, number, integer, boolean or any-JSON-value rule lies wholly in the NFA's
+closed layout of lasting rules, so its abstract mask is computed once per process and
+tokenizer and reused by every other grammar. The masks a grammar then serves must be
+the masks it computes alone, and the reuse must happen."""
+import json
+
+import numpy as np
+import pytest
+
+from furca.constrain import GrammarCompiler
+from furca.constrain import masks as masks_mod
+
+A = {"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "number"}, "i": {"type": "integer"},
+                                      "b": {"type": "boolean"}}}
+A_TEXTS = ['{"s":"plain text, 12 words","n":-1.5e3,"i":42,"b":true,"x":{"k":["v",1,null]}}']
+B = {"type": "array", "items": {"type": "object", "required": ["name"],
+                                "properties": {"name": {"type": "string"}, "count": {"type": "integer", "minimum": 0},
+                                               "tags": {"type": "array", "items": {"type": "string"}}}}}
+B_TEXTS = ['[{"name":"a b c","count":3,"tags":["x","y z"],"extra":{"q":[1.5,"w"]}},{"name":""}]',
+           '[{"name":"\\u00e9t\\u00e9","tags":[],"more":"text"}]']
+
+
+def _walk(g, tok, text):
+    """The packed masks along text's tokens, then whether the matcher may end."""
+    info = g.info
+    m = g.matcher()
+    out = []
+    bm = np.zeros((1, info.num_words), dtype=np.int32)
+    for t in tok.encode(text, add_special_tokens=False).ids:
+        m.fill_bitmask(bm)
+        out.append(bm.copy())
+        assert m.accept_token(t)
+    m.fill_bitmask(bm)
+    out.append(bm.copy())
+    return out, m.can_terminate()
+
+
+@pytest.fixture
+def no_shared_masks():
+    saved = dict(masks_mod._LEXEME_MASKS)
+    masks_mod._LEXEME_MASKS.clear()
+    yield masks_mod._LEXEME_MASKS
+    masks_mod._LEXEME_MASKS.clear()
+    masks_mod._LEXEME_MASKS.update(saved)
+
+
+def test_shared_lexeme_masks_equal_the_grammars_own(llama, no_shared_masks):
+    info, _, tok = llama
+    first = GrammarCompiler(info)
+    for text in A_TEXTS:
+        _walk(first.compile_json_schema(A), tok, text)
+    filled = dict(no_shared_masks)
+    assert len(filled) >= 4  # string, number, integer, boolean, any value: inside the lexemes
+    shared = GrammarCompiler(info).compile_json_schema(B)
+    walks = [_walk(shared, tok, text) for text in B_TEXTS]
+    # B's abstract masks include A's objects themselves: reused, not recomputed
+    reused = [v for v in shared.masks._abs.values() if any(v is f[1] for f in filled.values())]
+    assert reused
+    no_shared_masks.clear()
+    alone = GrammarCompiler(info).compile_json_schema(B)
+    for text, (masks, end) in zip(B_TEXTS, walks):
+        masks2, end2 = _walk(alone, tok, text)
+        assert end == end2
+        assert len(masks) == len(masks2)
+        for i, (x, y) in enumerate(zip(masks, masks2)):
+            assert np.array_equal(x, y), (text, i)
+
+
+def test_only_closed_layouts_share(llama, no_shared_masks):
+    info, _, tok = llama
+    # flexible whitespace: any value calls `ws`, whose body is not lasting (max_whitespace
+    # differs between grammars with the same any-value body): nothing is shared from it
+    gc = GrammarCompiler(info)
+    g = gc.compile_json_schema({"type": "array", "items": {}}, whitespace="flexible", max_whitespace=1)
+    _walk(g, tok, '[{"a": [1, "x"]}]')
+    assert not g.automaton.nfa.layout.closed
+    assert not no_shared_masks
+    g2 = gc.compile_json_schema({"type": "array", "items": {}}, whitespace="flexible", max_whitespace=3)
+    m = g2.matcher()
+    assert m.accept_string('[{"a":   [1,   "x"]}]') and m.can_terminate()
+
+
+def test_a_real_schema_walk_is_unchanged_by_sharing(llama, no_shared_masks):
+    # the instance of an unrelated grammar first (warm lexemes), then the same walk alone
+    info, _, tok = llama
+    schema = {"type": "object", "properties": {
+        "id": {"type": "integer"}, "title": {"type": "string"}, "price": {"type": "number"},
+        "meta": {"type": "object"}, "flags": {"type": "array", "items": {"type": "boolean"}}}}
+    text = json.dumps({"id": 7, "title": "Zwölf Boxkämpfer", "price": 9.99, "meta": {"a": {"b": [None, "c"]}},
+                       "flags": [True, False], "other": 1}, ensure_ascii=False, separators=(",", ":"))
+    _walk(GrammarCompiler(info).compile_json_schema(A), tok, A_TEXTS[0])
+    warm = _walk(GrammarCompiler(info).compile_json_schema(schema), tok, text)
+    no_shared_masks.clear()
+    cold = _walk(GrammarCompiler(info).compile_json_schema(schema), tok, text)
+    assert warm[1] == cold[1] and len(warm[0]) == len(cold[0])
+    assert all(np.array_equal(x, y) for x, y in zip(warm[0], cold[0]))
