@@ -157,10 +157,11 @@ def test_keys_of_the_cache_key_are_reused(monkeypatch):
         jc.schema_key(schema, keys)
         assert schema_to_ir(schema, keys=keys).rules == fresh
 
+    compiler = GrammarCompiler(byte_info())  # (its construction compiles the lexemes' grammar)
     handed = []
     real = gc_module.schema_to_ir
     monkeypatch.setattr(gc_module, "schema_to_ir", lambda s, **kw: handed.append((s, kw["keys"])) or real(s, **kw))
     schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {}}}}
-    GrammarCompiler(byte_info()).compile_json_schema(schema)
+    compiler.compile_json_schema(schema)
     (s, keys), = handed
     assert s is schema and id(schema) in keys and id(schema["properties"]["b"]) in keys

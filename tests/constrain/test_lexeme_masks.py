@@ -38,11 +38,16 @@ def _walk(g, tok, text):
 
 @pytest.fixture
 def no_shared_masks():
-    saved = dict(masks_mod._LEXEME_MASKS)
+    from furca.constrain import compiler as compiler_mod
+
+    saved, done = dict(masks_mod._LEXEME_MASKS), dict(compiler_mod._LEXEMES_DONE)
     masks_mod._LEXEME_MASKS.clear()
+    compiler_mod._LEXEMES_DONE.clear()  # a compiler made here makes them again
     yield masks_mod._LEXEME_MASKS
     masks_mod._LEXEME_MASKS.clear()
     masks_mod._LEXEME_MASKS.update(saved)
+    compiler_mod._LEXEMES_DONE.clear()
+    compiler_mod._LEXEMES_DONE.update(done)
 
 
 def test_shared_lexeme_masks_equal_the_grammars_own(llama, no_shared_masks):
@@ -72,10 +77,12 @@ def test_only_closed_layouts_share(llama, no_shared_masks):
     # flexible whitespace: any value calls `ws`, whose body is not lasting (max_whitespace
     # differs between grammars with the same any-value body): nothing is shared from it
     gc = GrammarCompiler(info)
+    before = dict(no_shared_masks)  # the compact lexemes the compiler made
     g = gc.compile_json_schema({"type": "array", "items": {}}, whitespace="flexible", max_whitespace=1)
     _walk(g, tok, '[{"a": [1, "x"]}]')
     assert not g.automaton.nfa.layout.closed
-    assert not no_shared_masks
+    assert no_shared_masks == before
+    assert not any(v is m[1] for v in g.masks._abs.values() for m in before.values())
     g2 = gc.compile_json_schema({"type": "array", "items": {}}, whitespace="flexible", max_whitespace=3)
     m = g2.matcher()
     assert m.accept_string('[{"a":   [1,   "x"]}]') and m.can_terminate()
@@ -95,3 +102,18 @@ def test_a_real_schema_walk_is_unchanged_by_sharing(llama, no_shared_masks):
     cold = _walk(GrammarCompiler(info).compile_json_schema(schema), tok, text)
     assert warm[1] == cold[1] and len(warm[0]) == len(cold[0])
     assert all(np.array_equal(x, y) for x, y in zip(warm[0], cold[0]))
+
+
+def test_a_compiler_makes_the_lexeme_masks_of_its_tokenizer(llama, no_shared_masks):
+    # a compiler made for a tokenizer not yet seen fills the shared lexeme masks at once
+    info, _, tok = llama
+    gc = GrammarCompiler(info)
+    mine = {k: v for k, v in no_shared_masks.items() if v[0] is info}
+    assert len(mine) >= 5  # inside a string, number, integer, boolean, any value
+    # a schema's first string value takes its abstract mask from there
+    g = gc.compile_json_schema({"type": "object", "properties": {"title": {"type": "string"}}})
+    _walk(g, tok, '{"title":"some words"}')
+    assert any(v is m[1] for v in g.masks._abs.values() for m in mine.values())
+    n = len(no_shared_masks)
+    GrammarCompiler(info)  # once per tokenizer and process
+    assert len(no_shared_masks) == n
