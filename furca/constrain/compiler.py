@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -81,7 +82,7 @@ class GrammarCompiler:
         through every lexeme, its masks filled at every byte of a text through them
         (~20-40 ms for a 128k vocabulary). Not cached in this compiler."""
         info = self.info
-        if _LEXEMES_DONE.get(id(info)) is info:
+        if info in _LEXEMES_DONE:
             return
         g = self._compile(schema_to_ir(_LEXEME_SCHEMA), ("lexemes",))
         m = g.matcher()
@@ -90,7 +91,7 @@ class GrammarCompiler:
             m.fill_bitmask(row)
             if not m.accept_string(bytes([b])):
                 raise AssertionError("the lexeme text left its grammar")  # a bug in the constants above
-        _LEXEMES_DONE[id(info)] = info
+        _LEXEMES_DONE.add(info)
 
     # ---- public --------------------------------------------------------------------
     def compile_regex(self, pattern: str) -> CompiledGrammar:
@@ -269,7 +270,7 @@ _LEXEME_TEXT = ('{"s":"ab c\\"\\\\\\/\\u00e9 é\\n","n":-1.5e+3,"i":-42,"b":true
                 '"x":{"k":["v",0,2.0E-1,null,false,{},[]],"m":{"":""}}}')
 _LEXEME_SCHEMA = {"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "number"},
                                                    "i": {"type": "integer"}, "b": {"type": "boolean"}}}
-_LEXEMES_DONE: dict = {}  # id(TokenizerInfo) -> the info (kept), once its lexeme masks are made
+_LEXEMES_DONE = weakref.WeakSet()  # the TokenizerInfos whose lexeme masks are made
 
 
 def _warm_walk():

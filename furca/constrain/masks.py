@@ -15,6 +15,8 @@ DESIGN.md.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from . import _walk
@@ -27,9 +29,22 @@ from .trie_walks import walk_compiled, walk_continue, walk_numpy, walk_recording
 SPARSE_WORDS = 256  # masks with at most this many non-zero words are stored sparse
 MAX_MASK_BYTES = 256 << 20  # per compiled grammar
 # abstract masks of the lexemes' states, shared by every grammar of the process
-# (TokenMasks._lexeme_key -> (TokenizerInfo, (stored, roots, trie, size))); never written to
+# (TokenMasks._lexeme_key -> (weakref to the TokenizerInfo, (stored, roots, trie, size)));
+# never written to. The key holds id(info): an entry whose tokenizer is gone is replaced.
 _LEXEME_MASKS: dict = {}
 MAX_LEXEME_MASKS = 512
+
+
+def _share_lexeme_mask(key, info, hit) -> None:
+    """Publishes an abstract mask for every grammar (one dict store); when the table is
+    full, the entries of tokenizers no longer alive make room first."""
+    if len(_LEXEME_MASKS) >= MAX_LEXEME_MASKS:
+        for k, v in list(_LEXEME_MASKS.items()):
+            if v[0]() is None:
+                _LEXEME_MASKS.pop(k, None)
+        if len(_LEXEME_MASKS) >= MAX_LEXEME_MASKS:
+            return
+    _LEXEME_MASKS[key] = (weakref.ref(info), hit)
 
 
 def _stored(packed):
@@ -245,7 +260,7 @@ class TokenMasks:
         if hit is None:
             key = self._lexeme_key(ab)
             shared = _LEXEME_MASKS.get(key) if key is not None else None
-            if shared is not None and shared[0] is self._info:
+            if shared is not None and shared[0]() is self._info:
                 hit = shared[1]
             else:
                 words, roots, trie = self._compute_mask(ab, record=True)
@@ -253,8 +268,8 @@ class TokenMasks:
                 if isinstance(stored, tuple):  # stored as a copy of its non-zero words
                     free = words
                 hit = (stored, roots, trie, _size(stored) + roots.nbytes)
-                if key is not None and len(_LEXEME_MASKS) < MAX_LEXEME_MASKS:
-                    _LEXEME_MASKS[key] = (self._info, hit)
+                if key is not None:
+                    _share_lexeme_mask(key, self._info, hit)
             self._abs[ab] = hit
             self.mask_bytes += hit[3]
         stored, roots, trie, _ = hit

@@ -40,7 +40,7 @@ def _walk(g, tok, text):
 def no_shared_masks():
     from furca.constrain import compiler as compiler_mod
 
-    saved, done = dict(masks_mod._LEXEME_MASKS), dict(compiler_mod._LEXEMES_DONE)
+    saved, done = dict(masks_mod._LEXEME_MASKS), set(compiler_mod._LEXEMES_DONE)
     masks_mod._LEXEME_MASKS.clear()
     compiler_mod._LEXEMES_DONE.clear()  # a compiler made here makes them again
     yield masks_mod._LEXEME_MASKS
@@ -108,7 +108,7 @@ def test_a_compiler_makes_the_lexeme_masks_of_its_tokenizer(llama, no_shared_mas
     # a compiler made for a tokenizer not yet seen fills the shared lexeme masks at once
     info, _, tok = llama
     gc = GrammarCompiler(info)
-    mine = {k: v for k, v in no_shared_masks.items() if v[0] is info}
+    mine = {k: v for k, v in no_shared_masks.items() if v[0]() is info}
     assert len(mine) >= 5  # inside a string, number, integer, boolean, any value
     # a schema's first string value takes its abstract mask from there
     g = gc.compile_json_schema({"type": "object", "properties": {"title": {"type": "string"}}})
@@ -117,3 +117,28 @@ def test_a_compiler_makes_the_lexeme_masks_of_its_tokenizer(llama, no_shared_mas
     n = len(no_shared_masks)
     GrammarCompiler(info)  # once per tokenizer and process
     assert len(no_shared_masks) == n
+
+
+def test_the_shared_masks_do_not_keep_a_tokenizer_alive(no_shared_masks):
+    # a tokenizer dropped by its user is freed; its entries make room when the table is full
+    import gc
+    import weakref
+
+    from .conftest import byte_info
+
+    info = byte_info()
+    GrammarCompiler(info)
+    assert any(v[0]() is info for v in no_shared_masks.values())
+    ref = weakref.ref(info)
+    del info
+    gc.collect()
+    assert ref() is None
+    n = len(no_shared_masks)
+    saved = masks_mod.MAX_LEXEME_MASKS
+    masks_mod.MAX_LEXEME_MASKS = n  # full of dead entries
+    try:
+        other = byte_info()
+        GrammarCompiler(other)
+        assert all(v[0]() is other for v in no_shared_masks.values()) and no_shared_masks
+    finally:
+        masks_mod.MAX_LEXEME_MASKS = saved
