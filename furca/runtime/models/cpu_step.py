@@ -80,6 +80,13 @@ def plan(model) -> "CpuStep | None":
         table, keep = _layer_table(model)
     except _Unsupported:
         return None
+    from furca.runtime.quant import int4_dot
+
+    if not int4_dot.vnni_available():
+        # the step kernel links the VNNI int4 kernels, compiled when imported: on a CPU
+        # without AVX512_VNNI LLVM cannot select vpdpbusd and aborts the process (no
+        # exception to catch), so such a CPU decodes op by op
+        return None
     try:
         from furca.runtime.models import cpu_step_kernel
     except Exception as e:  # noqa: BLE001 - numba missing, or a compile / lowering error

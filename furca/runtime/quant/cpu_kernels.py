@@ -186,38 +186,41 @@ def dequant_rows(codes, scale, offset, out, lo, hi):
 
 @njit(**_OPTS)
 def dequant_int4pack_cols(blocks, scale_zero, out_t, lo, hi):
-    """Row blocks [lo, hi) (64 weight rows each) of torch's CPU int4 pack, dequantized
-    into the transposed weight: blocks (N / 64, K, 32) uint8 with byte [b, k, d] =
-    q[64 b + d, k] | q[64 b + d + 32, k] << 4, scale_zero (K / group, N, 2) fp32;
+    """Row blocks [lo, hi) (2 h weight rows each) of torch's CPU int4 pack, dequantized
+    into the transposed weight: blocks (N / 2h, K, h) uint8 with byte [b, k, d] =
+    q[2h b + d, k] | q[2h b + d + h, k] << 4 (h = 32 where torch was built for AVX-512,
+    16 on AVX2: packed._int4pack_half), scale_zero (K / group, N, 2) fp32;
     out_t[k, n] = (q - 8) * scale + zero, out_t (K, N) fp32 or uint16 (bf16 bits,
     rounded to nearest even)."""
     k = blocks.shape[1]
+    h = blocks.shape[2]
+    w = 2 * h
     groups = scale_zero.shape[0]
     group = k // groups
-    sc = np.empty(64, np.float32)
-    ze = np.empty(64, np.float32)
-    wide = np.empty(64, np.float32)
+    sc = np.empty(w, np.float32)
+    ze = np.empty(w, np.float32)
+    wide = np.empty(w, np.float32)
     bits = wide.view(np.uint32)
     for b in range(lo, hi):
-        n0 = b * 64
+        n0 = b * w
         cb = blocks[b]
         for g in range(groups):
             szg = scale_zero[g]
-            for d in range(64):
+            for d in range(w):
                 s = szg[n0 + d, 0]
                 sc[d] = s
                 ze[d] = szg[n0 + d, 1] - np.float32(8.0) * s
             for j in range(group):
                 row = cb[g * group + j]
-                o = out_t[g * group + j, n0:n0 + 64]
+                o = out_t[g * group + j, n0:n0 + w]
                 if o.itemsize == 4:  # fp32: straight into the output
-                    for d in range(32):
+                    for d in range(h):
                         o[d] = sc[d] * np.float32(np.int32(row[d]) & 15) + ze[d]
-                    for d in range(32):
-                        o[d + 32] = sc[d + 32] * np.float32(np.int32(row[d]) >> 4) + ze[d + 32]
+                    for d in range(h):
+                        o[d + h] = sc[d + h] * np.float32(np.int32(row[d]) >> 4) + ze[d + h]
                 else:  # bf16: through the fp32 scratch, rounded
-                    for d in range(32):
+                    for d in range(h):
                         wide[d] = sc[d] * np.float32(np.int32(row[d]) & 15) + ze[d]
-                    for d in range(32):
-                        wide[d + 32] = sc[d + 32] * np.float32(np.int32(row[d]) >> 4) + ze[d + 32]
+                    for d in range(h):
+                        wide[d + h] = sc[d + h] * np.float32(np.int32(row[d]) >> 4) + ze[d + h]
                     store_row(wide, bits, o)

@@ -39,7 +39,33 @@ from furca.runtime import omp_team
 from furca.runtime.quant.groups import QuantGroups
 
 _TORCH_INT4_GROUPS = (256, 128, 64, 32)
-_ROW_BLOCK = 64  # torch's CPU int4 pack stores rows in blocks of 64 (two 32-row halves a byte)
+
+
+def _int4pack_half() -> int | None:
+    """How torch's CPU int4 pack (`_convert_weight_to_int4pack_for_cpu`) lays out rows on
+    this build and CPU: in blocks of 2h rows, byte [b, k, d] = q[2h b + d, k] | q[2h b + d
+    + h, k] << 4, with h = 32 where its kernels are AVX-512 and 16 on AVX2 (it packs for
+    the CPU it runs on). Probed once on a pattern; None for any other layout (pack() then
+    keeps the weights in furca's own GroupInt8 layout)."""
+    n, k = 64, 32
+    q = torch.zeros(n, k, dtype=torch.int32)
+    q[:, 0] = torch.arange(n, dtype=torch.int32) % 16
+    q[:, 1] = torch.arange(n, dtype=torch.int32) // 16
+    try:
+        p = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1).view(-1).to(torch.int32)
+    except (RuntimeError, AttributeError):
+        return None
+    for h in (32, 16):
+        blocks = p.view(-1, k, h)
+        codes = torch.cat([blocks & 15, blocks >> 4], dim=2).transpose(1, 2).reshape(-1, k)
+        if torch.equal(codes[:n], q):
+            return h
+    return None
+
+
+_INT4PACK_HALF = _int4pack_half()
+# rows per block of torch's CPU int4 pack (two halves a byte); 0: the pack's layout is not known
+_ROW_BLOCK = 2 * _INT4PACK_HALF if _INT4PACK_HALF else 0
 
 # Rows of x up to which the packed kernels beat dequantize + F.linear (bench/quant_linear.py).
 INT8_CHANNEL_SMALL_M = 4  # int8 per channel with a bf16 x: torch's int8 kernel up to this many rows
@@ -128,7 +154,7 @@ def pack(groups: QuantGroups, device: torch.device | str = "cpu") -> PackedWeigh
     live in furca/kernels/dequant_matmul.py)."""
     if torch.device(device).type != "cpu":
         raise ValueError(f"packed.py holds the CPU layouts; got device {device}")
-    tg = _torch_int4_group(groups)
+    tg = _torch_int4_group(groups) if _ROW_BLOCK else None
     if tg is None:
         return GroupInt8(groups)
     dot = _int4_dot(groups) if INT4_DOT else None
@@ -175,7 +201,7 @@ class Int4Packed(PackedWeight):
 
     def _codes(self, rows: torch.Tensor | None = None) -> torch.Tensor:
         """The unsigned codes q (0..15) as uint8 (N, K), or of ``rows`` only. The pack
-        stores byte [b, k, d] = q[64 b + d, k] | q[64 b + d + 32, k] << 4."""
+        stores byte [b, k, d] = q[2h b + d, k] | q[2h b + d + h, k] << 4 (h = _ROW_BLOCK / 2)."""
         n, k = self.shape
         blocks = self.packed.view(-1, k, _ROW_BLOCK // 2)
         if rows is None:

@@ -155,3 +155,20 @@ def test_kernels_split_over_threads_at_odd_row_bounds(monkeypatch, kind, n):
             assert float((y - ref).abs().max()) <= 1e-5 * float(ref.abs().max())
     finally:
         torch.set_num_threads(threads)
+
+
+def test_the_int4_pack_layout_is_probed_for_this_cpu(monkeypatch):
+    """torch packs int4 for the CPU it runs on: rows in blocks of 64 where its kernels are
+    AVX-512, of 32 on AVX2 (two halves a byte). The probe names the layout this torch
+    uses (the decode of the pack, tested above, depends on it); an unknown layout keeps
+    the weights in GroupInt8."""
+    from furca.runtime.quant import packed as packed_mod
+
+    h = packed_mod._int4pack_half()
+    assert h in (16, 32) and packed_mod._ROW_BLOCK == 2 * h
+    q = torch.randint(0, 16, (2 * h, 64), generator=torch.Generator().manual_seed(1), dtype=torch.int32)
+    p = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1).view(-1, 64, h).to(torch.int32)
+    # byte [b, k, d] = q[2h b + d, k] | q[2h b + d + h, k] << 4
+    assert torch.equal(p[0] & 15, q[:h].t()) and torch.equal(p[0] >> 4, q[h:].t())
+    monkeypatch.setattr(packed_mod, "_ROW_BLOCK", 0)
+    assert isinstance(pack(_groups("u4_offset")), GroupInt8)
