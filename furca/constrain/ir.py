@@ -35,8 +35,9 @@ class Grammar:
     rules: dict = field(default_factory=dict)
     root: str = "root"
     positions: dict = field(default_factory=dict)  # rule name -> source offset of its definition
-    # rules whose body object lives across compiles (the JSON schema front end's any JSON
-    # value): never mutated; prepare keeps its facts and build_nfa its node layout per body
+    # rules whose body object lives across compiles (the JSON schema front end's lexemes:
+    # any value, plain scalars, the key tries' rules): never mutated; lower keeps its IR,
+    # prepare its facts and build_nfa its node layout per body
     lasting: set = field(default_factory=set)
 
 

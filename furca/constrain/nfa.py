@@ -288,9 +288,9 @@ class _Layout:
         lay.call, lay.is_end = dict(nfa.call), frozenset(nfa.is_end)
         lay.starts = tuple(nfa.rule_start[n] for n in names)
         lay.size = len(nfa.edges)
-        own = {n: b for n, b in zip(names, bodies)}
         # closed: each callee is a rule of the layout, and the body under that name in
         # any grammar copying it is the same (a body that calls itself names its rule)
+        own = set(names)
         lay.closed = all(callee in own for callee, _r in lay.call.values())
         lay._bounds = lay.starts[1:] + (lay.size,)
         lay._ids = tuple(id(b) for b in bodies)
@@ -312,7 +312,7 @@ class _Layout:
         return self._ids[i], node - self.starts[i]
 
 
-_LAYOUTS: dict = {}  # ((name, id(body)) of each lasting rule, ...) -> _Layout
+_LAYOUTS: dict = {}  # (id(body) of each lasting rule, in id order) -> _Layout
 MAX_LAYOUTS = 32
 
 

@@ -198,12 +198,13 @@ def prepare(g: ir.Grammar) -> ir.Grammar:
     for name, e in g.rules.items():
         check_deadline()
         e2 = _remove_immediate_left_recursion(name, e)
-        hit = _LASTING_FACTS.get(id(e)) if e2 is e and name in lasting else None
-        if hit is not None and hit[0] is e:  # a lasting body: walked once in the process
+        keep = e2 is e and name in lasting  # a lasting body the rewrite leaves as it is
+        hit = _LASTING_FACTS.get(id(e)) if keep else None
+        if hit is not None and hit[0] is e:  # walked once in the process
             _, clean[name], acc = hit
         else:
             clean[name], acc = _scan(e2, [])
-            if e2 is e and name in lasting and len(_LASTING_FACTS) < MAX_LASTING:
+            if keep and len(_LASTING_FACTS) < MAX_LASTING:
                 _LASTING_FACTS[id(e)] = (e, clean[name], acc)  # e kept: its id stays its own
         for r in acc if e2 is e else _scan(e, [])[1]:
             if r[1] not in g.rules:

@@ -347,8 +347,8 @@ class Grammar:
         self._used: set[str] = set(FIXED_NAMES)
         self._next: dict[str, int] = {}  # base -> the n to try next (every smaller one is taken)
         self._shared: dict = {}  # body -> its rule's Ref (share)
-        # rules whose body object lives across compiles (any JSON value): lower maps it to
-        # one IR object per process, which prepare and build_nfa recognise (ir.Grammar.lasting)
+        # rules whose body object lives across compiles (the JSON lexemes): lower maps it
+        # to one IR object per process, which prepare and build_nfa recognise (ir.Grammar.lasting)
         self.lasting: set[str] = set()
         # a string's length bound beyond the simple rewrite: the eager product as rules
         # (what GBNF can write), or else a length region counted by the automaton

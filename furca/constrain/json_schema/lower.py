@@ -8,7 +8,7 @@ are), a class is `ir.char_class` of its code-point ranges, ``Rep(x, m, n)`` is
 flatten as the parser's do), and the rules come ``root`` first.
 (tests/constrain/test_json_schema_ir.py checks the two are equal, schema by schema.)
 A compound node shared by several rules is lowered once and its IR shared (IR values are
-never mutated in place), and a lasting rule's body (any JSON value) once per process;
+never mutated in place), and a lasting rule's body (a JSON lexeme) once per process;
 literals are lowered where they occur, classes come from
 `ir.char_class`'s cache. A key trie (`Keys`) is built from its names by `keys.keys_ir`,
 once per distinct set of names.

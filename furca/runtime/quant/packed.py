@@ -56,11 +56,16 @@ def _int4pack_half() -> int | None:
     except (RuntimeError, AttributeError):
         return None
     for h in (32, 16):
-        blocks = p.view(-1, k, h)
-        codes = torch.cat([blocks & 15, blocks >> 4], dim=2).transpose(1, 2).reshape(-1, k)
-        if torch.equal(codes[:n], q):
+        if torch.equal(_unpack_int4(p, k, h)[:n], q):
             return h
     return None
+
+
+def _unpack_int4(packed: torch.Tensor, k: int, h: int) -> torch.Tensor:
+    """The codes (rows padded to 2h, K) of torch's CPU int4 pack in blocks of 2h rows:
+    byte [b, k, d] = q[2h b + d, k] | q[2h b + d + h, k] << 4."""
+    blocks = packed.view(-1, k, h)
+    return torch.cat([blocks & 15, blocks >> 4], dim=2).transpose(1, 2).reshape(-1, k)
 
 
 _INT4PACK_HALF = _int4pack_half()
@@ -203,10 +208,9 @@ class Int4Packed(PackedWeight):
         """The unsigned codes q (0..15) as uint8 (N, K), or of ``rows`` only. The pack
         stores byte [b, k, d] = q[2h b + d, k] | q[2h b + d + h, k] << 4 (h = _ROW_BLOCK / 2)."""
         n, k = self.shape
-        blocks = self.packed.view(-1, k, _ROW_BLOCK // 2)
         if rows is None:
-            both = torch.cat([blocks & 15, blocks >> 4], dim=2)  # (blocks, K, 64)
-            return both.transpose(1, 2).reshape(-1, k)[:n]
+            return _unpack_int4(self.packed, k, _ROW_BLOCK // 2)[:n]
+        blocks = self.packed.view(-1, k, _ROW_BLOCK // 2)
         half = (rows % _ROW_BLOCK) >= _ROW_BLOCK // 2
         sel = blocks[rows // _ROW_BLOCK, :, rows % (_ROW_BLOCK // 2)]  # (len, K)
         return torch.where(half[:, None], sel >> 4, sel & 15)
