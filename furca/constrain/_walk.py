@@ -32,6 +32,10 @@ walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids, wo
     state is accepting (acc[state]): for an abstract state (masks.TokenMasks._context) those
     are the nodes where the rule returns to its caller. Returns i early also when rec
     is full (the caller grows it and resumes).
+walk_roots(j, i, roots, start, stack, ..., words, acc, rec, rest, lim, short, room, full) -> (j, i)
+    The subtrees below the nodes roots[j:] walked from state `start` (an abstract
+    state's continuation below the nodes where its rule returned), recording as
+    walk_range does; returns where the caller must expand, map or grow rec.
 """
 
 from __future__ import annotations
@@ -134,12 +138,15 @@ def _build():
 
     @njit(cache=True, nogil=True)
     def walk_roots(j, i, roots, start, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words,
-                   rest, lim, short, room, full):
+                   acc, rec, rest, lim, short, room, full):
         """For each root x in roots[j:]: the subtree below x walked from state `start`
-        (x's own tokens excluded). Returns (j, i) to resume after expanding the parent
-        state of node i; j == len(roots) when done. Start with i = -1."""
+        (x's own tokens excluded), recording accepting nodes in rec as walk_range does
+        when len(rec) > 1. Returns (j, i) to resume after expanding the parent state of
+        node i (or growing rec); j == len(roots) when done. Start with i = -1."""
         one = np.uint32(1)
         nr = roots.shape[0]
+        cap = rec.shape[0]
+        record = cap > 1
         while j < nr:
             x = roots[j]
             stop = end[x]
@@ -153,6 +160,12 @@ def _build():
                 if s == 0:
                     i = end[i]
                 else:
+                    if record and acc[s]:
+                        c = rec[0]
+                        if c + 1 >= cap:
+                            return j, i
+                        rec[c + 1] = i
+                        rec[0] = c + 1
                     stack[depth[i]] = s
                     for k in range(tok_start[i], tok_start[i + 1]):
                         t = tok_ids[k]
@@ -177,4 +190,4 @@ def _warm(walk, walk_range, walk_roots):
     walk_range(1, 2, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z, np.zeros(1, np.uint32),
                np.zeros(2, bool), np.zeros(1, np.int32), z, -1, z, z, z)
     walk_roots(0, -1, np.zeros(1, np.int32), 0, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z,
-               np.zeros(1, np.uint32), z, -1, z, z, z)
+               np.zeros(1, np.uint32), np.zeros(2, bool), np.zeros(1, np.int32), z, -1, z, z, z)

@@ -107,6 +107,9 @@ class TokenMasks:
         self._abs_long: dict[int, tuple] = {}  # abstract state -> (long tokens' words, return nodes in long_trie)
         # abstract states at a key trie node: from the trie's shared "any key" walk (key_masks.py)
         self._keys = KeyTrieMasks(automaton) if automaton.nfa.key_trie_nodes else None
+        # the rest states of _recorded_split: configurations whose epsilon moves lead into
+        # another part, so not closures (walked, never a matcher's state, never searched)
+        self.parts: set[int] = set()
 
     # ---- the mask store ---------------------------------------------------------------
     def _cached_mask(self, s: int):
@@ -222,13 +225,19 @@ class TokenMasks:
         hit = a.abstract(s)  # shared with the automaton's step of the token accepted from s
         if hit is not None:
             ab, base = hit
-            cont = self._cont.get(base)
-            if cont is None:
-                ret, parent, _k = a.stacks.frames[base]
-                cont = self._cont[base] = a.intern(*a.closure_of([(ret, parent)]))
-            res = (ab, cont)
+            res = (ab, self._cont_of(base))
         self._ctx[s] = res
         return res
+
+    def _cont_of(self, base):
+        """The state after returning from the call frame base (its return node, on the
+        stack below it)."""
+        cont = self._cont.get(base)
+        if cont is None:
+            a = self._a
+            ret, parent, _k = a.stacks.frames[base]
+            cont = self._cont[base] = a.intern(*a.closure_of([(ret, parent)]))
+        return cont
 
     def _wide(self, s) -> bool:
         """Whether s may allow many tokens: the NFA nodes of its configurations take both
@@ -255,8 +264,27 @@ class TokenMasks:
         if ctx is None:
             return _stored(self._compute_mask(s))
         ab, cont = ctx
+        hit, free = self._abstract_part(ab)  # free: a row holding the abstract mask that nothing stores
+        stored, roots, trie, _ = hit
+        walk = len(roots) and cont
+        accepting = self._a.accepting[s]
+        if not walk and not accepting:
+            return stored  # the abstract state's mask as it is (never written to)
+        words = self._writable(stored, free)
+        if walk:
+            walk_continue(self._a, roots, trie, cont, words)
+        packed = words.view("<i4")
+        if accepting:
+            packed |= self._info.eos_mask
+        return _stored(packed)
+
+    def _abstract_part(self, ab):
+        """((stored words, return nodes, trie, size), free) of abstract state ab's
+        recording walk: kept per grammar, and shared by every grammar for a lexeme
+        (_lexeme_key); free is the computed words when they were stored as a copy (a row
+        the caller may write to), else None."""
         hit = self._abs.get(ab)
-        free = None  # a row holding the abstract mask that nothing stores
+        free = None
         if hit is None:
             key = self._lexeme_key(ab)
             shared = _LEXEME_MASKS.get(key) if key is not None else None
@@ -272,24 +300,91 @@ class TokenMasks:
                     _share_lexeme_mask(key, self._info, hit)
             self._abs[ab] = hit
             self.mask_bytes += hit[3]
-        stored, roots, trie, _ = hit
-        walk = len(roots) and cont
-        accepting = self._a.accepting[s]
-        if not walk and not accepting:
-            return stored  # the abstract state's mask as it is (never written to)
+        return hit, free
+
+    def _writable(self, stored, free):
+        """The words (uint32) of a stored mask as a row the caller may write to: free
+        (the computed row, when it was stored as a copy of its non-zero words), else a
+        copy."""
         if free is not None:
-            words = free
-        elif isinstance(stored, tuple):
+            return free
+        if isinstance(stored, tuple):
             words = np.zeros(self._info.num_words, dtype=np.uint32)
             words[stored[0]] = stored[1].view(np.uint32)
-        else:
-            words = stored.view(np.uint32).copy()
-        if walk:
-            walk_continue(self._a, roots, trie, cont, words)
-        packed = words.view("<i4")
-        if accepting:
-            packed |= self._info.eos_mask
-        return _stored(packed)
+            return words
+        return stored.view(np.uint32).copy()
+
+    def _recorded_split(self, s):
+        """(words, return nodes, trie) of abstract state s's recording walk as the union of
+        its parts, or None where no part is a lexeme. The language of a set of
+        configurations is the union of theirs, so s splits into groups: the
+        configurations in the closed layout of lasting rules (nfa._Layout) under the same
+        innermost frame f of the grammar's own (their own abstract state, with their
+        innermost shared frame as its context: when that is a lexeme, its walk is shared
+        by every grammar, _lexeme_key), continued below the nodes where the lexeme
+        returns by a recording walk from the state after the return; and the rest,
+        walked as one state. All parts walk the lexeme's trie (a slice's rest of
+        the vocabulary, or the whole: every token of the slice is in the lexeme's words).
+
+        The "any key" state of a key trie (key_masks.py) is the case this serves: a key
+        that is none of the names is inside the key string's lasting rule (a lexeme)
+        under the object's own frame, beside the object's own configurations; walked
+        whole it was a new ~0.5-2 ms walk of nearly the whole vocabulary per object."""
+        a = self._a
+        lay = a.nfa.layout
+        if lay is None or not lay.closed:
+            return None
+        frames, size = a.stacks.frames, lay.size
+        groups: dict[int, list] = {}
+        rest = []
+        for n, st in a.configs[s]:
+            f = st
+            while f > 0 and 0 <= frames[f][0] < size:  # frames returning into the layout
+                f = frames[f][1]
+            if n < size and f > 0:  # in the layout, under a frame of the grammar's own or the context frame
+                groups.setdefault(f if frames[f][0] >= 0 else 0, []).append((n, st))
+            else:
+                rest.append((n, st))
+        parts = []
+        for f, g in groups.items():
+            sub = a.intern(g, False)
+            if f == 0 and sub == s:  # s is a lexeme itself (its walk is the one to make)
+                return None
+            # at the context frame (a lexeme called last, by a tail call): its own walk's
+            # returns are s's; else inside the frame, continued after it
+            hit = (sub, 0) if f == 0 else a.abstract(sub)
+            if hit is not None and self._lexeme_key(hit[0]) is not None:
+                parts.append(hit)
+            else:
+                rest.extend(g)
+        if not parts:
+            return None
+        hits = [self._abstract_part(ab) for ab, _base in parts]
+        trie = hits[0][0][2]
+        if any(h[0][2] is not trie for h in hits):
+            return None
+        words = self._writable(hits[0][0][0], hits[0][1])
+        for (stored, _r, _t, _z), _free in hits[1:]:
+            if isinstance(stored, tuple):
+                words[stored[0]] |= stored[1].view(np.uint32)
+            else:
+                words |= stored.view(np.uint32)
+        conts = [self._cont_of(base) if base else None for _ab, base in parts]
+        if any(c and a.accepting[c] for c in conts):
+            return None  # a rest that may be empty after the return (none in the JSON grammars): walked whole
+        found = []
+        for cont, ((_st, roots, _t, _z), _free) in zip(conts, hits):
+            if cont is None:  # at the context frame: the lexeme's returns are s's
+                found.append(roots)
+            elif len(roots) and cont:
+                found.append(walk_continue(a, roots, trie, cont, words, record=True))
+        if rest:
+            t = a.intern(rest, False)
+            self.parts.add(t)
+            found.append(walk_recording(a, t, trie, words))
+        found = [x for x in found if len(x)]
+        roots = np.unique(np.concatenate(found)).astype(np.int32) if found else np.zeros(0, dtype=np.int32)
+        return words, roots, trie
 
     def _lexeme_key(self, ab):
         """The key of abstract state ab in _LEXEME_MASKS, or None: when every node of its
@@ -336,6 +431,10 @@ class TokenMasks:
             if a.accepting[s]:
                 packed |= info.eos_mask
             return packed
+        if record:  # from its lexeme parts, where it has some
+            split = self._recorded_split(s)
+            if split is not None:
+                return split
         trie, words = info.trie, None
         if s != 0:
             a.expand(s)

@@ -15,20 +15,29 @@ import numpy as np
 
 from . import _walk
 
+REC_START = 257  # a recording walk's first buffer (rec[0] the count), doubled when full
 
-def walk_continue(a, roots, trie, cont, words):
+
+def walk_continue(a, roots, trie, cont, words, record=False):
     """Sets in words the bits of the tokens below the trie nodes roots (where an
-    abstract state's rule returned) that the continuation state cont allows."""
+    abstract state's rule returned) that the continuation state cont allows. record:
+    also returns, as walk_recording does, the nodes below the roots where cont's walk is
+    accepting (returned through the context frame: cont continues an abstract state)."""
     walk_roots = _walk.get_walk_range()[1]
     stack = np.empty(trie.max_depth + 1, dtype=np.int32)
     depth, byte, end = trie.dfs_depth, trie.dfs_byte, trie.dfs_end
+    rec = np.zeros(REC_START if record else 1, dtype=np.int32)
     j, i = 0, -1
     while True:
-        j, i = walk_roots(j, i, roots, cont, stack, depth, byte, end, a.trans, a.walkable,
-                          trie.tok_start, trie.tok_ids, words, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full)
+        j, i = walk_roots(j, i, roots, cont, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start,
+                          trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full)
         if j >= len(roots):
             break
-        resume(a, trie, stack, i)
+        if not resume(a, trie, stack, i) and record:  # rec full
+            grown = np.zeros(2 * len(rec) - 1, dtype=np.int32)
+            grown[: len(rec)] = rec
+            rec = grown
+    return rec[1 : 1 + rec[0]].copy() if record else None
 
 
 def resume(a, trie, stack, i) -> bool:
@@ -85,7 +94,7 @@ def walk_recording(a, s, trie, words):
     i = 1 if s != 0 else n
     depth, byte, end = trie.dfs_depth, trie.dfs_byte, trie.dfs_end
     walk_range = _walk.get_walk_range()[0]
-    rec = np.zeros(257, dtype=np.int32)
+    rec = np.zeros(REC_START, dtype=np.int32)
     while i < n:
         i = walk_range(i, n, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start,
                        trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full)
