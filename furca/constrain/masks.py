@@ -345,11 +345,11 @@ class TokenMasks:
                 groups.setdefault(f if frames[f][0] >= 0 else 0, []).append((n, st))
             else:
                 rest.append((n, st))
+        if len(groups.get(0, ())) == len(a.configs[s]):  # s is a lexeme itself: its walk is the one to make
+            return None
         parts = []
         for f, g in groups.items():
             sub = a.intern(g, False)
-            if f == 0 and sub == s:  # s is a lexeme itself (its walk is the one to make)
-                return None
             # at the context frame (a lexeme called last, by a tail call): its own walk's
             # returns are s's; else inside the frame, continued after it
             hit = (sub, 0) if f == 0 else a.abstract(sub)
