@@ -8,7 +8,9 @@ _walk.py, or numpy level by level; dead states prune whole subtrees), with the v
 tokenizer.TokenSlice taken whole where the slice bounds prove them allowed. A state
 inside a rule call shares the mask of its abstract state (the rule's context cut off,
 see _context) and re-walks only the tokens that leave the rule; a state at a key trie
-node takes its trie's shared "any key" mask less the name closers (key_masks.py). Masks are stored
+node takes its trie's shared "any key" mask less the name closers (key_masks.py), and an
+abstract state with configurations inside a lexeme under a frame of its own grammar takes
+the lexeme's shared walk, continued after its returns (_recorded_split). Masks are stored
 packed, or sparse when few words are non-zero, in a store bounded per grammar. See
 DESIGN.md.
 """
