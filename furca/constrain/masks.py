@@ -373,7 +373,7 @@ class TokenMasks:
                 words |= stored.view(np.uint32)
         conts = [self._cont_of(base) if base else None for _ab, base in parts]
         if any(c and a.accepting[c] for c in conts):
-            return None  # a rest that may be empty after the return (none in the JSON grammars): walked whole
+            return None  # a rest that may be empty after the return (none on the MaskBench sample): walked whole
         found = []
         for cont, ((_st, roots, _t, _z), _free) in zip(conts, hits):
             if cont is None:  # at the context frame: the lexeme's returns are s's
