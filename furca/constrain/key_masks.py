@@ -45,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from .key_trie import is_plain
-from .trie_walks import walk_recording
+from .trie_walks import walk_continue, walk_recording
 
 MAX_CHECK_PAIRS = 512  # state pairs of _rules_fit's bisimulation past which a trie is walked as before
 _PLAIN = np.array([b < 0x80 and is_plain(chr(b)) for b in range(256)])  # a key's plain characters
@@ -101,6 +101,7 @@ class KeyTrieMasks:
         self._roots: dict[int, list] = {}  # token trie -> its root's child on each byte (-1: none)
         self._any: dict[tuple, tuple] = {}  # (narrow target, stack) -> (words, return nodes, trie)
         self._fits: dict[tuple, bool] = {}  # (rest's start, other's start) -> _rules_fit
+        self._literal: set[int] = set()  # NFA nodes walked as literals (_literal_walks)
         self.nbytes = 0  # of the cached "any key" masks
 
     def clear(self) -> None:
@@ -179,13 +180,61 @@ class KeyTrieMasks:
             if len(roots):
                 roots = roots[(roots < x) | (roots >= stop)]
         if rest:
-            t = a.intern(rest, False)
             extra = np.zeros_like(words)
-            more = walk_recording(a, t, trie, extra)
+            more = self._literal_walks(rest, trie, extra)  # the declared names' literal configurations
+            others = [c for c in rest if c[0] not in self._literal]
+            if others:
+                more.append(walk_recording(a, a.intern(others, False), trie, extra))
             words |= extra
-            if len(more):
-                roots = np.union1d(roots, more).astype(np.int32)
+            more = [x for x in more if len(x)]
+            if more:
+                roots = np.union1d(roots, np.concatenate(more)).astype(np.int32)
         return words, roots, trie
+
+    def _literal_walks(self, configs, trie, words):
+        """Sets in words the tokens that the configurations on literal bytes allow, and
+        returns the lists of return nodes found. A configuration whose node takes one
+        byte, whose successors' closures are the next such node alone, spells a literal
+        (a declared name's rest, its closing quote and colon): the tokens along it are
+        found by walking the token trie down its bytes, without automaton states, and
+        the first state the literal reaches (the value's start) continues the walk below
+        that trie node (a recording continuation walk). The language of a set of
+        configurations is the union of theirs, so each is walked on its own; the nodes
+        that qualify are noted in self._literal (the others are walked as a state)."""
+        a = self._a
+        nfa = a.nfa
+        edges, tick = nfa.edges, nfa.tick
+        tok_start, tok_ids = trie.tok_start, trie.tok_ids
+        found = []
+        one = np.uint32(1)
+        for node, st in configs:
+            es = edges[node]
+            if len(es) != 1 or es[0][0] != es[0][1] or node in tick:
+                continue
+            self._literal.add(node)
+            x = 0
+            while True:
+                b, t = es[0][0], es[0][2]
+                x = self._child(trie, x, b)
+                if x < 0:
+                    break
+                configs_t, accept = a.closure(t, st)
+                if not configs_t and not accept:
+                    break  # dead after this byte
+                for k in range(int(tok_start[x]), int(tok_start[x + 1])):
+                    tid = int(tok_ids[k])
+                    words[tid >> 5] |= one << np.uint32(tid & 31)
+                es = edges[t]
+                if (not accept and len(configs_t) == 1 and configs_t[0] == (t, st) and len(es) == 1
+                        and es[0][0] == es[0][1] and t not in tick):
+                    continue  # still on the literal
+                if accept:  # the rule returns here
+                    found.append(np.array([x], dtype=np.int32))
+                if configs_t:
+                    s = a.intern(configs_t, accept)
+                    found.append(walk_continue(a, np.array([x], dtype=np.int32), trie, s, words, record=True))
+                break
+        return found
 
     def _rules_fit(self, k, st):
         """Whether the trie's rules have the shape the split needs (module docstring):
