@@ -37,7 +37,9 @@ before.
 
 The walks of the prefixes' states become cheap (A's words copied, a few subtrees cleared,
 D's narrow walk: ~0.2 ms against ~0.5 for the whole state); the first state of a trie
-pays A's walk and D's. See DESIGN.md ("Key-trie states") for the A/B.
+pays A's walk and D's. A is walked through its lexeme part (masks.TokenMasks._recorded_split),
+and D's configurations on literal bytes (a name's rest) without automaton states
+(_literal_walks). See DESIGN.md ("Key-trie states") for the A/B.
 """
 
 from __future__ import annotations
