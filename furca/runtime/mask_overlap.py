@@ -152,7 +152,13 @@ class MaskFiller:
             job = self._jobs[req] = _Job(req, self.words, self._cond, early)
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="furca-masks")
-            self._pool.submit(job.run, self.faults)
+            try:
+                self._pool.submit(job.run, self.faults)
+            except RuntimeError:
+                # the pool takes no new work: the interpreter is exiting (concurrent.futures'
+                # exit hook refuses every submit, while an engine left running still steps)
+                # or it was shut down; fill on this thread instead
+                job.run(self.faults)
 
     def collect(self, reqs: list[Req]):
         """After the forward pass: ``(bitmask, late, errors, fill_s, wait_s, num_early)``. ``bitmask``

@@ -207,6 +207,33 @@ def test_a_fill_that_raises_is_returned_for_its_request_alone():
         assert bitmask.shape == (3, 3) and (bitmask[1] == 5).all() and (bitmask[2] == -1).all()
 
 
+def test_a_pool_that_takes_no_work_fills_on_the_calling_thread():
+    # at interpreter exit concurrent.futures refuses every submit (RuntimeError) while an
+    # engine left running still steps (tests/runtime/test_engine_api.py's exit test met it):
+    # the fill must happen anyway, not fail the request
+    from concurrent.futures import ThreadPoolExecutor
+
+    class Allow:
+        def fill_bitmask(self, bitmask, row):
+            bitmask[row, :] = 7
+
+    class R:
+        def __init__(self, grammar, rid):
+            self.grammar, self.rid = grammar, rid
+
+    reqs = [R(Allow(), "a"), R(None, "b")]
+    filler = MaskFiller(70, overlap=True, wait_s=DEADLINE_S)
+    filler._pool = ThreadPoolExecutor(1)
+    filler._pool.shutdown()
+    try:
+        filler.start(reqs)
+        bitmask, late, errors, _, _, _ = filler.collect(reqs)
+    finally:
+        filler.close()
+    assert late == [] and errors == []
+    assert (bitmask[0] == 7).all() and (bitmask[1] == -1).all()
+
+
 def test_config_validates_the_mask_knobs():
     with pytest.raises(ConfigError, match="mask_wait_ms"):
         EngineConfig(mask_wait_ms=-1)
