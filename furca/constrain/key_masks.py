@@ -103,7 +103,6 @@ class KeyTrieMasks:
         self._roots: dict[int, list] = {}  # token trie -> its root's child on each byte (-1: none)
         self._any: dict[tuple, tuple] = {}  # (narrow target, stack) -> (words, return nodes, trie)
         self._fits: dict[tuple, bool] = {}  # (rest's start, other's start) -> _rules_fit
-        self._literal: set[int] = set()  # NFA nodes walked as literals (_literal_walks)
         self.nbytes = 0  # of the cached "any key" masks
 
     def clear(self) -> None:
@@ -183,8 +182,7 @@ class KeyTrieMasks:
                 roots = roots[(roots < x) | (roots >= stop)]
         if rest:
             extra = np.zeros_like(words)
-            more = self._literal_walks(rest, trie, extra)  # the declared names' literal configurations
-            others = [c for c in rest if c[0] not in self._literal]
+            more, others = self._literal_walks(rest, trie, extra)  # the declared names' literals
             if others:
                 more.append(walk_recording(a, a.intern(others, False), trie, extra))
             words |= extra
@@ -194,29 +192,32 @@ class KeyTrieMasks:
         return words, roots, trie
 
     def _literal_walks(self, configs, trie, words):
-        """Sets in words the tokens that the configurations on literal bytes allow, and
-        returns the lists of return nodes found. A configuration whose node takes one
-        byte, whose successors' closures are the next such node alone, spells a literal
-        (a declared name's rest, its closing quote and colon): the tokens along it are
-        found by walking the token trie down its bytes, without automaton states, and
-        the first state the literal reaches (the value's start) continues the walk below
-        that trie node (a recording continuation walk). The language of a set of
-        configurations is the union of theirs, so each is walked on its own; the nodes
-        that qualify are noted in self._literal (the others are walked as a state)."""
+        """Sets in words the tokens that the configurations on literal bytes allow;
+        returns (the lists of return nodes found, the configurations not on a literal).
+        A configuration whose node takes one byte, whose successors' closures are the next
+        such node alone, spells a literal (a declared name's rest, its closing quote and
+        colon): the tokens along it are found by walking the token trie down its bytes,
+        without automaton states, and the first state the literal reaches (the value's
+        start) continues the walk below that trie node (a recording continuation walk).
+        The language of a set of configurations is the union of theirs, so each is walked
+        on its own; the caller walks the others as one state."""
         a = self._a
-        nfa = a.nfa
-        edges, tick = nfa.edges, nfa.tick
+        edges, tick = a.nfa.edges, a.nfa.tick
         tok_start, tok_ids = trie.tok_start, trie.tok_ids
-        found = []
+
+        def one_byte(n):  # the node's only edge reads one byte value
+            es = edges[n]
+            return len(es) == 1 and es[0][0] == es[0][1] and n not in tick
+
+        found, others = [], []
         one = np.uint32(1)
         for node, st in configs:
-            es = edges[node]
-            if len(es) != 1 or es[0][0] != es[0][1] or node in tick:
+            if not one_byte(node):
+                others.append((node, st))
                 continue
-            self._literal.add(node)
-            x = 0
+            x, n = 0, node
             while True:
-                b, t = es[0][0], es[0][2]
+                b, t = edges[n][0][0], edges[n][0][2]
                 x = self._child(trie, x, b)
                 if x < 0:
                     break
@@ -226,9 +227,8 @@ class KeyTrieMasks:
                 for k in range(int(tok_start[x]), int(tok_start[x + 1])):
                     tid = int(tok_ids[k])
                     words[tid >> 5] |= one << np.uint32(tid & 31)
-                es = edges[t]
-                if (not accept and len(configs_t) == 1 and configs_t[0] == (t, st) and len(es) == 1
-                        and es[0][0] == es[0][1] and t not in tick):
+                if not accept and len(configs_t) == 1 and configs_t[0] == (t, st) and one_byte(t):
+                    n = t
                     continue  # still on the literal
                 if accept:  # the rule returns here
                     found.append(np.array([x], dtype=np.int32))
@@ -236,7 +236,7 @@ class KeyTrieMasks:
                     s = a.intern(configs_t, accept)
                     found.append(walk_continue(a, np.array([x], dtype=np.int32), trie, s, words, record=True))
                 break
-        return found
+        return found, others
 
     def _rules_fit(self, k, st):
         """Whether the trie's rules have the shape the split needs (module docstring):

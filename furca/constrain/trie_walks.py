@@ -16,6 +16,16 @@ import numpy as np
 from . import _walk
 
 REC_START = 257  # a recording walk's first buffer (rec[0] the count), doubled when full
+# a walk that records nothing: the kernels never write a 1-long rec (writable all the same:
+# a read-only array is another numba type, and the kernel has a writing path)
+_NO_REC = np.zeros(1, dtype=np.int32)
+
+
+def _grown(rec):
+    """rec (a full recording buffer) with twice the room, its records kept."""
+    out = np.zeros(2 * len(rec) - 1, dtype=np.int32)
+    out[: len(rec)] = rec
+    return out
 
 
 def walk_continue(a, roots, trie, cont, words, record=False):
@@ -26,7 +36,7 @@ def walk_continue(a, roots, trie, cont, words, record=False):
     walk_roots = _walk.get_walk_range()[1]
     stack = np.empty(trie.max_depth + 1, dtype=np.int32)
     depth, byte, end = trie.dfs_depth, trie.dfs_byte, trie.dfs_end
-    rec = np.zeros(REC_START if record else 1, dtype=np.int32)
+    rec = np.zeros(REC_START, dtype=np.int32) if record else _NO_REC
     j, i = 0, -1
     while True:
         j, i = walk_roots(j, i, roots, cont, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start,
@@ -34,9 +44,7 @@ def walk_continue(a, roots, trie, cont, words, record=False):
         if j >= len(roots):
             break
         if not resume(a, trie, stack, i) and record:  # rec full
-            grown = np.zeros(2 * len(rec) - 1, dtype=np.int32)
-            grown[: len(rec)] = rec
-            rec = grown
+            rec = _grown(rec)
     return rec[1 : 1 + rec[0]].copy() if record else None
 
 
@@ -99,9 +107,7 @@ def walk_recording(a, s, trie, words):
         i = walk_range(i, n, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start,
                        trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full)
         if i < n and not resume(a, trie, stack, i):  # rec full
-            grown = np.zeros(2 * len(rec) - 1, dtype=np.int32)
-            grown[: len(rec)] = rec
-            rec = grown
+            rec = _grown(rec)
     return rec[1 : 1 + rec[0]].copy()
 
 
