@@ -35,6 +35,19 @@ def check(schema, valid, invalid):
 
 
 # ----------------------------------------------------------------- const/enum bound
+def test_integral_floats_follow_the_draft():
+    """1.0 is an integer from draft 6 on, not in draft 4: an enum under `integer` (the
+    ordinary enum path, and the finite path when more keywords bound it) spells 731.0
+    only where the draft calls it an integer. Found by bench/constrain_fuzz.py
+    (Github_easy o21860, a draft-04 schema)."""
+    d4, d7 = "http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-07/schema#"
+    for extra in ({}, {"minimum": 2}):
+        check({"$schema": d4, "type": "integer", "enum": [3, 731], **extra}, [731, 3], [731.0, 3.0, 5])
+        check({"$schema": d7, "type": "integer", "enum": [3, 731], **extra}, [731, 731.0, 3.0], [5])
+    check({"$schema": d4, "enum": [3, 731]}, [731, 731.0], [5])  # no type: 731.0 equals 731
+    check({"$schema": d4, "type": "integer", "enum": [3, 731], "minimum": 4}, [731], [3, 731.0])
+
+
 def test_enum_with_not_of_any_schema():
     check({"allOf": [{"enum": [{"foo": 1}, {"bar": True}, {"foo": 1, "bar": 2}, {}]},
                      {"not": {"additionalProperties": {"type": "boolean"}}}]},

@@ -61,6 +61,8 @@ class Compiler:
         self.keys = {None: []} if keys is None else keys
         schema_uri = root.get("$schema", "") if isinstance(root, dict) else ""
         self.draft7 = isinstance(schema_uri, str) and any(d in schema_uri for d in _DRAFT7_URIS)
+        # draft-04 and -03: `integer` has no fraction part (1.0 is a number, not an integer)
+        self.draft4 = self.draft7 and any(d in schema_uri for d in _DRAFT7_URIS[2:])
         self.refs = RefIndex(root, self.draft7) if isinstance(root, dict) else None
         self.inlining = []  # pointers of $ref targets being merged (cycle guard)
         self.pending, self.recursed = set(), set()
@@ -205,9 +207,9 @@ class Compiler:
         return schema
 
     def build(self, schema: dict, where: str):
-        values = finite.finite_values(self, schema, ANNOTATIONS)
-        if values is not None:  # bounded by const/enum: exactly the literals the schema validates
-            return scalars.literals(values, where)
+        found = finite.finite_values(self, schema, ANNOTATIONS)
+        if found is not None:  # bounded by const/enum: exactly the literals the schema validates
+            return scalars.literals(found[0], where, found[1])
         schema = self.rewrite(schema)
         self.check_keywords(schema, where)
         if all(k in ANNOTATIONS or k not in SUPPORTED and k not in UNSUPPORTED for k in schema):

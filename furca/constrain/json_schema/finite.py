@@ -51,8 +51,10 @@ def candidates(c, schema: dict):
 
 
 def finite_values(c, schema: dict, annotations):
-    """The literals of `schema`'s const/enum bound that the whole schema validates
-    (possibly []), or None: see the module docstring."""
+    """(literals, check) or None: the literals of `schema`'s const/enum bound that the
+    whole schema validates (possibly []), and the validator's verdict on a value
+    (`scalars.literals` asks it whether an integral number may also be spelled 1.0: not
+    where draft-04 says `integer`); None: see the module docstring."""
     if all(k in _PLAIN or k in annotations for k in schema):
         return None
     values = candidates(c, schema)
@@ -77,7 +79,16 @@ def finite_values(c, schema: dict, annotations):
             return None
         if ok and not any(_same_json(v, k) for k in keep):
             keep.append(v)
-    return keep
+    return keep, _safe(validator)
+
+
+def _safe(validator):
+    def check(v):
+        try:
+            return validator.is_valid(v)
+        except Exception:  # noqa: BLE001 - it validated the value itself: keep the spelling
+            return True
+    return check
 
 
 def _literals(schema):

@@ -164,11 +164,12 @@ def enum_values(c, schema, where):
             raise CompileError("%s/enum: must be an array" % where)
     check = _validator(c, schema, where)
     excluded = schema.get(NOT_STRINGS, [])
-    return literals([v for v in values if check(v) and not (isinstance(v, str) and v in excluded)], where)
+    return literals([v for v in values if check(v) and not (isinstance(v, str) and v in excluded)], where, check)
 
 
-def literals(values, where):
-    """The JSON texts of `values` (integral numbers also as 1 and 1.0); NOTHING for []."""
+def literals(values, where, check=None):
+    """The JSON texts of `values` (integral numbers also as 1 and 1.0, the second where
+    check(1.0) allows it: draft-04's `integer` does not); NOTHING for []."""
     keep = []
     for v in values:
         try:
@@ -176,7 +177,8 @@ def literals(values, where):
             if isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer() \
                     and abs(v) < 2 ** 53:
                 keep.append(lit(str(int(v))))  # 1 and 1.0 are the same JSON number
-                keep.append(lit(str(int(v)) + ".0"))
+                if check is None or check(float(v)):
+                    keep.append(lit(str(int(v)) + ".0"))
         except ValueError:
             raise CompileError("%s: enum value %r is not JSON" % (where, v))
     return alt(*keep) if keep else NOTHING
@@ -189,13 +191,14 @@ def _validator(c, schema, where):
     rest = {k: v for k, v in schema.items() if k not in ("enum", "const", NOT_STRINGS)}
     if not rest:
         return lambda v: True
-    cls_ = jsonschema.Draft7Validator if c.draft7 else jsonschema.Draft202012Validator
+    cls_ = jsonschema.Draft4Validator if c.draft4 else \
+        jsonschema.Draft7Validator if c.draft7 else jsonschema.Draft202012Validator
     root = c.root if isinstance(c.root, dict) else {}
     if "$ref" in json.dumps(rest):
         try:
             import referencing
-            from referencing.jsonschema import DRAFT7, DRAFT202012
-            spec = DRAFT7 if c.draft7 else DRAFT202012
+            from referencing.jsonschema import DRAFT4, DRAFT7, DRAFT202012
+            spec = DRAFT4 if c.draft4 else DRAFT7 if c.draft7 else DRAFT202012
             res = referencing.Resource(contents=root, specification=spec)
             reg = referencing.Registry().with_resource("urn:furca-root", res)
             # refs in `rest` resolve against the document's root, not against `rest`

@@ -1,0 +1,234 @@
+"""Soundness by generation: random token walks under furca's masks, every finished text
+checked by an independent validator (json.loads and the `jsonschema` package).
+
+    .venv/bin/python bench/constrain_fuzz.py [--data DIR] [--files LIST | --limit N]
+                                             [--walks 2] [--max-steps 400] [--seed 0]
+
+The harness (../shared/bench/grammar) checks that furca accepts each schema's valid
+instances and refuses its invalid ones, one fixed text each. This checks the other
+direction over every schema of a MaskBench folder (maskbench-dev: 5,682 files, against
+the harness's 500): whatever a model samples under the masks must be a valid
+instance. Per schema: compile (schemas furca refuses are counted, not walked), then
+--walks walks from the start state. Each step takes the allowed tokens
+(`get_allowed_tokens`), picks EOS when it is allowed, otherwise a token at random,
+uniformly or, with a probability that grows with the step, among the allowed tokens
+holding a closing byte (`"` `}` `]` `,`) so that walks end; `accept_token` must take
+it. A walk that reaches --max-steps is "unfinished" (not a failure).
+
+Failures, each printed with the schema and the text:
+  refused       accept_token refused a token the mask allowed
+  dead_end      no token allowed, the matcher not terminated
+  bad_utf8      the bytes of a finished walk are not UTF-8
+  invalid_json  json.loads refuses the text (NaN / Infinity refused too)
+  duplicate_declared  an object names a member twice, a name some `properties` declares
+  (duplicate_free, a name no `properties` declares twice, is counted, not a failure:
+  no grammar of free keys forbids it)
+  not_valid     jsonschema (the schema's $schema draft, formats checked) rejects it
+jsonschema checks the formats whose packages are installed (`pip install
+"jsonschema[format-nongpl]"` adds date-time, time, uri, hostname, duration, ...: the
+bench venv of ../shared/bench/grammar has furca; run there with them).
+Schemas jsonschema itself cannot use (an unresolvable $ref, a schema it rejects) are
+counted as `validator_error`, their walks still checked for the first five kinds.
+Figures: bench/results/constrain.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLOSERS = b'"}],'
+
+
+class Timeout(Exception):
+    pass
+
+
+def _no_constants(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+class Duplicate(Exception):
+    pass
+
+
+def _pairs(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise Duplicate(next(k for k in keys if keys.count(k) > 1))
+    return dict(pairs)
+
+
+def declared_names(schema) -> set:
+    """Every name some `properties` of the schema declares."""
+    names, todo = set(), [schema]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, dict):
+            if isinstance(x.get("properties"), dict):
+                names.update(x["properties"])
+            todo.extend(x.values())
+        elif isinstance(x, list):
+            todo.extend(x)
+    return names
+
+
+def check_text(data: bytes, validator, declared=frozenset()):
+    """(kind, detail) of what is wrong with a finished walk's bytes, or None."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return "bad_utf8", str(e)
+    try:
+        value = json.loads(text, parse_constant=_no_constants)
+    except ValueError as e:
+        return "invalid_json", str(e)
+    try:
+        json.loads(text, object_pairs_hook=_pairs)
+    except Duplicate as e:
+        # a name no `properties` declares may come twice: no grammar of free keys can
+        # forbid it (as uniqueItems over free strings); JSON only says names SHOULD differ
+        name = e.args[0]
+        return ("duplicate_declared" if name in declared else "duplicate_free"), repr(name)
+    if validator is not None:
+        err = next(iter(validator.iter_errors(value)), None)
+        if err is not None:
+            return "not_valid", f"{err.message[:300]} at {'/'.join(map(str, err.absolute_path))}"
+    return None
+
+
+def make_validator(schema):
+    """jsonschema's validator for the schema's draft (2020-12 when it names none), formats
+    checked; raises when jsonschema cannot use the schema."""
+    import jsonschema
+    from jsonschema.validators import validator_for
+
+    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls.check_schema(schema)
+    v = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    v.is_valid(None)  # resolves what a first use resolves: an unresolvable $ref raises here
+    return v
+
+
+def walk(g, info, eos, closer, rng, max_steps):
+    """One random walk of g's matcher: ("finished", bytes) | ("unfinished", bytes) |
+    (failure kind, bytes)."""
+    m = g.matcher()
+    out = []
+    for step in range(max_steps):
+        allowed = m.get_allowed_tokens()
+        if not len(allowed):
+            return ("finished" if m.is_terminated() else "dead_end"), b"".join(out)
+        if eos in allowed and (rng.random() < 0.8 or len(allowed) == 1):
+            if not m.accept_token(eos):
+                return "refused", b"".join(out) + b"<EOS>"
+            return ("finished" if m.is_terminated() else "refused"), b"".join(out)
+        allowed = allowed[allowed != eos]
+        if rng.random() < min(0.9, 0.2 + step / 100):
+            near = allowed[closer[allowed]]
+            if len(near):
+                allowed = near
+        t = int(allowed[rng.integers(len(allowed))])
+        if not m.accept_token(t):
+            return "refused", b"".join(out) + b"<" + info.token_bytes[t] + b">"
+        out.append(info.token_bytes[t])
+    return "unfinished", b"".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+    ap.add_argument("--files", default=None, help="schema file names, one per line (default: every file)")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N files (sorted)")
+    ap.add_argument("--walks", type=int, default=2)
+    ap.add_argument("--max-steps", type=int, default=400)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout-s", type=int, default=60, help="per schema (compile + walks)")
+    ap.add_argument("--whitespace", default="compact", choices=("compact", "flexible"),
+                    help="compile_json_schema's whitespace (flexible: up to 4 blanks between tokens)")
+    ap.add_argument("--out", default=None, help="write every failure as a JSON line here")
+    a = ap.parse_args()
+    sys.path.insert(0, ROOT)
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from constrain.tokenizers_cache import tokenizer_json
+
+    from furca.constrain import CompileError, GrammarCompiler, TokenizerInfo
+
+    path, eos_text = tokenizer_json("llama3_1")
+    info = TokenizerInfo.from_tokenizer_json(path, eos_token=eos_text)
+    compiler = GrammarCompiler(info)
+    eos = info.eos_token_id
+    closer = np.array([bool(b) and any(c in b for c in CLOSERS) for b in
+                       (tb or b"" for tb in info.token_bytes[:info.vocab_size])], dtype=bool)
+    if a.files:
+        with open(a.files) as f:
+            names = [x.strip() for x in f if x.strip()]
+    else:
+        names = sorted(n for n in os.listdir(a.data) if n.endswith(".json"))
+    if a.limit:
+        names = names[:a.limit]
+
+    def on_alarm(*_):
+        raise Timeout()
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    counts: dict[str, int] = {}
+    failures = []
+    out = open(a.out, "w") if a.out else None
+    t_start = time.monotonic()
+    for i, name in enumerate(names):
+        with open(os.path.join(a.data, name), encoding="utf-8") as f:
+            schema = json.load(f)["schema"]
+        rng = np.random.default_rng([a.seed, i])
+        declared = declared_names(schema)
+        try:
+            validator = make_validator(schema)
+        except Exception:
+            validator = None
+            counts["validator_error"] = counts.get("validator_error", 0) + 1
+        signal.alarm(a.timeout_s)
+        try:
+            try:
+                g = compiler.compile_json_schema(schema, whitespace=a.whitespace)
+            except CompileError:
+                counts["compile_error"] = counts.get("compile_error", 0) + 1
+                continue
+            counts["compiled"] = counts.get("compiled", 0) + 1
+            for _ in range(a.walks):
+                kind, data = walk(g, info, eos, closer, rng, a.max_steps)
+                if kind == "finished":
+                    bad = check_text(data, validator, declared)
+                    if bad is None:
+                        counts["valid"] = counts.get("valid", 0) + 1
+                        continue
+                    kind, detail = bad
+                else:
+                    detail = ""
+                counts[kind] = counts.get(kind, 0) + 1
+                if kind not in ("unfinished", "duplicate_free"):
+                    rec = {"schema": name, "kind": kind, "detail": detail,
+                           "text": data.decode("utf-8", "replace")[:2000]}
+                    failures.append(rec)
+                    print(f"FAIL {kind} {name}: {detail}\n    {rec['text'][:300]}", flush=True)
+                    if out:
+                        out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                        out.flush()
+        except Timeout:
+            counts["timeout"] = counts.get("timeout", 0) + 1
+        finally:
+            signal.alarm(0)
+        if (i + 1) % 250 == 0:
+            print(f"[{i + 1}/{len(names)}] {time.monotonic() - t_start:.0f} s {counts}", flush=True)
+    print(f"{len(names)} schemas in {time.monotonic() - t_start:.0f} s: {counts}")
+    print(f"failures: {len(failures)}")
+
+
+if __name__ == "__main__":
+    main()
