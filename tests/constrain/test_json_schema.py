@@ -11,6 +11,7 @@ import re
 import warnings
 from decimal import Decimal
 
+import jsonschema
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -39,6 +40,13 @@ def check(schema, passing, failing, **kw):
 
 def c(x):
     return json.dumps(x, separators=(",", ":"), ensure_ascii=False)
+
+
+def agreed(schema, passing, failing, **kw):
+    """check(), with jsonschema agreeing on every label."""
+    v = jsonschema.Draft202012Validator(schema)
+    assert all(v.is_valid(json.loads(x)) for x in passing) and not any(v.is_valid(json.loads(x)) for x in failing)
+    check(schema, passing, failing, **kw)
 
 
 # ----------------------------------------------------------------- scalars
@@ -293,12 +301,33 @@ def test_one_of_branches_are_made_exclusive():
     check(tagged, ['{"kind":"a","x":1}', '{"kind":"b","y":"s"}'], ['{"kind":"a","y":"s"}'],
           allow_extra_properties=False)
     # overlapping branches: shared types without a proof are dropped (sound, narrower)
+    # (numbers: the integers outside the second's range stay; 0.5 is valid but dropped)
     overlapping = {"oneOf": [{"type": "integer"}, {"minimum": 0}]}
-    check(overlapping, ['"s"', "null", "{}"], ["5", "0", "-3"])  # -3 is valid but dropped with the numbers
+    check(overlapping, ['"s"', "null", "{}", "-3"], ["5", "0", "0.5", "-2.5"])
     # objects: each branch forbids what only the other requires
     auth = {"type": "object", "oneOf": [{"required": ["token"]}, {"required": ["email", "key"]}]}
     check(auth, ['{"token":"t"}', '{"email":"e","key":"k"}', '{"token":"t","x":1}'],
           ['{"token":"t","email":"e","key":"k"}', '{"token":"t","key":"k"}', "{}"])
+    # numbers bounded by range alone: each branch keeps what lies outside the other's range
+    agreed({"type": "number", "oneOf": [{"maximum": 2}, {"maximum": 5}]}, ["3", "5", "2.5"], ["2", "1", "-7", "6"])
+    agreed({"oneOf": [{"type": "number", "exclusiveMinimum": 0, "maximum": 10}, {"type": "number", "minimum": 5}]},
+           ["0.5", "4.9", "10.5", "11"], ["5", "10", "7", "0", "-1"])
+    # an integer branch against a number one: sound, narrower (9.5 satisfies only the
+    # second branch, but its numbers keep only what lies outside the first's range)
+    check({"oneOf": [{"type": "integer", "minimum": 0}, {"type": "number", "exclusiveMaximum": 10}]},
+          ["10", "11", "-1", "-0.5"], ["0", "5", "9", "9.5"])
+    # closed objects, each declaring a property the other forbids: each requires it
+    closed = {"type": "object", "oneOf": [
+        {"additionalProperties": False, "properties": {"key": {"type": "string"}}},
+        {"additionalProperties": False, "properties": {"keys": {"type": "array"}}}]}
+    agreed(closed, ['{"key":"a"}', '{"keys":[]}'], ["{}", '{"key":"a","keys":[]}', '{"keys":"a"}', '{"x":1}'])
+    # a property both declare with disjoint values: both require it (an object without
+    # it satisfies both branches)
+    tags = {"type": "object", "oneOf": [
+        {"properties": {"type": {"enum": ["callback"]}, "value": {"type": "string"}}},
+        {"properties": {"type": {"enum": ["field", "value"]}, "value": {"type": ["string", "null"]}}}]}
+    agreed(tags, ['{"type":"callback","value":"f"}', '{"type":"field","value":null}', '{"type":"value"}'],
+           ['{"value":"v"}', "{}", '{"type":"other"}', '{"type":"callback","value":null}'])
     got = []
     check(overlapping, ["5", "-3"], [], unsupported="warn", warn=got.append)
     assert got and "oneOf" in got[0]

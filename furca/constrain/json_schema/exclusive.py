@@ -7,8 +7,15 @@ objects, a property both require with disjoint literal values, a required proper
 the other branch forbids, or (when undeclared members are off) a required property
 the other branch cannot emit. Without a proof, objects get exclusive by construction
 when each branch requires a property the other does not (each branch then forbids
-the other's), strings when both branches constrain them by `pattern` alone (each
+the other's), or when each branch declares a property the other forbids (each
+branch then requires one: the other cannot hold it), or when both declare a property
+with disjoint values (both then require it), strings when both branches constrain
+them by `pattern` alone (each
 branch then excludes the other's pattern: `x-furca-not-patterns`, difference.py), and
+numbers when both branches bound them by range alone and neither range lies strictly
+inside the other (each branch keeps its numbers outside the other's range: exact
+when both say the same of integers, narrower when one is `integer` and the other
+not), and
 any other shared type is removed from both branches: every instance the result
 accepts satisfies exactly one branch (sound, sometimes narrower).
 """
@@ -88,6 +95,42 @@ def _range(s):
     return lo, hi
 
 
+_RANGE_KEYS = frozenset(("type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "title",
+                         "description", "default", "examples", "$comment"))
+
+
+def _interval(s):
+    """(lo, lo_open, hi, hi_open) of s's numbers when bounds alone constrain them, else None."""
+    if any(k not in _RANGE_KEYS for k in s):
+        return None
+    b = {k: s.get(k) for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")}
+    if any(v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))) for v in b.values()):
+        return None
+    lo, lo_open = b["minimum"], False
+    if b["exclusiveMinimum"] is not None and (lo is None or b["exclusiveMinimum"] >= lo):
+        lo, lo_open = b["exclusiveMinimum"], True
+    hi, hi_open = b["maximum"], False
+    if b["exclusiveMaximum"] is not None and (hi is None or b["exclusiveMaximum"] <= hi):
+        hi, hi_open = b["exclusiveMaximum"], True
+    return lo, lo_open, hi, hi_open
+
+
+def _minus(x, y):
+    """The numbers of interval x outside interval y as bounds to add to x's schema, "empty"
+    when y covers x, None when they are two intervals (y strictly inside x)."""
+    xlo, xlo_open, xhi, xhi_open = x
+    ylo, ylo_open, yhi, yhi_open = y
+    low = ylo is None or xlo is not None and (ylo < xlo or ylo == xlo and (not ylo_open or xlo_open))
+    high = yhi is None or xhi is not None and (yhi > xhi or yhi == xhi and (not yhi_open or xhi_open))
+    if low and high:
+        return "empty"
+    if low:
+        return {"minimum": yhi} if yhi_open else {"exclusiveMinimum": yhi}
+    if high:
+        return {"maximum": ylo} if ylo_open else {"exclusiveMaximum": ylo}
+    return None
+
+
 def _misses(x, y) -> bool:
     """When undeclared members are off by default: every object x's grammar emits
     lacks a property y requires."""
@@ -137,6 +180,33 @@ def _type_disjoint(t, a, b, no_extras) -> bool:
     return False
 
 
+def _forbids(y, k) -> bool:
+    """No object of y holds a member named k."""
+    py = y.get("properties", {})
+    if k in py:
+        return py[k] is False
+    return y.get("additionalProperties") is False and not y.get("patternProperties")
+
+
+def _separating_names(a, b):
+    """(names a then requires, names b then requires) that make the objects of a and b
+    disjoint, or None: a property both declare with provably disjoint values (both
+    require it), else a property each declares that the other forbids (each requires
+    its first such one: sound; narrower when a declares several, as an object holding
+    only another of them is then left out)."""
+    pa, pb = a.get("properties", {}), b.get("properties", {})
+    if not (isinstance(pa, dict) and isinstance(pb, dict)):
+        return None
+    for k in pa:
+        if k in pb and pa[k] is not False and pb[k] is not False and _disjoint_values(pa[k], pb[k]):
+            return {k}, {k}
+    ka = next((k for k in pa if pa[k] is not False and _forbids(b, k)), None)
+    kb = next((k for k in pb if pb[k] is not False and _forbids(a, k)), None)
+    if ka is not None and kb is not None:
+        return {ka}, {kb}
+    return None
+
+
 def exclusive_branches(subs, base, no_extras: bool, where: str):
     """-> (branches merged with base and made exclusive, whether any was narrowed).
     A branch that can accept nothing is FALSE."""
@@ -144,6 +214,8 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
     drop = [set() for _ in merged]
     forbid = [set() for _ in merged]
     unlike = [set() for _ in merged]
+    need = [set() for _ in merged]
+    bounds = [[] for _ in merged]
     for i in range(len(merged)):
         for j in range(i + 1, len(merged)):
             a, b = merged[i], merged[j]
@@ -159,6 +231,21 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
                         forbid[i] |= fi
                         forbid[j] |= fj
                         continue
+                    names = _separating_names(a, b)
+                    if names is not None:
+                        need[i] |= names[0]
+                        need[j] |= names[1]
+                        continue
+                if t == "number":
+                    ia, ib = _interval(a), _interval(b)
+                    cut = (_minus(ia, ib), _minus(ib, ia)) if ia is not None and ib is not None else (None, None)
+                    if None not in cut:
+                        for k, c in ((i, cut[0]), (j, cut[1])):
+                            if c == "empty":
+                                drop[k].add(t)
+                            else:
+                                bounds[k].append(c)
+                        continue
                 if t == "string" and _pattern_only(a) and _pattern_only(b):
                     unlike[i].add(b["pattern"])
                     unlike[j].add(a["pattern"])
@@ -166,7 +253,7 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
                 drop[i].add(t)
                 drop[j].add(t)
     out = []
-    for m, d, f, u in zip(merged, drop, forbid, unlike):
+    for m, d, f, u, r, bs in zip(merged, drop, forbid, unlike, need, bounds):
         if m is FALSE:
             out.append(FALSE)
             continue
@@ -179,9 +266,15 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
             extra["type"] = sorted(keep | ({"integer"} if "number" in keep else set()))
         if u:
             extra[NOT_PATTERNS] = sorted(u)
+        if r:
+            extra["required"] = sorted(r)
         if f:
             extra["properties"] = {k: False for k in sorted(f)}
             if not any(k in m for k in ("properties", "patternProperties", "additionalProperties")):
                 extra["additionalProperties"] = True  # keep "no properties declared: any members"
+        if "number" in (d or ()):
+            bs = []  # numbers dropped: the bounds would narrow nothing
+        for b in bs:
+            m = merge(m, b, where)
         out.append(merge(m, extra, where) if extra else m)
-    return out, any(drop) or any(forbid)
+    return out, any(drop) or any(forbid) or any(need) or any(bounds)
