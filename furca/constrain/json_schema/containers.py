@@ -18,7 +18,7 @@ from furca.errors import CompileError
 from ..deadline import check as check_deadline
 from .grammar import EMPTY, NOTHING, Ref, Seq, alt, lit, opt, rep, seq
 from .merge import canon, merge
-from .regex import pattern_grammar
+from .regex import pattern_grammar, pattern_minus_names
 from .scalars import _nonneg_int, literal
 from .keys import key_not_in
 from .orders import two_orders_body
@@ -102,12 +102,12 @@ def object_grammar(c, schema, where):
                 return NOTHING
             continue
         members.append((seq(lit(literal(name)), colon, v), req, name))
-    extra, pattern_schema = _extra_member(c, names, patterns, additional, where)
-    for name, sub in finals.items():
-        for p in patterns:
-            if _search(p, name, where) and canon(sub) != canon(pattern_schema):
-                raise CompileError("%s: property %r also matches patternProperties %r with another schema; "
-                                   "furca cannot keep it out of the extra members" % (where, name, p))
+    pattern_schema = _pattern_schema(c, patterns, where)
+    # a declared name a pattern matches, whose value schema is not the extra members':
+    # the pattern's keys leave it out (else it could come again as an extra member)
+    clash = {p: [n for n, sub in finals.items() if _search(p, n, where) and canon(sub) != canon(pattern_schema)]
+             for p in patterns}
+    extra = _extra_member(c, names, patterns, additional, where, pattern_schema, clash)
 
     min_p = _nonneg_int(schema, "minProperties", where) or 0
     max_p = _nonneg_int(schema, "maxProperties", where)
@@ -211,29 +211,34 @@ def _undeclared(name, patterns, additional, where):
     return additional
 
 
-def _extra_member(c, declared, patterns, additional, where):
+def _pattern_schema(c, patterns, where):
+    """The value schema of a pattern-matched extra member: the patterns' schemas merged
+    when they differ (a key may match several), None without patternProperties."""
+    if not patterns:
+        return None
+    schemas = list(patterns.values())
+    pattern_schema = schemas[0]
+    for s in schemas[1:]:
+        if canon(s) != canon(pattern_schema):
+            pattern_schema = merge(c.resolve_for_merge(pattern_schema, where),
+                                   c.resolve_for_merge(s, where), where + "/patternProperties")
+    return pattern_schema
+
+
+def _extra_member(c, declared, patterns, additional, where, pattern_schema, clash):
     """IR of one extra `"key":value` member, or None when none is allowed.
 
-    With patternProperties: a key matching pattern p takes p's schema (merged with
-    every other pattern's schema when they differ, since a key may match several);
-    any other undeclared key takes additionalProperties merged with every pattern's
-    schema (it may match patterns too). Sound; narrower than JSON Schema where
+    With patternProperties: a key matching pattern p, other than the declared names in
+    clash[p], takes `pattern_schema` (every pattern's schema merged when they differ,
+    since a key may match several); any other undeclared key takes additionalProperties
+    merged with it (it may match patterns too). Sound; narrower than JSON Schema where
     schemas differ."""
     colon = c.colon
     branches = []
-    pattern_schema = None
     if patterns:
-        schemas = list(patterns.values())
-        pattern_schema = schemas[0]
-        for i, s in enumerate(schemas[1:], 1):
-            if canon(s) != canon(pattern_schema):
-                pattern_schema = merge(c.resolve_for_merge(pattern_schema, where),
-                                       c.resolve_for_merge(s, where), where + "/patternProperties")
         value = c.value(pattern_schema, where + "/patternProperties", hint="pattern-value")
         if value != NOTHING:
-            key = alt(*[seq(lit('"'), c.cached(("pattern", p, 0, None),
-                                               lambda p=p: pattern_grammar(p, "%s/patternProperties" % where)), lit('"'))
-                        for p in patterns])
+            key = alt(*[seq(lit('"'), _pattern_key(c, p, clash.get(p), where), lit('"')) for p in patterns])
             branches.append(seq(key, colon, value))
     if additional is not False:
         schema = additional
@@ -243,7 +248,16 @@ def _extra_member(c, declared, patterns, additional, where):
         value = c.value(schema, where + "/additionalProperties", hint="additional-value")
         if value != NOTHING:
             branches.append(seq(key_not_in(c, declared), colon, value))
-    return (alt(*branches) if branches else None), pattern_schema
+    return alt(*branches) if branches else None
+
+
+def _pattern_key(c, p, names, where):
+    """The key content a patternProperties pattern admits, less `names`."""
+    at = "%s/patternProperties" % where
+    if names:
+        return c.cached(("pattern-minus-names", p, tuple(sorted(names))),
+                        lambda: pattern_minus_names(p, names, c.g, at))
+    return c.cached(("pattern", p, 0, None), lambda: pattern_grammar(p, at))
 
 
 # ----------------------------------------------------------------- arrays

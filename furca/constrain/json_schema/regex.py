@@ -30,6 +30,13 @@ def pattern_minus(pattern: str, excluded, grammar, where: str):
                       [pattern_chars(p, where + "/oneOf") for p in excluded], grammar, where + "/oneOf")
 
 
+def pattern_minus_names(pattern: str, names, grammar, where: str):
+    """JSON string content matching `pattern`, none of the strings in `names` (the
+    declared property names a patternProperties key may not spell)."""
+    return difference(pattern_chars(pattern, where), [seq(*(cls(((ord(ch), ord(ch)),)) for ch in n)) for n in names],
+                      grammar, where)
+
+
 def pattern_chars(pattern: str, where: str):
     """Decoded-character IR of the strings `pattern` matches (unanchored ends padded)."""
     return alt(*[seq(EMPTY if b.start else ANY, chars_ir(b.node), EMPTY if b.end else ANY)
