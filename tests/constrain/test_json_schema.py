@@ -262,6 +262,33 @@ def test_declared_names_a_pattern_matches_with_another_schema():
             "patternProperties": {"^i": {"type": "integer"}}}, ['{"id":1}', '{"id":1,"ix":2}'], ['{"id":"s"}'])
 
 
+def test_property_names():
+    """propertyNames bounds every member's name: declared names it refuses are left out
+    (a required one: no object), extra keys are its language less the declared names,
+    intersected with each patternProperties pattern. Labels checked by jsonschema."""
+    agreed({"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}},
+           ["{}", '{"ab":1}', '{"a":1,"b":[]}'], ['{"A":1}', '{"a1":1}', '{"":1}'])
+    agreed({"type": "object", "properties": {"id": {"type": "integer"}, "X": {}}, "propertyNames": {"maxLength": 3}},
+           ['{"id":1}', '{"id":1,"abc":2}', '{"X":1}'], ['{"id":"s"}', '{"abcd":1}', '{"id":1,"abcd":2}'])
+    agreed({"type": "object", "properties": {"a": {"type": "integer"}, "q": {}}, "propertyNames": {"enum": ["a", "b", "c"]},
+            "additionalProperties": {"type": "string"}},
+           ['{"a":1}', '{"a":1,"b":"x"}', '{"c":"y"}'], ['{"d":"x"}', '{"a":"s"}', '{"b":1}', '{"q":1}'])
+    agreed({"type": "object", "propertyNames": {"enum": ["up", "down"]}, "patternProperties": {"^u": {"type": "integer"}},
+            "additionalProperties": False}, ['{"up":1}', "{}"], ['{"down":1}', '{"up":"s"}', '{"ux":1}'])
+    agreed({"type": "object", "patternProperties": {"^[a-z]+$": {"type": "integer"}}, "propertyNames": {"maxLength": 2},
+            "additionalProperties": False}, ['{"ab":1}', "{}"], ['{"abc":1}', '{"AB":1}', '{"ab":"s"}'])
+    agreed({"type": "object", "propertyNames": False}, ["{}"], ['{"a":1}'])
+    agreed({"type": "object", "propertyNames": {"oneOf": [{"enum": ["a", "b"]}, {"enum": ["b", "c"]}]}},
+           ['{"a":1}', '{"c":1}'], ['{"b":1}', '{"d":1}'])
+    agreed({"$defs": {"n": {"type": "string", "pattern": "^x"}}, "type": "object", "propertyNames": {"$ref": "#/$defs/n"},
+            "properties": {"xa": {"type": "integer"}, "b": {}}},
+           ['{"xa":1}', '{"xa":1,"xy":null}'], ['{"b":1}', '{"xa":"s"}', '{"y":1}'])
+    with pytest.raises(CompileError, match="no JSON value"):  # a required name propertyNames refuses
+        schema_to_gbnf({"type": "object", "required": ["zz"], "propertyNames": {"pattern": "^a"}})
+    with pytest.raises(CompileError, match="propertyNames"):
+        schema_to_gbnf({"type": "object", "propertyNames": {"format": "email"}})
+
+
 def test_min_and_max_properties():
     check({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1, "maxProperties": 2},
           ['{"a":1}', '{"a":1,"b":2}'], ["{}", '{"a":1,"b":2,"c":3}'])
@@ -431,7 +458,7 @@ def test_json_value_and_object_grammars():
     ("multipleOf", {"type": "integer", "multipleOf": 3}),
     ("uniqueItems", {"type": "array", "uniqueItems": True}),
     ("contains", {"type": "array", "contains": {"type": "integer"}}),
-    ("propertyNames", {"type": "object", "propertyNames": {"maxLength": 3}}),
+    ("propertyNames", {"type": "object", "propertyNames": {"format": "email"}}),
     ("if", {"if": {"minLength": 3}, "then": {"maxLength": 5}}),
     ("not", {"not": {"type": "string", "minLength": 3}}),
     ("unevaluatedProperties", {"type": "object", "unevaluatedProperties": False}),

@@ -39,7 +39,10 @@ Contract
   anyOf (logic.py), allOf of several `not`s (not of their anyOf), uniqueItems
   when maxItems <= 1, minProperties and maxProperties when every declared property
   is required (or minProperties 1), patternProperties whose pattern matches a finite
-  set of names (declared as properties). Any schema bounded by const/enum (itself or
+  set of names (declared as properties), a declared name a pattern also matches
+  (both schemas; the pattern's keys leave it out), propertyNames of enum/const,
+  pattern, length bounds and unions of them (names.py). Any schema bounded by
+  const/enum (itself or
   an allOf part) takes every keyword, supported or not (not, propertyNames,
   uniqueItems, contains, ...): its literals are checked with `jsonschema` (finite.py).
   Annotations (title, description, default, examples, $comment, readOnly, ...)
@@ -50,7 +53,7 @@ Contract
   (xgrammar's strict_mode, OpenAI's strict outputs); `additionalProperties` in the
   schema always wins.
 - unsupported="raise" (default): a keyword furca cannot enforce (uniqueItems,
-  contains, propertyNames, unevaluated*, other multipleOf values, a not/if it cannot
+  contains, propertyNames of other forms, unevaluated*, other multipleOf values, a not/if it cannot
   negate, ...), a defined format furca does not check, and allOf parts that cannot
   be merged raise CompileError naming the keyword and its JSON pointer.
   unsupported="warn": unenforceable keywords ignored with `warn(message)` (default
@@ -64,7 +67,8 @@ Contract
   and strings excluded by `not`, enum objects with whitespace, leap seconds other
   than 23:59:60 UTC, idn-email with a non-ASCII domain or quoted local part, host
   names of more than 6 labels or with "--" at positions 3-4 (IDNA), values that satisfy several oneOf branches' shared types without a
-  proof (dropped), several patternProperties with different schemas (a key takes
+  proof (dropped; objects: a branch may be made to require a property that tells it
+  from the other, numbers: to keep its range outside the other's, exclusive.py), several patternProperties with different schemas (a key takes
   all their schemas); bounds beyond 1e300 are treated as absent.
 - A pattern or format with minLength/maxLength is exact at any size: the engine counts
   its length on a length region (lengths.py); schema_to_gbnf writes a product automaton

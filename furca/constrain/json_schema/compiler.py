@@ -34,11 +34,11 @@ SUPPORTED = {
     "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties",
     "items", "prefixItems", "additionalItems", "minItems", "maxItems", "minLength", "maxLength", "pattern",
     "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf", "oneOf", "allOf", "$ref",
-    "nullable", "uniqueItems", "minProperties", "maxProperties", "multipleOf", logic.NOT_STRINGS,
+    "nullable", "uniqueItems", "minProperties", "maxProperties", "multipleOf", "propertyNames", logic.NOT_STRINGS,
 }
 # Validation keywords furca cannot enforce: CompileError (unsupported="raise") or a warning ("warn").
 UNSUPPORTED = {
-    "contains", "minContains", "maxContains", "propertyNames", "if", "then", "else",
+    "contains", "minContains", "maxContains", "if", "then", "else",
     "dependentRequired", "dependentSchemas", "dependencies", "not", "unevaluatedProperties",
     "unevaluatedItems", "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
 }

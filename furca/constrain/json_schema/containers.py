@@ -18,7 +18,9 @@ from furca.errors import CompileError
 from ..deadline import check as check_deadline
 from .grammar import EMPTY, NOTHING, Ref, Seq, alt, lit, opt, rep, seq
 from .merge import canon, merge
-from .regex import pattern_grammar, pattern_minus_names
+from .difference import difference
+from .names import property_names
+from .regex import literal_chars, pattern_chars, pattern_grammar, pattern_minus_names
 from .scalars import _nonneg_int, literal
 from .keys import key_not_in
 from .orders import two_orders_body
@@ -80,11 +82,17 @@ def object_grammar(c, schema, where):
     else:  # an object schema that declares no properties admits any members
         additional = True
     ws, colon = c.ws, c.colon
+    allowed = property_names(c, schema["propertyNames"], where + "/propertyNames") \
+        if "propertyNames" in schema else None
 
     # declared members (+ required names that are not declared)
     names = list(props) + [r for r in required if r not in props]
     members, finals = [], {}
     for name in names:
+        if allowed is not None and not allowed.ok(name):
+            if name in required:
+                return NOTHING
+            continue
         if name in props:
             sub = props[name]
         else:
@@ -107,7 +115,7 @@ def object_grammar(c, schema, where):
     # the pattern's keys leave it out (else it could come again as an extra member)
     clash = {p: [n for n, sub in finals.items() if _search(p, n, where) and canon(sub) != canon(pattern_schema)]
              for p in patterns}
-    extra = _extra_member(c, names, patterns, additional, where, pattern_schema, clash)
+    extra = _extra_member(c, names, patterns, additional, where, pattern_schema, clash, allowed)
 
     min_p = _nonneg_int(schema, "minProperties", where) or 0
     max_p = _nonneg_int(schema, "maxProperties", where)
@@ -225,20 +233,23 @@ def _pattern_schema(c, patterns, where):
     return pattern_schema
 
 
-def _extra_member(c, declared, patterns, additional, where, pattern_schema, clash):
+def _extra_member(c, declared, patterns, additional, where, pattern_schema, clash, allowed=None):
     """IR of one extra `"key":value` member, or None when none is allowed.
 
     With patternProperties: a key matching pattern p, other than the declared names in
     clash[p], takes `pattern_schema` (every pattern's schema merged when they differ,
     since a key may match several); any other undeclared key takes additionalProperties
     merged with it (it may match patterns too). Sound; narrower than JSON Schema where
-    schemas differ."""
+    schemas differ. `allowed` (names.Names, propertyNames) bounds every extra key."""
+    if allowed is not None and allowed.nodes is None:
+        return None
     colon = c.colon
     branches = []
     if patterns:
         value = c.value(pattern_schema, where + "/patternProperties", hint="pattern-value")
         if value != NOTHING:
-            key = alt(*[seq(lit('"'), _pattern_key(c, p, clash.get(p), where), lit('"')) for p in patterns])
+            key = alt(*[seq(lit('"'), _pattern_key(c, p, clash.get(p), where, allowed), lit('"'))
+                        for p in patterns])
             branches.append(seq(key, colon, value))
     if additional is not False:
         schema = additional
@@ -247,13 +258,25 @@ def _extra_member(c, declared, patterns, additional, where, pattern_schema, clas
                            where + "/additionalProperties")
         value = c.value(schema, where + "/additionalProperties", hint="additional-value")
         if value != NOTHING:
-            branches.append(seq(key_not_in(c, declared), colon, value))
+            if allowed is None:
+                key = key_not_in(c, declared)
+            else:
+                at = "%s/propertyNames" % where
+                key = seq(lit('"'), c.cached(
+                    ("names-minus-declared", allowed.key, tuple(declared)),
+                    lambda: difference(allowed.nodes[0], [literal_chars(n) for n in declared], c.g, at,
+                                       also=allowed.nodes[1:])), lit('"'))
+            branches.append(seq(key, colon, value))
     return alt(*branches) if branches else None
 
 
-def _pattern_key(c, p, names, where):
-    """The key content a patternProperties pattern admits, less `names`."""
+def _pattern_key(c, p, names, where, allowed=None):
+    """The key content a patternProperties pattern admits, less `names`, within `allowed`."""
     at = "%s/patternProperties" % where
+    if allowed is not None:
+        return c.cached(("pattern-in-names", p, tuple(sorted(names or ())), allowed.key),
+                        lambda: difference(pattern_chars(p, at), [literal_chars(n) for n in names or ()], c.g, at,
+                                           also=allowed.nodes))
     if names:
         return c.cached(("pattern-minus-names", p, tuple(sorted(names))),
                         lambda: pattern_minus_names(p, names, c.g, at))

@@ -48,16 +48,18 @@ class _Auto:
         return [(self.g.classes[p], p) for q in state for p in self.succ[q]]
 
 
-def difference(node, excluded, grammar, where: str):
-    """JSON-encoded IR of the strings of decoded-char IR `node` matched by none of the
-    nodes in `excluded`; the rules go into `grammar`."""
-    autos = [_Auto(n, where) for n in [node] + list(excluded)]
+def difference(node, excluded, grammar, where: str, also=()):
+    """JSON-encoded IR of the strings of decoded-char IR `node` matched by every node in
+    `also` and by none of the nodes in `excluded`; the rules go into `grammar`."""
+    also = list(also)
+    autos = [_Auto(n, where) for n in [node] + also + list(excluded)]
+    n_in = 1 + len(also)
     start = tuple(frozenset([_START]) for _ in autos)
     edges, order, todo = {}, [start], [start]
     seen = {start}
     while todo:
         s = todo.pop()
-        out = edges[s] = _step(autos, s)
+        out = edges[s] = _step(autos, s, n_in)
         for t in out:
             if t not in seen:
                 seen.add(t)
@@ -68,7 +70,8 @@ def difference(node, excluded, grammar, where: str):
                                        % (where, MAX_STATES))
 
     def accepting(s):
-        return autos[0].accepts(s[0]) and not any(a.accepts(x) for a, x in zip(autos[1:], s[1:]))
+        return all(a.accepts(x) for a, x in zip(autos[:n_in], s[:n_in])) and \
+            not any(a.accepts(x) for a, x in zip(autos[n_in:], s[n_in:]))
 
     live = {s for s in order if accepting(s)}
     changed = True
@@ -89,15 +92,16 @@ def difference(node, excluded, grammar, where: str):
     return Ref(names[start])
 
 
-def _step(autos, state):
+def _step(autos, state, n_in=1):
     """{next state: code-point ranges} for the code points some automaton moves on;
-    A's set may not be empty (a string A cannot continue is never accepted)."""
+    the sets of the first n_in automata (A and those it is intersected with) may not be
+    empty (a string one of them cannot continue is never accepted)."""
     moves = [a.moves(x) for a, x in zip(autos, state)]
     cuts = sorted({b for ms in moves for r, _ in ms for lo, hi in r for b in (lo, hi + 1)})
     out = {}
     for lo, hi in zip(cuts, cuts[1:]):
         nxt = tuple(frozenset(p for r, p in ms if _covers(r, lo)) for ms in moves)
-        if not nxt[0]:
+        if not all(nxt[:n_in]):
             continue
         out.setdefault(nxt, []).append((lo, hi - 1))
     return out

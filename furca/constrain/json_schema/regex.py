@@ -33,8 +33,12 @@ def pattern_minus(pattern: str, excluded, grammar, where: str):
 def pattern_minus_names(pattern: str, names, grammar, where: str):
     """JSON string content matching `pattern`, none of the strings in `names` (the
     declared property names a patternProperties key may not spell)."""
-    return difference(pattern_chars(pattern, where), [seq(*(cls(((ord(ch), ord(ch)),)) for ch in n)) for n in names],
-                      grammar, where)
+    return difference(pattern_chars(pattern, where), [literal_chars(n) for n in names], grammar, where)
+
+
+def literal_chars(name: str):
+    """Decoded-char IR of exactly the string `name`."""
+    return seq(*(cls(((ord(ch), ord(ch)),)) for ch in name))
 
 
 def pattern_chars(pattern: str, where: str):
