@@ -331,6 +331,12 @@ def test_any_of_and_all_of():
           ['{"a":1}'], ["{}"])
     with pytest.raises(CompileError, match="allOf"):
         schema_to_gbnf({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "b"}]})
+    # unknown keywords validate nothing: two parts' different values merge (was a
+    # CompileError; 7 maskbench-dev schemas: translation, x-taplo, _id, help, @type, ...)
+    agreed({"allOf": [{"type": "integer", "x-taplo": {"a": 1}}, {"minimum": 0, "x-taplo": {"b": 2}}]}, ["1"], ["-1"])
+    # propertyNames of two parts: names valid under both
+    agreed({"allOf": [{"type": "object", "propertyNames": {"maxLength": 2}}, {"propertyNames": {"pattern": "^a"}}]},
+           ['{"ab":1}', "{}"], ['{"abc":1}', '{"b":1}'])
 
 
 def test_one_of_branches_are_made_exclusive():
@@ -414,6 +420,20 @@ def test_boolean_schemas_and_empty_schema():
     with pytest.raises(CompileError, match="accepts no JSON value"):
         schema_to_gbnf(False)
     check({"type": "object", "properties": {"a": False}}, ["{}"], ['{"a":1}'])
+
+
+def test_strings_excluded_from_constrained_strings():
+    """`not` of a pattern, and string enums/consts excluded from a string with a pattern
+    or length bounds: the difference construction, lengths intersected. Labels checked
+    by jsonschema."""
+    agreed({"type": "string", "minLength": 1, "not": {"pattern": "^[.,*-]+$"}},
+           ['"a"', '"a."', '".a"'], ['""', '"."', '"-.*"', "1"])
+    agreed({"not": {"pattern": "^a"}}, ['"b"', '""'], ['"a"', '"ab"', "1", "null"])  # pattern alone holds for 1
+    agreed({"not": {"type": "string", "pattern": "^a"}}, ['"b"', '""', "1", "null"], ['"a"', '"ab"'])
+    agreed({"type": "string", "pattern": "^[a-z]+[a-z0-9-]*$", "minLength": 2, "maxLength": 8,
+            "not": {"enum": ["test", "source"]}},
+           ['"tests"', '"ab"', '"tes"'], ['"test"', '"source"', '"a"', '"abcdefghi"', '"Ab"'])
+    agreed({"type": "string", "maxLength": 3, "not": {"const": "abc"}}, ['"ab"', '"abd"', '""'], ['"abc"', '"abcd"'])
 
 
 def test_not_if_then_else_and_dependencies():

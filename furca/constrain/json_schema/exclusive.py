@@ -149,7 +149,9 @@ _NOT_PATTERN_ONLY = ("minLength", "maxLength", "format", "enum", "const", "x-fur
 
 
 def _pattern_only(s) -> bool:
-    """Strings of `s` are those its `pattern` matches, nothing else constrains them."""
+    """Strings of `s` are those its `pattern` matches, nothing else constrains them (with
+    length bounds, the difference's product with a length counter outgrows its state
+    limit: maskbench-dev o9804, `{1,255}` against maxLength 255)."""
     return isinstance(s.get("pattern"), str) and not any(k in s for k in _NOT_PATTERN_ONLY)
 
 

@@ -14,6 +14,7 @@ when it cannot complement a schema exactly; the caller then reports the keyword.
 """
 from __future__ import annotations
 
+from .difference import NOT_PATTERNS
 from .merge import ALL_TYPES, type_set
 
 NOT_STRINGS = "x-furca-not-strings"
@@ -87,6 +88,12 @@ def negate(s, base=None):
         if kept:
             parts.append({"enum": kept})
         return {"anyOf": parts}
+    if "pattern" in keys and keys <= {"type", "pattern"} and isinstance(s["pattern"], str) \
+            and s.get("type", "string") == "string":
+        # a string the pattern misses (scalars.py subtracts it); with `type`, or not a string
+        # (`pattern` alone holds for every non-string)
+        missed = {"type": "string", NOT_PATTERNS: [s["pattern"]]}
+        return {"anyOf": [{"type": [t for t in ALL_TYPES if t != "string"]}, missed]} if "type" in keys else missed
     if keys <= {"allOf"}:
         subs = [negate(x, base) for x in s["allOf"]]
         return None if any(x is None for x in subs) else {"anyOf": subs}

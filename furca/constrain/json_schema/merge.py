@@ -109,8 +109,8 @@ def merge(a, b, where: str):
             continue  # (properties are merged below: not serialised here, a whole subtree each)
         handler = _MERGERS.get(k)
         if handler is None:
-            if k in _ANNOTATION_LIKE:
-                continue
+            if k in _ANNOTATION_LIKE or k not in _VALIDATION:
+                continue  # annotations and unknown keywords validate nothing: either value
             raise CompileError("%s: allOf cannot merge two different %r values" % (where, k))
         out[k] = handler(va, vb, where)
     if "properties" in a or "properties" in b or "additionalProperties" in a or "additionalProperties" in b:
@@ -207,6 +207,18 @@ _MERGERS = {
     "x-furca-not-patterns": lambda x, y, w: list(x) + [v for v in y if v not in x],
     "allOf": lambda x, y, w: list(x) + list(y),
     "not": lambda x, y, w: {"anyOf": [x, y]},  # not x and not y == not (x or y)
+    "propertyNames": lambda x, y, w: merge(x, y, w),  # names valid under both
+}
+# Every keyword that validates (JSON Schema drafts 4 to 2020-12, OpenAPI's nullable,
+# furca's internal ones): two different values of another keyword merge to either.
+_VALIDATION = {
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+    "maxLength", "minLength", "pattern", "format", "maxItems", "minItems", "uniqueItems", "maxContains",
+    "minContains", "contains", "items", "prefixItems", "additionalItems", "unevaluatedItems", "maxProperties",
+    "minProperties", "required", "properties", "patternProperties", "additionalProperties", "propertyNames",
+    "unevaluatedProperties", "dependentRequired", "dependentSchemas", "dependencies", "allOf", "anyOf", "oneOf",
+    "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "contentEncoding", "contentMediaType",
+    "contentSchema", "nullable", "x-furca-not-strings", "x-furca-not-patterns",
 }
 _ANNOTATION_LIKE = {"title", "description", "default", "examples", "example", "$comment", "$schema", "$id", "id",
                     "readOnly", "writeOnly", "deprecated", "$anchor", "discriminator", "markdownDescription"}

@@ -24,10 +24,14 @@ def pattern_grammar(pattern: str, where: str, min_len: int = 0, max_len: int | N
     return bounded_chars(pattern_chars(pattern, where), min_len, max_len, grammar, where, "pattern %r" % pattern)
 
 
-def pattern_minus(pattern: str, excluded, grammar, where: str):
-    """JSON string content matching `pattern` and none of the `excluded` patterns."""
-    return difference(pattern_chars(pattern, where + "/pattern"),
-                      [pattern_chars(p, where + "/oneOf") for p in excluded], grammar, where + "/oneOf")
+def string_minus(pattern, min_len: int, max_len, names, patterns, grammar, where: str):
+    """JSON string content of min_len..max_len characters, matching `pattern` (None: any
+    string), none of the strings in `names` and none of the `patterns` (oneOf's other
+    branches, a `not`)."""
+    node = pattern_chars(pattern, where + "/pattern") if pattern is not None else ANY
+    also = [rep(cls(((0, MAX_CP),)), min_len, max_len)] if min_len or max_len is not None else []
+    return difference(node, [literal_chars(n) for n in names] + [pattern_chars(p, where) for p in patterns],
+                      grammar, where, also=also)
 
 
 def pattern_minus_names(pattern: str, names, grammar, where: str):

@@ -16,7 +16,7 @@ from .numeric import NUMBER_UNBOUNDED, int_range, number_range
 from .encoding import HEX
 from .lengths import bounded_chars
 from .prefix import prefixed
-from .regex import pattern_grammar, pattern_minus
+from .regex import pattern_grammar, string_minus
 
 # One character of JSON string content: unescaped (not ", \ or a control) or an escape.
 STRING_CHAR = alt(cls(complement(normalize([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))),
@@ -57,19 +57,18 @@ def string_grammar(c, schema, where):
         content, pattern = both, None
         if content == NOTHING:
             return NOTHING
-    excluded = schema.get(NOT_STRINGS)
-    if excluded is not None:
-        if pattern is not None or content is not None or min_len or max_len is not None:
-            c.unsupported("not", where, "a string enum/const excluded from a constrained string")
+    excluded = [v for v in schema.get(NOT_STRINGS) or () if isinstance(v, str)]
+    excluded_patterns = list(schema.get(NOT_PATTERNS) or ())
+    plain = pattern is None and content is None and not min_len and max_len is None
+    if NOT_STRINGS in schema and plain and not excluded_patterns:
+        return key_not_in(c, excluded)  # any string but these: the key tries' form
+    if excluded or excluded_patterns:
+        if content is not None:
+            c.unsupported("not" if excluded else "oneOf", where, "strings excluded from a format")
         else:
-            return key_not_in(c, [v for v in excluded if isinstance(v, str)])
-    excluded_patterns = schema.get(NOT_PATTERNS)
-    if excluded_patterns:
-        if pattern is None or content is not None or min_len or max_len is not None:
-            c.unsupported("oneOf", where, "strings of one pattern and not of another, with other string keywords")
-        else:
-            return seq(lit('"'), c.cached(("pattern-minus", pattern, tuple(excluded_patterns)),
-                                          lambda: pattern_minus(pattern, excluded_patterns, c.g, where)), lit('"'))
+            return seq(lit('"'), c.cached(
+                ("string-minus", pattern, min_len, max_len, tuple(excluded), tuple(excluded_patterns)),
+                lambda: string_minus(pattern, min_len, max_len, excluded, excluded_patterns, c.g, where)), lit('"'))
     if pattern is not None:
         return seq(lit('"'), c.cached(("pattern", pattern, min_len, max_len),
                                       lambda: pattern_grammar(pattern, where + "/pattern", min_len, max_len, c.g)),
