@@ -407,6 +407,19 @@ def test_anchor_and_id_refs():
            "items": False}, ['[1,"s","t"]'], ['["s"]'])
 
 
+def test_pointer_a_nested_id_lacks_is_read_from_the_root():
+    """A nested `id` moves the base URI, so "#/definitions/b" inside it means its own
+    subschema's definitions, which it lacks; the author meant the root's (maskbench-dev
+    o6322: valid instances exist), so the root is searched when the nested one fails."""
+    schema = {"definitions": {"a": {"id": "/a", "type": "object", "properties": {"b": {"$ref": "#/definitions/b"}}},
+                              "b": {"id": "/b", "type": "integer"}},
+              "type": "object", "properties": {"x": {"$ref": "#/definitions/a"}}}
+    check(schema, ['{"x":{"b":1}}', "{}"], ['{"x":{"b":"s"}}'])
+    with pytest.raises(CompileError, match="cannot resolve"):
+        schema_to_gbnf({"definitions": {"a": {"id": "/a", "properties": {"b": {"$ref": "#/definitions/c"}}}},
+                        "$ref": "#/definitions/a"})
+
+
 def test_ref_with_siblings_2020_merges_and_draft7_ignores_them():
     defs = {"$defs": {"s": {"type": "string"}}, "definitions": {"s": {"type": "string"}}}
     check(dict(defs, **{"$ref": "#/$defs/s", "maxLength": 1}), ['"a"'], ['"ab"'])

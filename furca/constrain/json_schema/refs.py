@@ -90,6 +90,23 @@ class RefIndex:
             if key not in self.anchors:
                 raise CompileError("%s: $ref %r names an unknown anchor" % (where, ref))
             doc_ptr, frag = self.anchors[key], ""
+        found = self._follow(doc_ptr, frag)
+        if isinstance(found, str) and ref.startswith("#/") and doc_ptr != "#":
+            # a pointer the nested `$id`'s subschema lacks, found from the document's root:
+            # what its author meant (the spec calls it unresolvable; most tools, and
+            # MaskBench's valid instances, read it from the root: maskbench-dev o6322,
+            # o7573, o14404, whose nested ids name their own definitions)
+            root = self._follow("#", frag)
+            found = root if not isinstance(root, str) else found
+        if isinstance(found, str):
+            raise CompileError("%s: cannot resolve $ref %r (no %r)" % (where, ref, found))
+        ptr, target = found
+        if not isinstance(target, (dict, bool)):
+            raise CompileError("%s: $ref %r does not point to a schema" % (where, ref))
+        return ptr, target
+
+    def _follow(self, doc_ptr, frag):
+        """(pointer, node) of JSON pointer `frag` below doc_ptr, or the part it lacks."""
         target = self.get(doc_ptr)
         ptr = doc_ptr
         for part in (frag.split("/")[1:] if frag else []):
@@ -99,10 +116,8 @@ class RefIndex:
             elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
                 target = target[int(part)]
             else:
-                raise CompileError("%s: cannot resolve $ref %r (no %r)" % (where, ref, part))
+                return part
             ptr += "/" + part.replace("~", "~0").replace("/", "~1")
-        if not isinstance(target, (dict, bool)):
-            raise CompileError("%s: $ref %r does not point to a schema" % (where, ref))
         return ptr, target
 
     def get(self, ptr: str):
