@@ -293,8 +293,23 @@ def test_min_and_max_properties():
     check({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1, "maxProperties": 2},
           ['{"a":1}', '{"a":1,"b":2}'], ["{}", '{"a":1,"b":2,"c":3}'])
     check({"type": "object", "properties": {"a": {}, "b": {}}, "minProperties": 1}, ['{"a":1}', '{"b":1}'], ["{}"])
-    with pytest.raises(CompileError, match="minProperties"):
-        schema_to_gbnf({"type": "object", "properties": {"a": {}, "b": {}, "c": {}}, "minProperties": 2})
+    # optional members and extras counted (one rule per next member and count so far);
+    # labels checked by jsonschema
+    agreed({"type": "object", "properties": {"a": {}, "b": {}, "c": {}}, "minProperties": 2, "additionalProperties": False},
+           ['{"a":1,"b":2}', '{"a":1,"c":2}', '{"a":1,"b":2,"c":3}'], ["{}", '{"b":1}'])
+    agreed({"type": "object", "properties": {"xpath": {"type": "string"}, "maven": {"type": "string"}},
+            "maxProperties": 1, "minProperties": 1},
+           ['{"xpath":"a"}', '{"maven":"b"}', '{"other":1}'], ["{}", '{"xpath":"a","maven":"b"}', '{"xpath":"a","o":1}'])
+    agreed({"type": "object", "properties": {"json": {}, "key": {}, "pojo": {}}, "required": ["key"],
+            "minProperties": 2, "maxProperties": 2, "additionalProperties": False},
+           ['{"json":1,"key":2}', '{"key":1,"pojo":2}'], ['{"key":1}', '{"json":1,"key":2,"pojo":3}', '{"json":1,"pojo":2}'])
+    agreed({"type": "object", "properties": {"a": {}, "b": {}}, "maxProperties": 3},
+           ["{}", '{"a":1}', '{"a":1,"b":2,"x":3}', '{"x":1,"y":2,"z":3}'],
+           ['{"a":1,"b":2,"x":3,"y":4}', '{"w":1,"x":1,"y":2,"z":3}'])
+    agreed({"type": "object", "properties": {"a": {}, "b": {}}, "minProperties": 3},
+           ['{"a":1,"b":2,"x":3}', '{"x":1,"y":2,"z":3}', '{"a":1,"x":1,"y":2,"z":3}'], ["{}", '{"a":1,"b":2}', '{"x":1}'])
+    with pytest.raises(CompileError, match="no JSON value"):  # two required, at most one member
+        schema_to_gbnf({"type": "object", "required": ["a", "b"], "properties": {"c": {}}, "maxProperties": 1})
 
 
 # ----------------------------------------------------------------- arrays

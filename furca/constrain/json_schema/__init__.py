@@ -37,8 +37,8 @@ Contract
   dependentRequired / dependentSchemas, if/then/else and not where the negated
   schema is built from type, required, string const/enum, properties, allOf,
   anyOf (logic.py), allOf of several `not`s (not of their anyOf), uniqueItems
-  when maxItems <= 1, minProperties and maxProperties when every declared property
-  is required (or minProperties 1), patternProperties whose pattern matches a finite
+  when maxItems <= 1, minProperties and maxProperties (optional members and extras
+  counted, declared members then in `properties` order only), patternProperties whose pattern matches a finite
   set of names (declared as properties), a declared name a pattern also matches
   (both schemas; the pattern's keys leave it out), propertyNames of enum/const,
   pattern, length bounds and unions of them (names.py). Any schema bounded by

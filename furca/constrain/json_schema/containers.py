@@ -133,10 +133,16 @@ def object_grammar(c, schema, where):
         if lo > 0:
             return NOTHING
         min_p, max_p = 0, None
-    if min_p > num_req and not (min_p == 1 and not num_req):
-        c.unsupported("minProperties", where, "optional properties make the count vary")
-    if max_p is not None and not (extra is None and len(members) <= max_p):
-        c.unsupported("maxProperties", where, "optional properties make the count vary")
+    if (min_p > num_req and not (min_p == 1 and not num_req)) or \
+            (max_p is not None and not (extra is None and len(members) <= max_p)):
+        # the count varies (optional members, extras): count them, in `properties` order
+        if max_p is not None and max_p < max(num_req, min_p):
+            return NOTHING
+        extra = _shared(c, extra) if extra is not None else None
+        body = _counted_members(c, [(m, r) for m, r, _ in members], extra, max(min_p, 1), max_p)
+        nonempty = seq(lit("{"), ws, body, ws, lit("}")) if body != NOTHING else NOTHING
+        empty = seq(lit("{"), ws, lit("}")) if num_req == 0 and min_p == 0 else NOTHING
+        return alt(empty, nonempty)
     extra = _shared(c, extra)
     orders = _orders(members, required)
     if len(orders) == 2:
@@ -184,6 +190,42 @@ def _declare_finite_patterns(c, props, patterns, where):
             props[w] = merge(c.resolve_for_merge(props[w], where), sub, "%s/patternProperties/%s" % (where, p)) \
                 if w in props else sub
     return props, {p: s for p, s in patterns.items() if not finite[p]}
+
+
+def _counted_members(c, members, extra, lo, hi):
+    """Body between the braces: `members` ([(ir, required)], in order, each optional one
+    may be left out) then extra members, lo..hi members in all (lo >= 1, hi None: no
+    bound). One rule per (next member, count so far), counts at lo or more merged when
+    there is no upper bound: n x (bound + 1) rules at most."""
+    comma, n = c.comma, len(members)
+    cap = lo if hi is None else hi
+    memo = {}
+
+    def sep(k):
+        return comma if k else EMPTY
+
+    def tail(k):  # extras only, k members so far
+        if hi is None and k >= lo:
+            return alt(EMPTY, seq(sep(k), extra, rep(seq(comma, extra), 0, None))) if extra is not None else EMPTY
+        parts = [EMPTY] if k >= lo else []
+        if extra is not None and (hi is None or k < hi):
+            parts.append(seq(sep(k), extra, rest(n, k + 1)))
+        return alt(*parts) if parts else NOTHING
+
+    def rest(i, k):
+        key = (i, min(k, cap))
+        if key not in memo:
+            check_deadline()
+            if i == n:
+                body = tail(k)
+            else:
+                m, req = members[i]
+                here = seq(sep(k), m, rest(i + 1, k + 1)) if hi is None or k < hi else NOTHING
+                body = alt(here, rest(i + 1, k)) if not req else here
+            memo[key] = c.g.share(c.g.new_name("obj-count"), body) if body not in (NOTHING, EMPTY) else body
+        return memo[key]
+
+    return rest(0, 0)
 
 
 def _counted_object(c, members, extra, lo, hi):
