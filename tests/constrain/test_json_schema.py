@@ -313,6 +313,20 @@ def test_min_and_max_properties():
 
 
 # ----------------------------------------------------------------- arrays
+def test_unique_items_over_literals():
+    """uniqueItems over an enum/const item list of at most MAX_UNIQUE values: the grammar
+    keeps the set of values used (1 and 1.0 are one value). Labels checked by jsonschema."""
+    agreed({"type": "array", "uniqueItems": True, "items": {"enum": ["a", "b", "c"]}},
+           ["[]", '["a"]', '["c","a"]', '["a","b","c"]'], ['["a","a"]', '["a","b","a"]', '["d"]'])
+    agreed({"type": "array", "uniqueItems": True, "minItems": 2, "maxItems": 2,
+            "items": {"type": "integer", "enum": [1, 2, 3, "x"]}},
+           ["[1,2]", "[3,1]", "[1.0,2]"], ["[1]", "[1,1]", "[1,1.0]", "[1,2,3]", '["x",1]'])
+    agreed({"$defs": {"e": {"enum": ["GET", "POST"]}}, "type": "array", "uniqueItems": True, "items": {"$ref": "#/$defs/e"}},
+           ['["POST","GET"]'], ['["GET","GET"]'])
+    with pytest.raises(CompileError, match="uniqueItems"):  # 9 values: 512 sets, over the limit
+        schema_to_gbnf({"type": "array", "uniqueItems": True, "items": {"enum": list(range(9))}})
+
+
 def test_arrays():
     check({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
           ["[1]", "[1,2,3]"], ["[]", "[1,2,3,4]", '["a"]', "[1,]"])

@@ -37,8 +37,9 @@ Contract
   dependentRequired / dependentSchemas, if/then/else and not where the negated
   schema is built from type, required, string const/enum, properties, allOf,
   anyOf (logic.py), allOf of several `not`s (not of their anyOf), uniqueItems
-  when maxItems <= 1, minProperties and maxProperties (optional members and extras
-  counted, declared members then in `properties` order only), patternProperties whose pattern matches a finite
+  when maxItems <= 1 or over an enum/const item list of at most 8 values,
+  minProperties and maxProperties (optional members and extras counted, declared
+  members then in `properties` order only), patternProperties whose pattern matches a finite
   set of names (declared as properties), a declared name a pattern also matches
   (both schemas; the pattern's keys leave it out), propertyNames of enum/const,
   pattern, length bounds and unions of them (names.py). Any schema bounded by
@@ -52,7 +53,7 @@ Contract
   the default). `allow_extra_properties=False` admits only declared members there
   (xgrammar's strict_mode, OpenAI's strict outputs); `additionalProperties` in the
   schema always wins.
-- unsupported="raise" (default): a keyword furca cannot enforce (uniqueItems,
+- unsupported="raise" (default): a keyword furca cannot enforce (uniqueItems of other items,
   contains, propertyNames of other forms, unevaluated*, other multipleOf values, a not/if it cannot
   negate, ...), a defined format furca does not check, and allOf parts that cannot
   be merged raise CompileError naming the keyword and its JSON pointer.

@@ -17,11 +17,11 @@ from furca.errors import CompileError
 
 from ..deadline import check as check_deadline
 from .grammar import EMPTY, NOTHING, Ref, Seq, alt, lit, opt, rep, seq
-from .merge import canon, merge
+from .merge import canon, json_equal, merge
 from .difference import difference
 from .names import property_names
 from .regex import literal_chars, pattern_chars, pattern_grammar, pattern_minus_names
-from .scalars import _nonneg_int, literal
+from .scalars import _nonneg_int, literal, literal_check, literals
 from .keys import key_not_in
 from .orders import two_orders_body
 from .prefix import pattern_words
@@ -341,7 +341,10 @@ def array_grammar(c, schema, where):
     if max_n is not None and max_n < min_n:
         raise CompileError("%s: minItems %d > maxItems %d" % (where, min_n, max_n))
     if schema.get("uniqueItems") is True and not (max_n is not None and max_n <= 1):
-        c.unsupported("uniqueItems", where)
+        distinct = _distinct_items(c, schema, prefix, tail, min_n, max_n, where)
+        if distinct is not None:
+            return distinct
+        c.unsupported("uniqueItems", where, "only over at most %d literal items (enum/const)" % MAX_UNIQUE)
     elems = []
     for i, s in enumerate(prefix):
         v = c.value(s, "%s/prefixItems/%d" % (where, i), hint="item")
@@ -366,6 +369,50 @@ def array_grammar(c, schema, where):
     if nonempty != NOTHING:
         parts.append(seq(lit("["), ws, nonempty, ws, lit("]")))
     return alt(*parts) if parts else NOTHING
+
+
+MAX_UNIQUE = 8  # uniqueItems over n literals: one rule per set of values used, 2^n
+_LITERAL_ITEM_KEYS = {"enum", "const", "type", "title", "description", "$comment", "examples", "default"}
+
+
+def _distinct_items(c, schema, prefix, tail, min_n, max_n, where):
+    """uniqueItems over items bounded by a short enum/const list: the array grammar
+    keeps the set of values used so far (one rule per set), so no value comes twice
+    (1 and 1.0 are one value). None when the items are not such a list."""
+    if prefix or not isinstance(tail, dict):
+        return None
+    items = c.resolve_for_merge(tail, where + "/items")
+    if not isinstance(items, dict) or not ("enum" in items or "const" in items) or \
+            any(k not in _LITERAL_ITEM_KEYS for k in items):
+        return None
+    values = []
+    for v in ([items["const"]] if "const" in items else items["enum"] if isinstance(items["enum"], list) else []):
+        if not any(json_equal(v, w) for w in values):
+            values.append(v)
+    check = literal_check(c, items, where + "/items")
+    values = [v for v in values if check(v)]
+    if len(values) > MAX_UNIQUE:
+        return None
+    spell = [literals([v], where + "/items", check) for v in values]
+    hi = len(values) if max_n is None else min(max_n, len(values))
+    if min_n > hi:
+        return NOTHING
+    comma, ws, memo = c.comma, c.ws, {}
+
+    def rest(used):  # after the items in `used` (a bit set), at least one
+        if used not in memo:
+            k = bin(used).count("1")
+            parts = [EMPTY] if k >= min_n else []
+            if k < hi:
+                parts += [seq(comma, spell[j], rest(used | 1 << j)) for j in range(len(values)) if not used >> j & 1]
+            memo[used] = c.g.share(c.g.new_name("unique-rest"), alt(*parts)) if parts else NOTHING
+        return memo[used]
+
+    out = [seq(lit("["), ws, lit("]"))] if min_n == 0 else []
+    if hi >= 1:
+        first = alt(*[seq(spell[j], rest(1 << j)) for j in range(len(values))])
+        out.append(seq(lit("["), ws, first, ws, lit("]")))
+    return alt(*out) if out else NOTHING
 
 
 def _array_body(c, elems, tail, min_n, max_n):

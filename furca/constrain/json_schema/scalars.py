@@ -161,7 +161,7 @@ def enum_values(c, schema, where):
         values = schema["enum"]
         if not isinstance(values, list):
             raise CompileError("%s/enum: must be an array" % where)
-    check = _validator(c, schema, where)
+    check = literal_check(c, schema, where)
     excluded = schema.get(NOT_STRINGS, [])
     return literals([v for v in values if check(v) and not (isinstance(v, str) and v in excluded)], where, check)
 
@@ -183,7 +183,7 @@ def literals(values, where, check=None):
     return alt(*keep) if keep else NOTHING
 
 
-def _validator(c, schema, where):
+def literal_check(c, schema, where):
     """Does a literal satisfy the rest of `schema`? (jsonschema, refs resolved against the root)."""
     import jsonschema
 
