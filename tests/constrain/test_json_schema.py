@@ -464,6 +464,19 @@ def test_boolean_schemas_and_empty_schema():
     check({"type": "object", "properties": {"a": False}}, ["{}"], ['{"a":1}'])
 
 
+def test_integer_multiples():
+    """multipleOf an integer k: k rules, one per remainder (multiples.py); listed literals
+    between close bounds. Labels checked by jsonschema."""
+    agreed({"type": "integer", "multipleOf": 3}, ["0", "3", "-6", "999", "1002"], ["1", "7", "10", "-4", "4.5"])
+    check({"type": "integer", "multipleOf": 3}, [], ["03", "-03"])
+    agreed({"type": "integer", "minimum": 0, "multipleOf": 12}, ["0", "24", "120", "1200"], ["-12", "25", "13"])
+    agreed({"type": "integer", "minimum": 16, "maximum": 100, "multipleOf": 4}, ["16", "20", "100"], ["12", "104", "21", "0"])
+    agreed({"type": "number", "multipleOf": 7}, ["0", "14", "-21"], ["15", "7.5"])
+    agreed({"type": "integer", "multipleOf": 1000}, ["0", "1000", "-3000", "1234000"], ["100", "1001"])
+    with pytest.raises(CompileError, match="multipleOf"):  # a lower bound above 0 and no upper one
+        schema_to_gbnf({"type": "integer", "minimum": 5, "multipleOf": 3})
+
+
 def test_strings_excluded_from_constrained_strings():
     """`not` of a pattern, and string enums/consts excluded from a string with a pattern
     or length bounds: the difference construction, lengths intersected. Labels checked
@@ -517,7 +530,7 @@ def test_json_value_and_object_grammars():
 
 # ----------------------------------------------------------------- errors and modes
 @pytest.mark.parametrize("keyword, schema", [
-    ("multipleOf", {"type": "integer", "multipleOf": 3}),
+    ("multipleOf", {"type": "number", "multipleOf": 0.25}),
     ("uniqueItems", {"type": "array", "uniqueItems": True}),
     ("contains", {"type": "array", "contains": {"type": "integer"}}),
     ("propertyNames", {"type": "object", "propertyNames": {"format": "email"}}),

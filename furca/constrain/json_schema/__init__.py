@@ -31,7 +31,8 @@ Contract
   pattern only when the pattern is a start-anchored finite prefix such as
   "^https?://", prefix.py), minimum, maximum, exclusiveMinimum, exclusiveMaximum
   (numeric and draft-4 boolean forms), multipleOf (powers of ten <= 1: 0.01, 1,
-  ...), anyOf, oneOf (branches made exclusive, see exclusive.py),
+  ...; an integer k unbounded, from 0, or with at most 512 multiples between bounds:
+  multiples.py), anyOf, oneOf (branches made exclusive, see exclusive.py),
   allOf (merged), $ref ($defs, definitions, any JSON pointer, $anchor, $id inside
   the document; recursion), nullable (OpenAPI), boolean schemas, dependencies /
   dependentRequired / dependentSchemas, if/then/else and not where the negated

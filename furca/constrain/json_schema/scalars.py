@@ -16,6 +16,7 @@ from .numeric import NUMBER_UNBOUNDED, int_range, number_range
 from .encoding import HEX
 from .lengths import bounded_chars
 from .prefix import prefixed
+from .multiples import MAX_LISTED, integer_multiples
 from .regex import pattern_grammar, string_minus
 
 # One character of JSON string content: unescaped (not ", \ or a control) or an escape.
@@ -107,35 +108,69 @@ def bounds(schema, where):
     return lo, lo_strict, hi, hi_strict
 
 
-def decimal_places(c, schema, where):
-    """multipleOf 10^-k (k >= 0) -> k; None when absent; unsupported otherwise."""
+def _multiple_of(schema, where):
+    """multipleOf as a Decimal (normalized), None when absent."""
     m = schema.get("multipleOf")
     if m is None:
         return None
     if isinstance(m, bool) or not isinstance(m, (int, float)) or m <= 0:
         raise CompileError("%s/multipleOf: must be a number > 0, got %r" % (where, m))
-    d = (Decimal(repr(m)) if isinstance(m, float) else Decimal(m)).normalize()
+    return (Decimal(repr(m)) if isinstance(m, float) else Decimal(m)).normalize()
+
+
+def _integer_step(schema, where):
+    """multipleOf as an int >= 2 when it is one, else None."""
+    d = _multiple_of(schema, where)
+    return int(d) if d is not None and d == d.to_integral_value() and d >= 2 else None
+
+
+def decimal_places(c, schema, where):
+    """multipleOf 10^-k (k >= 0) -> k; None when absent; unsupported otherwise."""
+    d = _multiple_of(schema, where)
+    if d is None:
+        return None
     _, digits, exp = d.as_tuple()
     if digits == (1,) and exp <= 0:
         return -exp
-    c.unsupported("multipleOf", where, "only powers of ten <= 1 (0.01, 1, ...) are enforced")
+    c.unsupported("multipleOf", where, "only powers of ten <= 1 (0.01, 1, ...) and integers "
+                  "(unbounded, from 0, or at most %d multiples between bounds) are enforced" % MAX_LISTED)
     return None
 
 
-def integer_grammar(c, schema, where):
-    decimal_places(c, schema, where)  # every integer is a multiple of 10^-k
+def _integer_bounds(schema, where):
     lo, lo_strict, hi, hi_strict = bounds(schema, where)
     ilo = ihi = None
     if lo is not None:
         ilo = int(lo.to_integral_value(rounding="ROUND_FLOOR")) + 1 if lo_strict else int(lo.to_integral_value(rounding="ROUND_CEILING"))
     if hi is not None:
         ihi = int(hi.to_integral_value(rounding="ROUND_CEILING")) - 1 if hi_strict else int(hi.to_integral_value(rounding="ROUND_FLOOR"))
+    return ilo, ihi
+
+
+def _stepped(c, schema, where):
+    """The grammar of an integer multipleOf (integer_multiples), or None."""
+    k = _integer_step(schema, where)
+    if k is None:
+        return None
+    ilo, ihi = _integer_bounds(schema, where)
+    return c.cached(("multiples", k, ilo, ihi), lambda: integer_multiples(k, ilo, ihi, c.g))
+
+
+def integer_grammar(c, schema, where):
+    stepped = _stepped(c, schema, where)
+    if stepped is not None:
+        return stepped
+    decimal_places(c, schema, where)  # every integer is a multiple of 10^-k
+    ilo, ihi = _integer_bounds(schema, where)
     if ilo is not None and ihi is not None and ilo > ihi:
         return NOTHING
     return int_range(ilo, ihi)
 
 
 def number_grammar(c, schema, where):
+    stepped = _stepped(c, schema, where)  # integral multiples, written as integers
+    if stepped is not None:
+        return stepped
     room = decimal_places(c, schema, where)
     lo, lo_strict, hi, hi_strict = bounds(schema, where)
     if lo is None and hi is None and room is None:
