@@ -394,6 +394,12 @@ def test_one_of_branches_are_made_exclusive():
     # second branch, but its numbers keep only what lies outside the first's range)
     check({"oneOf": [{"type": "integer", "minimum": 0}, {"type": "number", "exclusiveMaximum": 10}]},
           ["10", "11", "-1", "-0.5"], ["0", "5", "9", "9.5"])
+    # literal strings against strings bounded by pattern/lengths: the literals the other
+    # branch accepts leave the literal branch, every literal leaves the other (exact)
+    agreed({"type": "string", "oneOf": [{"enum": [""]}, {"_format": "email"}]}, ['"a"', '"x@y.z"'], ['""', "1"])
+    agreed({"oneOf": [{"enum": ["a", "zz", 1]}, {"type": "string", "pattern": "^z"}]}, ['"a"', '"zq"', "1"],
+           ['"zz"', '"b"', "2"])
+    agreed({"oneOf": [{"type": "string", "maxLength": 2}, {"const": "abc"}]}, ['"ab"', '"abc"', '""'], ['"abcd"'])
     # closed objects, each declaring a property the other forbids: each requires it
     closed = {"type": "object", "oneOf": [
         {"additionalProperties": False, "properties": {"key": {"type": "string"}}},

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 
 from .difference import NOT_PATTERNS
+from .logic import NOT_STRINGS
 from .merge import ALL_TYPES, FALSE, json_equal, merge, type_set
 
 # A pattern matching exactly one string: ^ literal $ without regex metacharacters
@@ -131,6 +132,31 @@ def _minus(x, y):
     return None
 
 
+_STRING_KEYS = ("type", "pattern", "minLength", "maxLength")
+
+
+def _literal_strings_cut(a, b):
+    """When one branch's strings are literals (enum/const) and the other's strings are
+    bounded by type/pattern/lengths alone: (strings a leaves out, strings b leaves out),
+    the literal branch dropping those the other accepts and the other dropping every
+    literal (exact); else None."""
+    la, lb = _literals(a), _literals(b)
+    if (la is None) == (lb is None):
+        return None
+    lits, other = (la, b) if la is not None else (lb, a)
+    if any(k in other for k in _NOT_PATTERN_ONLY if k not in ("minLength", "maxLength")) or NOT_PATTERNS in other:
+        return None  # a format, another exclusion, a reference: cannot subtract or decide
+    strings = [v for v in lits if isinstance(v, str)]
+    try:
+        import jsonschema
+
+        check = jsonschema.Draft202012Validator({k: other[k] for k in _STRING_KEYS if k in other}).is_valid
+        shared = [v for v in strings if check(v)]
+    except Exception:  # noqa: BLE001 - a pattern jsonschema cannot read: the old way
+        return None
+    return (shared, strings) if la is not None else (strings, shared)
+
+
 def _misses(x, y) -> bool:
     """When undeclared members are off by default: every object x's grammar emits
     lacks a property y requires."""
@@ -218,6 +244,7 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
     unlike = [set() for _ in merged]
     need = [set() for _ in merged]
     bounds = [[] for _ in merged]
+    not_strings = [set() for _ in merged]
     for i in range(len(merged)):
         for j in range(i + 1, len(merged)):
             a, b = merged[i], merged[j]
@@ -248,6 +275,12 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
                             else:
                                 bounds[k].append(c)
                         continue
+                if t == "string":
+                    cut = _literal_strings_cut(a, b)
+                    if cut is not None:
+                        for k, names in ((i, cut[0]), (j, cut[1])):
+                            not_strings[k] |= set(names)
+                        continue
                 if t == "string" and _pattern_only(a) and _pattern_only(b):
                     unlike[i].add(b["pattern"])
                     unlike[j].add(a["pattern"])
@@ -255,7 +288,7 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
                 drop[i].add(t)
                 drop[j].add(t)
     out = []
-    for m, d, f, u, r, bs in zip(merged, drop, forbid, unlike, need, bounds):
+    for m, d, f, u, r, bs, ns in zip(merged, drop, forbid, unlike, need, bounds, not_strings):
         if m is FALSE:
             out.append(FALSE)
             continue
@@ -268,6 +301,8 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
             extra["type"] = sorted(keep | ({"integer"} if "number" in keep else set()))
         if u:
             extra[NOT_PATTERNS] = sorted(u)
+        if ns:
+            extra[NOT_STRINGS] = sorted(ns)
         if r:
             extra["required"] = sorted(r)
         if f:
@@ -279,4 +314,4 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
         for b in bs:
             m = merge(m, b, where)
         out.append(merge(m, extra, where) if extra else m)
-    return out, any(drop) or any(forbid) or any(need) or any(bounds)
+    return out, any(drop) or any(forbid) or any(need) or any(bounds) or any(not_strings)
