@@ -308,6 +308,12 @@ def test_min_and_max_properties():
            ['{"a":1,"b":2,"x":3,"y":4}', '{"w":1,"x":1,"y":2,"z":3}'])
     agreed({"type": "object", "properties": {"a": {}, "b": {}}, "minProperties": 3},
            ['{"a":1,"b":2,"x":3}', '{"x":1,"y":2,"z":3}', '{"a":1,"x":1,"y":2,"z":3}'], ["{}", '{"a":1,"b":2}', '{"x":1}'])
+    many = {"type": "object", "properties": {"p%d" % i: {} for i in range(100)}, "maxProperties": 50}
+    with pytest.raises(CompileError, match="maxProperties"):  # 100 x 51 rules: over MAX_COUNTED_RULES
+        schema_to_gbnf(many)
+    got = []
+    check(many, ['{"p0":1,"p1":2}'], [], unsupported="warn", warn=got.append)  # the count not enforced
+    assert got and "maxProperties" in got[0]
     with pytest.raises(CompileError, match="no JSON value"):  # two required, at most one member
         schema_to_gbnf({"type": "object", "required": ["a", "b"], "properties": {"c": {}}, "maxProperties": 1})
 

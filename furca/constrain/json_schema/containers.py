@@ -138,7 +138,16 @@ def object_grammar(c, schema, where):
         # the count varies (optional members, extras): count them, in `properties` order
         if max_p is not None and max_p < max(num_req, min_p):
             return NOTHING
+        bound = max(min_p, 1) if max_p is None else max_p
+        if len(members) * (bound + 1) > MAX_COUNTED_RULES:
+            c.unsupported("maxProperties" if max_p is not None else "minProperties", where,
+                          "counting %d members up to %d takes over %d rules" % (len(members), bound, MAX_COUNTED_RULES))
+            bound = None
         extra = _shared(c, extra) if extra is not None else None
+        if bound is None:  # unsupported="warn": the count is not enforced
+            body = _members_grammar(c, [(m, r) for m, r, _ in members], extra, where)
+            return alt(seq(lit("{"), ws, lit("}")) if num_req == 0 else NOTHING,
+                       seq(lit("{"), ws, body, ws, lit("}")) if body != NOTHING else NOTHING)
         body = _counted_members(c, [(m, r) for m, r, _ in members], extra, max(min_p, 1), max_p)
         nonempty = seq(lit("{"), ws, body, ws, lit("}")) if body != NOTHING else NOTHING
         empty = seq(lit("{"), ws, lit("}")) if num_req == 0 and min_p == 0 else NOTHING
@@ -190,6 +199,9 @@ def _declare_finite_patterns(c, props, patterns, where):
             props[w] = merge(c.resolve_for_merge(props[w], where), sub, "%s/patternProperties/%s" % (where, p)) \
                 if w in props else sub
     return props, {p: s for p, s in patterns.items() if not finite[p]}
+
+
+MAX_COUNTED_RULES = 4096  # members x (count bound + 1): rules of a counted member chain
 
 
 def _counted_members(c, members, extra, lo, hi):
