@@ -17,13 +17,12 @@ import re
 
 from furca.errors import CompileError
 
-from .grammar import MAX_CP, alt, cls, rep
+from .grammar import alt, rep
 from .merge import json_equal
-from .regex import literal_chars, pattern_chars
+from .regex import ANY_CHAR, literal_chars, pattern_chars
 
 _ANNOTATIONS = {"title", "description", "$comment", "examples", "default"}
 _STRING_KEYS = {"type", "pattern", "minLength", "maxLength"} | _ANNOTATIONS
-_ANY_CHAR = cls(((0, MAX_CP),))
 
 
 class Names:
@@ -82,7 +81,7 @@ def property_names(c, schema, where):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
             raise CompileError("%s/%s: must be a non-negative integer" % (where, k))
     if lo or hi is not None:
-        nodes.append(rep(_ANY_CHAR, lo, hi))
+        nodes.append(rep(ANY_CHAR, lo, hi))
         checks.append(lambda n: len(n) >= lo and (hi is None or len(n) <= hi))
     if not nodes:
         return None

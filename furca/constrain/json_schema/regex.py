@@ -14,7 +14,8 @@ from .grammar import EMPTY, MAX_CP, alt, cls, rep, seq
 from .difference import difference
 from .lengths import bounded_chars
 
-ANY = rep(cls(((0, MAX_CP),)), 0, None)
+ANY_CHAR = cls(((0, MAX_CP),))  # one character, any code point
+ANY = rep(ANY_CHAR, 0, None)
 
 
 def pattern_grammar(pattern: str, where: str, min_len: int = 0, max_len: int | None = None, grammar=None):
@@ -29,7 +30,7 @@ def string_minus(pattern, min_len: int, max_len, names, patterns, grammar, where
     string), none of the strings in `names` and none of the `patterns` (oneOf's other
     branches, a `not`)."""
     node = pattern_chars(pattern, where + "/pattern") if pattern is not None else ANY
-    also = [rep(cls(((0, MAX_CP),)), min_len, max_len)] if min_len or max_len is not None else []
+    also = [rep(ANY_CHAR, min_len, max_len)] if min_len or max_len is not None else []
     return difference(node, [literal_chars(n) for n in names] + [pattern_chars(p, where) for p in patterns],
                       grammar, where, also=also)
 
