@@ -9,6 +9,7 @@ import numpy as np
 from .automaton import AutomatonLimit, LazyAutomaton
 from .masks import TokenMasks
 from .matcher import Matcher
+from .unique import UniqueMatcher, UniqueSites
 from .slices import SliceBounds
 from .stacks import MAX_STACK_DEPTH
 
@@ -45,6 +46,8 @@ class CompiledGrammar:
         self._push_per_byte: int | None = None  # the most frames one byte can push (computed when first needed)
         self._token_len: np.ndarray | None = None  # token id -> byte length (0: special / none)
         self._at_limit: dict[int, np.ndarray] = {}  # state -> mask_by_steps(state)
+        # arrays of distinct strings the matcher watches (uniqueItems, unique.py); None: none
+        self.unique_sites = UniqueSites(automaton) if automaton.nfa.unique else None
 
     def mask_by_steps(self, state: int) -> np.ndarray:
         """The packed mask (int32 words) of ``state`` computed by stepping every token from
@@ -115,7 +118,7 @@ class CompiledGrammar:
         matcher : Matcher
             An independent matcher (nothing accepted, no error).
         """
-        return Matcher(self)
+        return Matcher(self) if self.unique_sites is None else UniqueMatcher(self)
 
     @property
     def num_states(self) -> int:

@@ -39,6 +39,10 @@ class Grammar:
     # any value, plain scalars, the key tries' rules): never mutated; lower keeps its IR,
     # prepare its facts and build_nfa its node layout per body
     lasting: set = field(default_factory=set)
+    # arrays whose string items must be distinct (uniqueItems), which no grammar can say:
+    # {array rule: (item rule, minLength, maxLength or None)}; the matcher watches them
+    # (unique.py: the rule's items remembered, the tokens completing a repeat masked)
+    unique: dict = field(default_factory=dict)
 
 
 def seq(items):

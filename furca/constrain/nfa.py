@@ -61,6 +61,10 @@ class NFA:
         # copies, fewest characters in a copy), no tick on a UTF-8 continuation byte; copy_chains.py
         self.copies: list[tuple] = []
         self.layout = None  # the _Layout of the lasting rules at node 0 (build_nfa), if kept
+        # arrays of distinct string items (ir.Grammar.unique) and the node ranges [start, end)
+        # of their rules and item rules, built one after the other (unique.py)
+        self.unique: dict[str, tuple] = {}
+        self.spans: dict[str, tuple[int, int]] = {}
 
     def new(self):
         self.edges.append(())
@@ -86,6 +90,8 @@ def build_nfa(g: ir.Grammar) -> NFA:
     if nullable is None:
         nullable, _ = nullable_and_productive(g.rules)
     in_len = [0]  # > 0 inside a length region: repetitions are copies
+    nfa.unique = dict(getattr(g, "unique", None) or {})
+    watched = set(nfa.unique) | {item for item, _lo, _hi in nfa.unique.values()}
 
     def frag(e, s):
         k = e[0]
@@ -224,6 +230,8 @@ def build_nfa(g: ir.Grammar) -> NFA:
             s = new()
             nfa.rule_start[name] = s
             nfa.is_end.add(frag(g.rules[name], s))
+            if name in watched:
+                nfa.spans[name] = (s, len(edges))
             if len(edges) >= MAX_NODES:
                 raise CompileError(f"grammar too large: more than {MAX_NODES} automaton nodes "
                                    "(large bounded repetitions?)")

@@ -239,6 +239,7 @@ def prepare(g: ir.Grammar) -> ir.Grammar:
     # a lasting body simplified here is a new object, no longer lasting
     out = ir.Grammar(rules, g.root, g.positions, {n for n in lasting if rules.get(n) is g.rules[n]})
     out.nullable = nullable
+    out.unique = {a: v for a, v in g.unique.items() if a in rules}
     return out
 
 

@@ -96,6 +96,7 @@ def structural_tag_grammar(tags, triggers, schema_grammar) -> ir.Grammar:
             raise CompileError(f"structural tag: trigger {t!r} must be a non-empty string")
         trig_bytes.append(t.encode("utf-8"))
     rules: dict = {}
+    unique: dict = {}
     per_trigger: dict[int, list] = {i: [] for i in range(len(triggers))}
     for k, (begin, schema, end) in enumerate(checked):
         check_deadline()
@@ -111,6 +112,8 @@ def structural_tag_grammar(tags, triggers, schema_grammar) -> ir.Grammar:
         prefix = f"tag{k}-"
         for name, e in sub.rules.items():
             rules[prefix + name] = _rename(e, prefix)
+        for name, (item, lo, hi) in sub.unique.items():
+            unique[prefix + name] = (prefix + item, lo, hi)
         i = min(owners, key=lambda j: len(triggers[j]))  # the trigger that completes first
         rest = begin.encode("utf-8")[len(trig_bytes[i]):]
         per_trigger[i].append(ir.seq([ir.literal(rest), ("ref", prefix + "root", 0), ir.literal(end),
@@ -162,4 +165,4 @@ def structural_tag_grammar(tags, triggers, schema_grammar) -> ir.Grammar:
         # a trigger no tag begins with: the text may not continue past it
         rules[f"T{i}"] = ir.alt(bodies) if bodies else ir.NOTHING
     rules["root"] = ("ref", "F0", 0)
-    return ir.Grammar(rules, "root")
+    return ir.Grammar(rules, "root", unique=unique)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Literal
+from typing import Annotated, Literal
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints
 
 from tests.clients.support import import_client
 from tests.conftest import CLIENT_TIMEOUT
@@ -105,6 +105,23 @@ def test_stream_helper_with_a_pydantic_model(client, model):
         final = stream.get_final_completion()
     assert "content.delta" in events and events.count("content.done") == 1
     assert isinstance(final.choices[0].message.parsed, Fruit)
+
+
+class Tags(BaseModel):
+    tags: set[Annotated[str, StringConstraints(max_length=8)]] = Field(min_length=3, max_length=4)
+
+
+def test_parse_a_set_keeps_its_items_distinct(client, model):
+    """pydantic's ``set[str]`` is ``uniqueItems`` over strings: the server compiles it
+    (the matcher keeps the array's items distinct) and the items come out distinct even
+    when asked for a repeat. pydantic would merge repeats into the set silently, so the
+    raw JSON is checked."""
+    ask = [{"role": "user", "content": "Give the tag red, then red again, then red again."}]
+    r = client.chat.completions.parse(model=model, messages=ask, response_format=Tags, max_tokens=60, temperature=0)
+    c = r.choices[0]
+    assert c.finish_reason == "stop", c.message.content
+    tags = json.loads(c.message.content)["tags"]
+    assert 3 <= len(tags) == len(set(tags)) <= 4 and isinstance(c.message.parsed, Tags)
 
 
 @pytest.mark.parametrize("tool_choice", [

@@ -38,7 +38,10 @@ Contract
   dependentRequired / dependentSchemas, if/then/else and not where the negated
   schema is built from type, required, string const/enum, properties, allOf,
   anyOf (logic.py), allOf of several `not`s (not of their anyOf), uniqueItems
-  when maxItems <= 1 or over an enum/const item list of at most 8 values,
+  when maxItems <= 1, over an enum/const item list of at most 8 values, or over
+  free strings (type string, min/maxLength: the array is watched by the engine's
+  matcher, which masks the tokens completing a repeat, distinct.py and
+  furca/constrain/unique.py; not in GBNF text, which cannot say it),
   minProperties and maxProperties (optional members and extras counted, declared
   members then in `properties` order only), patternProperties whose pattern matches a finite
   set of names (declared as properties), a declared name a pattern also matches
@@ -65,7 +68,8 @@ Contract
   (except in enum/const), numbers with an exponent when bounded or multipleOf,
   object members in neither of those two orders (in `properties` order,
   undeclared required names come last), whitespace beyond `max_whitespace` per gap,
-  non-canonical escapes inside pattern/format strings, keys of undeclared members
+  non-canonical escapes inside pattern/format strings and the items of uniqueItems
+  string arrays, keys of undeclared members
   and strings excluded by `not`, enum objects with whitespace, leap seconds other
   than 23:59:60 UTC, idn-email with a non-ASCII domain or quoted local part, host
   names of more than 6 labels or with "--" at positions 3-4 (IDNA), values that satisfy several oneOf branches' shared types without a
@@ -150,6 +154,7 @@ def _translate(schema, emit: Callable[[Grammar], object], *, warn, keys=None, **
         check_metaschema(schema)  # metaschema.py
     c = Compiler(schema, warn=_default_warn if warn is None else warn, keys=keys, **opts)
     c.g.eager_lengths = emit is render  # the engine counts lengths on a frame (faster, any size)
+    c.g.watch_unique = emit is lower  # the engine's matcher keeps unique string items distinct
     try:
         out = emit(c.compile_root())
     except RecursionError:

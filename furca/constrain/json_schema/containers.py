@@ -24,6 +24,7 @@ from .regex import literal_chars, pattern_chars, pattern_grammar, pattern_minus_
 from .scalars import _nonneg_int, literal, literal_check, literals
 from .keys import key_not_in
 from .orders import two_orders_body
+from .distinct import watched_strings
 from .prefix import pattern_words
 
 
@@ -354,9 +355,13 @@ def array_grammar(c, schema, where):
         raise CompileError("%s: minItems %d > maxItems %d" % (where, min_n, max_n))
     if schema.get("uniqueItems") is True and not (max_n is not None and max_n <= 1):
         distinct = _distinct_items(c, schema, prefix, tail, min_n, max_n, where)
+        if distinct is None and not prefix:
+            distinct = watched_strings(c, c.resolve_for_merge(tail, where + "/items"), min_n, max_n, where,
+                                       lambda item, lo, hi: _plain_array(c, [], item, lo, hi))
         if distinct is not None:
             return distinct
-        c.unsupported("uniqueItems", where, "only over at most %d literal items (enum/const)" % MAX_UNIQUE)
+        c.unsupported("uniqueItems", where, "only over free strings (type string, min/maxLength) or at most "
+                      "%d literal items (enum/const)" % MAX_UNIQUE)
     elems = []
     for i, s in enumerate(prefix):
         v = c.value(s, "%s/prefixItems/%d" % (where, i), hint="item")
@@ -371,10 +376,15 @@ def array_grammar(c, schema, where):
     if max_n is not None:
         elems = elems[:max_n]
         k = len(elems)
+    return _plain_array(c, elems, t, min_n, max_n)
+
+
+def _plain_array(c, elems, tail, min_n, max_n):
+    """`[` elems then tail items, min_n..max_n in all, `]`."""
     if min_n > (max_n if max_n is not None else min_n):
         return NOTHING
     ws = c.ws
-    nonempty = _array_body(c, elems, t, max(min_n, 1), max_n)
+    nonempty = _array_body(c, elems, tail, max(min_n, 1), max_n)
     parts = []
     if min_n == 0:
         parts.append(seq(lit("["), ws, lit("]")))

@@ -353,6 +353,11 @@ class Grammar:
         # a string's length bound beyond the simple rewrite: the eager product as rules
         # (what GBNF can write), or else a length region counted by the automaton
         self.eager_lengths = True
+        # uniqueItems over free strings: {array rule: (item rule, minLength, maxLength)},
+        # enforced by the matcher (furca/constrain/unique.py), so only where the grammar
+        # goes to the engine (watch_unique: lower, not GBNF)
+        self.unique: dict[str, tuple] = {}
+        self.watch_unique = False
 
     def new_name(self, hint: str) -> str:
         """The first of `base`, `base-2`, `base-3`, ... not yet used (base: the hint made

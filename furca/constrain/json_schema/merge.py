@@ -109,7 +109,7 @@ def merge(a, b, where: str):
             continue  # (properties are merged below: not serialised here, a whole subtree each)
         handler = _MERGERS.get(k)
         if handler is None:
-            if k in _ANNOTATION_LIKE or k not in _VALIDATION:
+            if k in ANNOTATION_LIKE or k not in _VALIDATION:
                 continue  # annotations and unknown keywords validate nothing: either value
             raise CompileError("%s: allOf cannot merge two different %r values" % (where, k))
         out[k] = handler(va, vb, where)
@@ -220,7 +220,7 @@ _VALIDATION = {
     "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "contentEncoding", "contentMediaType",
     "contentSchema", "nullable", "x-furca-not-strings", "x-furca-not-patterns",
 }
-_ANNOTATION_LIKE = {"title", "description", "default", "examples", "example", "$comment", "$schema", "$id", "id",
+ANNOTATION_LIKE = {"title", "description", "default", "examples", "example", "$comment", "$schema", "$id", "id",
                     "readOnly", "writeOnly", "deprecated", "$anchor", "discriminator", "markdownDescription"}
 
 

@@ -1,0 +1,52 @@
+"""uniqueItems over free strings: the array as a watched rule.
+
+No grammar can say "no string twice" (the set of strings used so far is unbounded), so
+the array of `{"type": "string"}` items (min/maxLength allowed) becomes two rules the
+matcher recognises (ir.Grammar.unique, furca/constrain/unique.py): the array rule and its
+item rule. The matcher remembers the items it has accepted inside the array and masks the
+tokens that would complete one of them again.
+
+Items are written in one canonical spelling, so that equal values are equal bytes and the
+matcher can compare spellings: characters as they are, except `"` and `\\` escaped, the
+five control characters with a short escape (\\b \\f \\n \\r \\t) spelled so, the other
+control characters as \\u00xx in lowercase hex. No `\\/`, no other \\u escapes (that
+narrows the spellings, never the values). Only where the grammar goes to the engine:
+GBNF (`schema_to_gbnf`) cannot carry the watch, so it stays unsupported there.
+"""
+from __future__ import annotations
+
+from .grammar import NOTHING, alt, chars, cls, complement, lit, normalize, rep, seq
+from .merge import ANNOTATION_LIKE
+from .scalars import _nonneg_int
+
+# one character of a string value in its canonical JSON spelling (see the module docstring)
+CANON_CHAR = alt(
+    cls(complement(normalize([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))),
+    seq(lit("\\"), alt(cls(chars('"\\bfnrt')),
+                       seq(lit("u00"), alt(seq(lit("0"), cls(chars("01234567bef"))),
+                                           seq(lit("1"), cls(chars("0123456789abcdef"))))))))
+
+_ITEM_KEYS = {"type", "minLength", "maxLength"} | ANNOTATION_LIKE
+
+
+def watched_strings(c, tail, min_n, max_n, where, body):
+    """The rule of an array of distinct free strings (tail: its resolved `items`
+    schema), registered in c.g.unique for the matcher, or None when the items are not
+    free strings (or the grammar is for GBNF). body(item, min_n, max_n): the array's
+    grammar around one item (containers' own)."""
+    if not c.g.watch_unique or not isinstance(tail, dict) or any(k not in _ITEM_KEYS for k in tail):
+        return None
+    if tail.get("type") not in ("string", ["string"]):
+        return None
+    where = where + "/items"
+    lo = _nonneg_int(tail, "minLength", where) or 0
+    hi = _nonneg_int(tail, "maxLength", where)
+    if hi is not None and hi < max(lo, 1):
+        return None  # "" alone (or nothing): the literal path's business
+    item = c.g.share(c.g.new_name("unique-item"), seq(lit('"'), rep(CANON_CHAR, lo, hi), lit('"')))
+    grammar = body(item, min_n, max_n)
+    if grammar == NOTHING:
+        return NOTHING
+    array = c.g.share(c.g.new_name("unique-array"), grammar)
+    c.g.unique[array.name] = (item.name, lo, hi)
+    return array
