@@ -40,7 +40,8 @@ class Grammar:
     # prepare its facts and build_nfa its node layout per body
     lasting: set = field(default_factory=set)
     # arrays whose string items must be distinct (uniqueItems), which no grammar can say:
-    # {array rule: (item rule, minLength, maxLength or None)}; the matcher watches them
+    # {array rule: (item rule, minLength, maxLength or None, the items' canonical spellings
+    # (bytes between the quotes) when finite, else None)}; the matcher watches them
     # (unique.py: the rule's items remembered, the tokens completing a repeat masked)
     unique: dict = field(default_factory=dict)
 

@@ -91,7 +91,7 @@ def build_nfa(g: ir.Grammar) -> NFA:
         nullable, _ = nullable_and_productive(g.rules)
     in_len = [0]  # > 0 inside a length region: repetitions are copies
     nfa.unique = dict(getattr(g, "unique", None) or {})
-    watched = set(nfa.unique) | {item for item, _lo, _hi in nfa.unique.values()}
+    watched = set(nfa.unique) | {v[0] for v in nfa.unique.values()}
 
     def frag(e, s):
         k = e[0]

@@ -112,8 +112,8 @@ def structural_tag_grammar(tags, triggers, schema_grammar) -> ir.Grammar:
         prefix = f"tag{k}-"
         for name, e in sub.rules.items():
             rules[prefix + name] = _rename(e, prefix)
-        for name, (item, lo, hi) in sub.unique.items():
-            unique[prefix + name] = (prefix + item, lo, hi)
+        for name, (item, *rest) in sub.unique.items():
+            unique[prefix + name] = (prefix + item, *rest)
         i = min(owners, key=lambda j: len(triggers[j]))  # the trigger that completes first
         rest = begin.encode("utf-8")[len(trig_bytes[i]):]
         per_trigger[i].append(ir.seq([ir.literal(rest), ("ref", prefix + "root", 0), ir.literal(end),

@@ -52,7 +52,8 @@ class TokenTrie:
     token_node[t] is the node where token t's bytes end, or ``num_nodes`` (a sentinel
     slot that walks leave dead) for special / empty / out-of-vocabulary ids.
     The same trie in DFS order (sorted byte strings; node 0 = root) for the compiled
-    walk: dfs_parent, dfs_byte, dfs_depth, dfs_end[n] = end of n's subtree; token_node_dfs.
+    walk: dfs_parent, dfs_byte, dfs_depth, dfs_end[n] = end of n's subtree; token_node_dfs;
+    bfs_to_dfs[n]: BFS node n's DFS index.
     """
 
     def __init__(self, token_bytes: list[bytes | None]):
@@ -100,6 +101,7 @@ class TokenTrie:
             np.maximum.at(rest, self.dfs_parent[nodes], rest[nodes] + 1)
         self.dfs_rest = rest
         perm = np.argsort(depth, kind="stable")  # BFS position -> DFS index
+        self.bfs_to_dfs = perm.astype(np.int32)  # for lookups that walk down BFS and read DFS subtrees
         inv = np.empty_like(perm)
         inv[perm] = np.arange(len(perm))
         n = len(perm)

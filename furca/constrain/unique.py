@@ -1,10 +1,11 @@
-"""uniqueItems over free strings, enforced by the matcher.
+"""uniqueItems over strings, enforced by the matcher.
 
 No grammar can keep an array's strings distinct (what is used so far is unbounded), so
 the JSON-schema front end marks such arrays (json_schema/distinct.py: an array rule and
 its item rule, items in one canonical spelling so that equal values are equal bytes;
 ir.Grammar.unique, nfa.spans) and the matcher of such a grammar (`UniqueMatcher`)
-watches them:
+watches them. Item languages (`Items`): free strings (maxLength or none), or a finite
+list of values (a string enum too long for the grammar's own sets).
 
 - **Which array.** A state is inside a watched array when its configurations are: an
   NFA node of the array's or the item's rule, or a top frame returning into the array
@@ -17,33 +18,36 @@ watches them:
   token beside the matcher's history, so rollback and fork stay O(1).
 - **What is masked.** Only where every configuration is inside a watched array (else
   another reading of the same bytes, without the rule, may accept a repeat: enforcing
-  there would narrow it). Inside an item whose body so far is p, a used item p + r is
-  completed exactly by the tokens starting with r + `"` (found by bisection in the
-  tokenizer's sorted token bytes); tokens with two or more quotes (a few hundred in a
-  128k vocabulary) are read through in full (they may close one item and write
-  another). With a maxLength M, a token that makes the body a used item of M
-  characters is masked too (from there only the closing quote, a repeat, would
-  follow: a dead end). Everything else is allowed: a string item with a character
-  still free always has a completion no item used (exact unless an array holds more
-  items than there are characters).
-- **accept_token agrees with the mask**: a token completing a repeat is refused.
+  there would narrow it). A token is masked when it completes a used item or stops
+  where every completion is a used item (a dead end: `blocked`). Inside an item whose
+  body so far is p, a used item p + r is completed exactly by the tokens starting with
+  r + `"`; a dead body q (the shortest ones along the used items, `Items.dead_nodes`:
+  free strings only a used body of maxLength characters, finite lists a body all of
+  whose values are used) is reached exactly by the tokens starting with q's rest: one
+  lookup each in the token trie, whose DFS subtrees are runs of token ids. The tokens
+  with two or more quotes (230 of Llama-3.1's 128k), and for finite lists those with a
+  quote and a comma (a comma once every value is used is a dead end), are read through
+  whole; between items, the tokens that open an item (when some body is dead) or write a
+  comma (when every value is used). A free string with a character still free always
+  has a completion no item used (exact unless an array holds more items than there are
+  characters).
+- **accept_token agrees with the mask**: it refuses what `blocked` masks.
 
-Jump-forward needs nothing: forced bytes never complete an item (a free character is a
-choice), except the closing quote at maxLength, which the masking above leaves only for
-bodies not used.
+Jump-forward needs nothing: forced bytes are the only continuation, and a body whose only
+completion is used is dead, so never reached.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 import numpy as np
 
 from .matcher import Matcher
 
-QUOTE, BACKSLASH, CLOSE = 0x22, 0x5C, 0x5D
+QUOTE, BACKSLASH, CLOSE, COMMA = 0x22, 0x5C, 0x5D, 0x2C
 
 _TABLES: dict = {}  # id(TokenizerInfo) -> (info, _TokenTables)
 _TABLES_LOCK = threading.Lock()
@@ -58,55 +62,55 @@ class _TokenTables:
     def __init__(self, info):
         trie = self.trie = info.trie
         quotes = np.zeros(trie.num_nodes + 1, dtype=np.int32)  # + the sentinel of tokenless ids
+        commas = np.zeros(trie.num_nodes + 1, dtype=bool)
         starts = trie.level_start
         for d in range(1, len(starts) - 1):
             lo, hi = int(starts[d]), int(starts[d + 1])
-            quotes[lo:hi] = quotes[trie.parent[lo:hi]] + (trie.byte[lo:hi] == QUOTE)
+            up = trie.parent[lo:hi]
+            quotes[lo:hi] = quotes[up] + (trie.byte[lo:hi] == QUOTE)
+            commas[lo:hi] = commas[up] | (trie.byte[lo:hi] == COMMA)
         per_token = quotes[trie.token_node]
         self.one_quote = np.flatnonzero(per_token >= 1)
         self.two_quotes = np.flatnonzero(per_token >= 2)
-        self.first = [None] * 256  # byte -> the root's child (the longest sibling scan)
-        c, stop = 1, trie.dfs_end.item(0)
-        while c < stop:
-            self.first[trie.dfs_byte.item(c)] = c
-            c = trie.dfs_end.item(c)
+        self.comma = np.flatnonzero(commas[trie.token_node])
+        # inside an item of a finite list: a token may close it and write a comma after
+        # which no value is left
+        self.closing = np.union1d(self.two_quotes, np.intersect1d(self.one_quote, self.comma))
+        # BFS children are contiguous and in byte order: found by bisection (memoryviews
+        # give bisect Python ints); a node's DFS index bounds its subtree's token ids
+        self._byte = memoryview(trie.byte)
+        self._first = memoryview(trie.first_child)
+        self._count = memoryview(trie.num_children)
+        self._dfs = memoryview(trie.bfs_to_dfs)
+        self._cache: dict[bytes, np.ndarray] = {}
 
     def _node(self, data: bytes):
         """The DFS trie node of data, or None when no token starts with it."""
-        if not data:
-            return 0
-        t = self.trie
-        byte, end = t.dfs_byte, t.dfs_end
-        n = self.first[data[0]]
-        if n is None:
-            return None
-        for b in data[1:]:
-            c, stop = n + 1, end.item(n)
-            while c < stop:
-                x = byte.item(c)
-                if x >= b:
-                    break
-                c = end.item(c)  # the next sibling (siblings in byte order)
-            if c >= stop or byte.item(c) != b:
+        byte, first, count = self._byte, self._first, self._count
+        n = 0
+        for b in data:
+            lo = first[n]
+            hi = lo + count[n]
+            i = bisect_left(byte, b, lo, hi)
+            if i >= hi or byte[i] != b:
                 return None
-            n = c
-        return n
+            n = i
+        return self._dfs[n]
 
     def with_prefix(self, prefix: bytes) -> np.ndarray:
-        """The ids of the tokens whose bytes start with prefix."""
-        n = self._node(prefix)
-        if n is None:
-            return _NONE
-        t = self.trie
-        return t.tok_ids[t.tok_start.item(n):t.tok_start.item(t.dfs_end.item(n))]
-
-    def exact(self, data: bytes) -> np.ndarray:
-        """The ids of the tokens whose bytes are data."""
-        n = self._node(data)
-        if n is None:
-            return _NONE
-        t = self.trie
-        return t.tok_ids[t.tok_start.item(n):t.tok_start.item(n + 1)]
+        """The ids of the tokens whose bytes start with prefix (cached)."""
+        hit = self._cache.get(prefix)
+        if hit is None:
+            n = self._node(prefix)
+            if n is None:
+                hit = _NONE
+            else:
+                t = self.trie
+                hit = t.tok_ids[t.tok_start.item(n):t.tok_start.item(t.dfs_end.item(n))]
+            if len(self._cache) >= 8192:
+                self._cache.clear()
+            self._cache[prefix] = hit
+        return hit
 
 
 _NONE = np.zeros(0, dtype=np.int32)
@@ -125,6 +129,53 @@ def _tables(info) -> _TokenTables:
     return hit[1]
 
 
+class Items:
+    """The item language of a watched array: free strings (max_len: maxLength or None)
+    or a finite list of canonical spellings (values, sorted bytes; enum items)."""
+
+    __slots__ = ("max_len", "values")
+
+    def __init__(self, max_len, values):
+        self.max_len = max_len
+        self.values = None if values is None else sorted(values)
+
+    def dead_nodes(self, used, length) -> set:
+        """The shortest item bodies every completion of which is a used item (a body
+        extending one of them is dead too), along the used items."""
+        out = set()
+        if self.values is None:  # free strings: only a used body at maxLength
+            if self.max_len is not None:
+                out.update(u for u in used if length(u) == self.max_len)
+            return out
+        v, u_sorted = self.values, sorted(used)
+        for u in used:
+            for j in range(len(u) + 1):
+                q, q_end = u[:j], u[:j] + b"\xff"  # UTF-8 has no 0xFF byte: the prefix's end
+                if bisect_left(v, q_end) - bisect_left(v, q) <= bisect_left(u_sorted, q_end) - bisect_left(u_sorted, q):
+                    out.add(q)
+                    break
+        return out
+
+
+class _Dead:
+    """The dead bodies of one set of used items under the item languages of a state:
+    dead in every language. `nodes`: the shortest ones (masking the tokens that reach
+    one masks everything past it)."""
+
+    __slots__ = ("nodes", "_per_lang")
+
+    def __init__(self, langs, used, length):
+        self._per_lang = [x.dead_nodes(used, length) for x in langs]
+        union = set().union(*self._per_lang)
+        self.nodes = {q for q in union if self.dead(q)}
+
+    def dead(self, body: bytes) -> bool:
+        for nodes in self._per_lang:
+            if not nodes or not any(body[:j] in nodes for j in range(len(body) + 1)):
+                return False
+        return True
+
+
 class UniqueSites:
     """The watched arrays of one compiled grammar: which states lie inside them, and the
     tokens a watch state masks. Shared by the grammar's matchers (its caches only grow,
@@ -133,16 +184,18 @@ class UniqueSites:
     def __init__(self, automaton):
         self.automaton = automaton
         nfa = automaton.nfa
-        spans = []  # (start, end, maxLength)
-        for array, (item, _lo, hi) in nfa.unique.items():
+        spans = []  # (start, end, Items)
+        for array, (item, _lo, hi, values) in nfa.unique.items():
+            items = Items(hi, values)
             for name in (array, item):
                 if name in nfa.spans:
-                    spans.append((*nfa.spans[name], hi))
-        spans.sort()
-        self._starts = [s for s, _e, _m in spans]
+                    spans.append((*nfa.spans[name], items))
+        spans.sort(key=lambda x: x[0])
+        self._starts = [x[0] for x in spans]
         self._spans = spans
-        self._classes: dict[int, tuple] = {}  # state -> (any inside, all inside, maxLengths)
+        self._classes: dict[int, tuple] = {}  # state -> (any inside, all inside, item languages)
         self._lengths: dict[bytes, int] = {}  # a used item's body -> its characters
+        self._dead_cache: dict[tuple, _Dead] = {}  # (item languages, used items) -> _Dead
         self._tables = None
 
     @property
@@ -152,21 +205,21 @@ class UniqueSites:
         return self._tables
 
     def _site(self, node):
-        """(True, maxLength) when node lies in a watched rule, else None."""
+        """The Items of the watched rule node lies in, or None."""
         i = bisect_right(self._starts, node) - 1
         if i >= 0:
-            start, end, hi = self._spans[i]
+            start, end, items = self._spans[i]
             if node < end:
-                return (True, hi)
+                return items
         return None
 
     def classify(self, s: int) -> tuple:
-        """(some configuration inside a watched array, all are, their maxLengths)."""
+        """(some configuration inside a watched array, all are, their item languages)."""
         hit = self._classes.get(s)
         if hit is None:
             a = self.automaton
             frames = a.stacks.frames
-            some, every, lengths = False, True, set()
+            some, every, langs = False, True, set()
             for node, st in a.configs[s]:
                 site = self._site(node)
                 if site is None and st:
@@ -175,9 +228,8 @@ class UniqueSites:
                     every = False
                 else:
                     some = True
-                    if site[1] is not None:
-                        lengths.add(site[1])
-            hit = self._classes[s] = (some, some and every, frozenset(lengths))
+                    langs.add(site)
+            hit = self._classes[s] = (some, some and every, tuple(langs))
         return hit
 
     def length(self, body: bytes) -> int:
@@ -187,10 +239,21 @@ class UniqueSites:
             n = self._lengths[body] = len(json.loads(b'"' + body + b'"'))
         return n
 
+    def _dead(self, langs, used) -> _Dead:
+        """The dead bodies of used under langs (cached: one computation per item written)."""
+        key = (langs, used)
+        hit = self._dead_cache.get(key)
+        if hit is None:
+            if len(self._dead_cache) >= 256:
+                self._dead_cache.clear()
+            hit = self._dead_cache[key] = _Dead(langs, used, self.length)
+        return hit
+
     # ---- the watch ---------------------------------------------------------------
     def advance(self, w, s0: int, data: bytes, s1: int):
         """The watch state after data (accepted from state s0 into s1). w: None (not
-        watching) or (used items, body so far or None between items, inside an escape)."""
+        watching) or (used items, body so far or None between items, inside an escape,
+        after a comma: an item must follow)."""
         i, n = 0, len(data)
         while i < n:
             if w is None:
@@ -199,18 +262,22 @@ class UniqueSites:
                     break
                 i = j + 1
                 if self.classify(self.automaton.step(s0, data[:i]))[0]:
-                    w = (frozenset(), None, False)
+                    w = (frozenset(), None, False, False)
                 continue
-            used, cur, esc = w
+            used, cur, esc, comma = w
             if cur is None:
-                q = data.find(b'"', i)
-                c = data.find(b"]", i)
-                if 0 <= c and (q < 0 or c < q):  # the array ends
-                    w, i = None, c + 1
-                    continue
-                if q < 0:
-                    break
-                w, i = (used, b"", False), q + 1
+                while i < n:
+                    b = data[i]
+                    i += 1
+                    if b == QUOTE:
+                        cur, esc, comma = b"", False, False
+                        break
+                    if b == CLOSE:
+                        used = None  # the array ends
+                        break
+                    if b == COMMA:
+                        comma = True
+                w = None if used is None else (used, cur, esc, comma)
                 continue
             while i < n:
                 b = data[i]
@@ -224,23 +291,25 @@ class UniqueSites:
                     cur = None
                     break
                 cur += data[i - 1:i]
-            w = (used, cur, esc)
+            w = (used, cur, esc, False)
         if w is not None and not self.classify(s1)[0]:
             w = None  # the reading that watched died (another one went on)
         return w
 
-    def repeats(self, w, data: bytes, lengths) -> bool:
+    def blocked(self, w, data: bytes, langs) -> bool:
         """Whether data, read from watch state w inside an array, completes a used item
-        (or one written earlier in data), or leaves a used body of a maxLength in
-        `lengths`, from which only its closing quote would follow."""
-        used, cur, esc = w
+        (or one written earlier in data), or stops where every completion is a used item
+        (a dead end: inside an item, or after a comma with every item used)."""
+        used, cur, esc, comma = w
         for i in range(len(data)):
             b = data[i]
             if cur is None:
                 if b == QUOTE:
-                    cur, esc = b"", False
+                    cur, esc, comma = b"", False, False
                 elif b == CLOSE:
                     return False
+                elif b == COMMA:
+                    comma = True
                 continue
             if esc:
                 esc = False
@@ -252,38 +321,48 @@ class UniqueSites:
                 used, cur = used | {cur}, None
                 continue
             cur += data[i:i + 1]
-        return cur is not None and bool(lengths) and cur in used and self.length(cur) in lengths
+        if not used:
+            return False
+        if cur is not None:
+            return self._dead(langs, used).dead(cur)
+        return comma and self._dead(langs, used).dead(b"")
 
     def masked(self, w, s: int, row: np.ndarray) -> None:
         """Clears, in row (the grammar's mask of state s, int32 words), the tokens that
-        complete a repeat from watch state w (see the module docstring)."""
-        _some, every, lengths = self.classify(s)
+        complete a repeat or reach a dead end from watch state w (see the module
+        docstring)."""
+        _some, every, langs = self.classify(s)
+        used, cur, _esc, comma = w
         if not every:
             return
-        used, cur, _esc = w
         t = self.tables
         out = []
-        dead = bool(lengths) and any(self.length(x) in lengths for x in used)
         if cur is not None:
-            for x in used:
-                if x.startswith(cur):
-                    r = x[len(cur):]
-                    out.append(t.with_prefix(r + b'"'))  # r empty: the body is x now, its quote masked
-                    if r and lengths and self.length(x) in lengths:
-                        out.append(t.exact(r))
-            cand = t.two_quotes
-        else:
-            cand = t.one_quote if dead else t.two_quotes
+            k = len(cur)
+            for u in used:
+                if u.startswith(cur):  # u == cur: the body is u now, its closing quote masked
+                    ids = t.with_prefix(u[k:] + b'"')
+                    if len(ids):
+                        out.append(ids)
+            for q in self._dead(langs, used).nodes if used else ():
+                if len(q) > k and q.startswith(cur):
+                    ids = t.with_prefix(q[k:])
+                    if len(ids):
+                        out.append(ids)
+            cand = t.closing if any(x.values is not None for x in langs) else t.two_quotes
+        else:  # tokens opening an item: read through those that may reach a dead body
+            dead = self._dead(langs, used) if used else None
+            cand = t.one_quote if dead is not None and dead.nodes else t.two_quotes
+            if not comma and dead is not None and b"" in dead.nodes:  # every item used: no comma
+                cand = np.union1d(cand, t.comma)
         words = row.view(np.uint32)
         bits = (words[cand >> 5] >> (cand & 31).astype(np.uint32)) & 1
         token_bytes = self.automaton.info.token_bytes
-        read = [i for i in cand[bits.astype(bool)].tolist() if self.repeats(w, token_bytes[i], lengths)]
+        read = [i for i in cand[bits.astype(bool)].tolist() if self.blocked(w, token_bytes[i], langs)]
         if read:
             out.append(np.array(read, dtype=np.int64))
-        if not out:
-            return
-        ids = np.concatenate(out)
-        if len(ids):
+        if out:
+            ids = np.concatenate(out) if len(out) > 1 else out[0]
             np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
 
 
@@ -310,8 +389,8 @@ class UniqueMatcher(Matcher):
         (then the matcher fails)."""
         if not data or self.error is not None or self._t[1]:
             return False
-        _some, every, lengths = self._u.classify(self._t[0])
-        if every and self._u.repeats(w, data, lengths):
+        _some, every, langs = self._u.classify(self._t[0])
+        if every and self._u.blocked(w, data, langs):
             self._fail(f"{data!r} would repeat an item of an array whose items must be unique")
             return True
         return False

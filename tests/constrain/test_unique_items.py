@@ -48,14 +48,29 @@ def _definition_allows(text: str, max_len) -> bool:
     return True
 
 
+def _definition_allows_finite(text: str, values) -> bool:
+    """The same over a finite item list: also no item body that only used values
+    complete, and no comma once every value is used."""
+    done, open_body = _items(text)
+    if len(set(done)) < len(done):
+        return False
+    unused = [v for v in values if v not in done]
+    if open_body is not None:
+        spelled = [json.dumps(v)[1:-1] for v in unused]
+        return any(v.startswith(open_body) for v in spelled)
+    after = text[text.rfind('"') + 1:] if done else ""
+    return not (after.strip().startswith(",") and not unused)
+
+
 def _byte_compiler():
     extra = ['","', '"a"', 'a"', 'ab"', '"ab', '","a', '"a","a"', 'a","a"', 'ab', '"]', '",', '"b"', 'b"]']
     return GrammarCompiler(byte_info(extra))
 
 
-def _check_walks(schema, max_len, seed, walks=30, steps=14):
+def _check_walks(schema, max_len, seed, walks=30, steps=14, values=None):
     """Random walks over a small alphabet (so items repeat often); at every step the
-    mask of every token equals the definition, and accept_token agrees with the mask."""
+    mask of every token equals the definition (values: a finite item list's), and
+    accept_token agrees with the mask."""
     c = _byte_compiler()
     info = c.info
     g = c.compile_json_schema(schema)
@@ -70,7 +85,9 @@ def _check_walks(schema, max_len, seed, walks=30, steps=14):
             bits = allowed_set(m, info)
             ref_bits = allowed_set(plain, info)
             for t in alphabet:
-                want = bool(ref_bits[t]) and _definition_allows(text + info.token_bytes[t].decode(), max_len)
+                after = text + info.token_bytes[t].decode()
+                want = bool(ref_bits[t]) and (_definition_allows(after, max_len) if values is None
+                                              else _definition_allows_finite(after, values))
                 assert bool(bits[t]) == want, (text, info.token_bytes[t], want)
                 assert m.fork().accept_token(t) == want, (text, info.token_bytes[t])
                 masked_some += bool(ref_bits[t]) and not want
@@ -91,6 +108,30 @@ def test_masks_equal_the_definition_over_free_strings():
 def test_masks_equal_the_definition_with_max_length_dead_ends():
     schema = {"type": "array", "items": {"type": "string", "maxLength": 2}, "uniqueItems": True}
     assert _check_walks(schema, 2, 1) > 20
+
+
+def test_masks_equal_the_definition_over_an_enum():
+    """More values than the grammar's own sets take (8): a finite item list, where a
+    body only used values complete is a dead end, and so is a comma once all are used."""
+    values = ["a", "ab", "b", "ba", "aa", "bb", "aab", "abb", "bab"]
+    schema = {"type": "array", "items": {"enum": values}, "uniqueItems": True}
+    assert _check_walks(schema, None, 2, walks=40, steps=30, values=values) > 50
+    few = ["a", "b", "ab", "ba"]  # the pattern keeps it off the grammar's sets: used up within a walk
+    schema = {"type": "array", "items": {"enum": few, "pattern": "^.*$"}, "uniqueItems": True}
+    assert _check_walks(schema, None, 3, walks=40, steps=30, values=few) > 50
+
+
+def test_an_enum_list_used_up_can_only_close():
+    values = ["v%d" % i for i in range(10)]
+    c = _byte_compiler()
+    g = c.compile_json_schema({"type": "array", "items": {"type": "string", "enum": values}, "uniqueItems": True})
+    m = g.matcher()
+    assert m.accept_string("[" + ",".join('"%s"' % v for v in values[:-1]) + ',"')
+    assert not m.fork().accept_string('v1"') and m.fork().accept_string('v9"]')
+    assert m.accept_string('v9"')
+    assert not m.fork().accept_string(",") and m.accept_string("]") and m.can_terminate()
+    with pytest.raises(CompileError, match="accepts no JSON value"):  # 11 distinct items of 10 values
+        c.compile_json_schema({"type": "array", "items": {"enum": values}, "uniqueItems": True, "minItems": 11})
 
 
 def test_masks_equal_the_definition_in_flexible_whitespace():
@@ -180,7 +221,9 @@ def test_real_tokenizer_walks_are_valid(llama):
     closer = closer_tokens(info)
     for schema in [dict(UNIQUE, minItems=3), {"type": "array", "uniqueItems": True, "minItems": 4,
                                                "items": {"type": "string", "maxLength": 1}},
-                   {"type": "object", "properties": {"tags": dict(UNIQUE, maxItems=6)}, "required": ["tags"]}]:
+                   {"type": "object", "properties": {"tags": dict(UNIQUE, maxItems=6)}, "required": ["tags"]},
+                   {"type": "array", "uniqueItems": True, "minItems": 9, "items": {"enum": [
+                       "red", "reddish", "green", "greenish", "blue", "bluish", "re", "gr", "b", "\n"]}}]:
         g = compiler.compile_json_schema(schema)
         rng = np.random.default_rng(3)
         finished = 0
@@ -202,6 +245,7 @@ def test_gbnf_cannot_carry_the_watch():
 
 def test_other_items_stay_unsupported(llama):
     _info, compiler, _ = llama
-    for items in [{"type": "string", "pattern": "^a+$"}, {"type": "integer"}, {"type": "string", "format": "email"}]:
+    for items in [{"type": "string", "pattern": "^a+$"}, {"type": "integer"}, {"type": "string", "format": "email"},
+                  {"enum": ["a", 1, "b", "c", "d", "e", "f", "g", "h", "i"]}]:
         with pytest.raises(CompileError, match="uniqueItems"):
             compiler.compile_json_schema({"type": "array", "items": items, "uniqueItems": True})

@@ -38,10 +38,11 @@ Contract
   dependentRequired / dependentSchemas, if/then/else and not where the negated
   schema is built from type, required, string const/enum, properties, allOf,
   anyOf (logic.py), allOf of several `not`s (not of their anyOf), uniqueItems
-  when maxItems <= 1, over an enum/const item list of at most 8 values, or over
-  free strings (type string, min/maxLength: the array is watched by the engine's
-  matcher, which masks the tokens completing a repeat, distinct.py and
-  furca/constrain/unique.py; not in GBNF text, which cannot say it),
+  when maxItems <= 1, over an enum/const item list of at most 8 values (grammar), or
+  over free strings (type string, min/maxLength) or a longer string enum list: the
+  array is watched by the engine's matcher, which masks the tokens completing a repeat
+  or reaching a dead end (distinct.py, furca/constrain/unique.py; not in GBNF text,
+  which cannot say it),
   minProperties and maxProperties (optional members and extras counted, declared
   members then in `properties` order only), patternProperties whose pattern matches a finite
   set of names (declared as properties), a declared name a pattern also matches

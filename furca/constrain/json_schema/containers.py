@@ -411,6 +411,8 @@ def _distinct_items(c, schema, prefix, tail, min_n, max_n, where):
     for v in ([items["const"]] if "const" in items else items["enum"] if isinstance(items["enum"], list) else []):
         if not any(json_equal(v, w) for w in values):
             values.append(v)
+            if len(values) > 4 * MAX_UNIQUE:  # over the bound whatever the check drops: not n^2 over a long list
+                return None
     check = literal_check(c, items, where + "/items")
     values = [v for v in values if check(v)]
     if len(values) > MAX_UNIQUE:

@@ -15,9 +15,11 @@ GBNF (`schema_to_gbnf`) cannot carry the watch, so it stays unsupported there.
 """
 from __future__ import annotations
 
+import json
+
 from .grammar import NOTHING, alt, chars, cls, complement, lit, normalize, rep, seq
 from .merge import ANNOTATION_LIKE
-from .scalars import _nonneg_int
+from .scalars import _nonneg_int, literal_check
 
 # one character of a string value in its canonical JSON spelling (see the module docstring)
 CANON_CHAR = alt(
@@ -27,26 +29,63 @@ CANON_CHAR = alt(
                                            seq(lit("1"), cls(chars("0123456789abcdef"))))))))
 
 _ITEM_KEYS = {"type", "minLength", "maxLength"} | ANNOTATION_LIKE
+_ENUM_ITEM_KEYS = _ITEM_KEYS | {"enum", "const", "pattern", "format"}
 
 
 def watched_strings(c, tail, min_n, max_n, where, body):
-    """The rule of an array of distinct free strings (tail: its resolved `items`
-    schema), registered in c.g.unique for the matcher, or None when the items are not
-    free strings (or the grammar is for GBNF). body(item, min_n, max_n): the array's
-    grammar around one item (containers' own)."""
-    if not c.g.watch_unique or not isinstance(tail, dict) or any(k not in _ITEM_KEYS for k in tail):
-        return None
-    if tail.get("type") not in ("string", ["string"]):
+    """The rule of an array of distinct strings (tail: its resolved `items` schema):
+    free strings (type string, min/maxLength) or a string enum/const list; registered in
+    c.g.unique for the matcher. None when the items are neither (or the grammar is for
+    GBNF). body(item, min_n, max_n): the array's grammar around one item (containers')."""
+    if not c.g.watch_unique or not isinstance(tail, dict):
         return None
     where = where + "/items"
+    if "enum" in tail or "const" in tail:
+        return _watched_enum(c, tail, min_n, max_n, where, body)
+    if any(k not in _ITEM_KEYS for k in tail) or tail.get("type") not in ("string", ["string"]):
+        return None
     lo = _nonneg_int(tail, "minLength", where) or 0
     hi = _nonneg_int(tail, "maxLength", where)
     if hi is not None and hi < max(lo, 1):
         return None  # "" alone (or nothing): the literal path's business
     item = c.g.share(c.g.new_name("unique-item"), seq(lit('"'), rep(CANON_CHAR, lo, hi), lit('"')))
+    return _watched(c, item, (lo, hi, None), min_n, max_n, body)
+
+
+def _watched_enum(c, tail, min_n, max_n, where, body):
+    """A string enum/const list of items (more than containers' MAX_UNIQUE values, or
+    with keywords beside it): its values that the whole item schema accepts, each in its
+    canonical spelling (json.dumps's), as a finite item language."""
+    if any(k not in _ENUM_ITEM_KEYS for k in tail):
+        return None
+    raw = [tail["const"]] if "const" in tail else tail["enum"] if isinstance(tail["enum"], list) else []
+    if not raw or not all(isinstance(v, str) for v in raw):
+        return None
+    check = literal_check(c, tail, where)
+    spellings = []
+    for v in dict.fromkeys(raw):
+        text = json.dumps(v, ensure_ascii=False)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: no UTF-8 text writes it
+            continue
+        if check(v):
+            spellings.append(text)
+    if min_n > len(spellings):
+        return NOTHING
+    if not spellings:
+        return None
+    # no maxItems of len(spellings) added: the watch stops the array there (a comma once
+    # every value is used is a dead end it masks), and a bound over 16 would count items
+    # on the stack, a state per count
+    item = c.g.share(c.g.new_name("unique-item"), alt(*[lit(t) for t in spellings]))
+    return _watched(c, item, (0, None, tuple(t[1:-1].encode("utf-8") for t in spellings)), min_n, max_n, body)
+
+
+def _watched(c, item, language, min_n, max_n, body):
     grammar = body(item, min_n, max_n)
     if grammar == NOTHING:
         return NOTHING
     array = c.g.share(c.g.new_name("unique-array"), grammar)
-    c.g.unique[array.name] = (item.name, lo, hi)
+    c.g.unique[array.name] = (item.name, *language)
     return array
