@@ -72,6 +72,7 @@ class _TokenTables:
         per_token = quotes[trie.token_node]
         self.one_quote = np.flatnonzero(per_token >= 1)
         self.two_quotes = np.flatnonzero(per_token >= 2)
+        self.three_quotes = np.flatnonzero(per_token >= 3)
         self.comma = np.flatnonzero(commas[trie.token_node])
         # inside an item of a finite list: a token may close it and write a comma after
         # which no value is left
@@ -349,7 +350,12 @@ class UniqueSites:
                     ids = t.with_prefix(q[k:])
                     if len(ids):
                         out.append(ids)
-            cand = t.closing if any(x.values is not None for x in langs) else t.two_quotes
+            if any(x.values is not None for x in langs):
+                cand = t.closing
+            elif any(x.max_len is not None for x in langs):  # past the quote: a dead body of maxLength
+                cand = t.two_quotes
+            else:  # free strings without maxLength: past this item's quote, a repeat needs two more quotes
+                cand = t.three_quotes
         else:  # tokens opening an item: read through those that may reach a dead body
             dead = self._dead(langs, used) if used else None
             cand = t.one_quote if dead is not None and dead.nodes else t.two_quotes

@@ -63,7 +63,8 @@ def _definition_allows_finite(text: str, values) -> bool:
 
 
 def _byte_compiler():
-    extra = ['","', '"a"', 'a"', 'ab"', '"ab', '","a', '"a","a"', 'a","a"', 'ab', '"]', '",', '"b"', 'b"]']
+    extra = ['","', '"a"', 'a"', 'ab"', '"ab', '","a', '"a","a"', 'a","a"', 'ab', '"]', '",', '"b"', 'b"]', '","ab',
+             '","ba']
     return GrammarCompiler(byte_info(extra))
 
 
