@@ -250,3 +250,17 @@ def test_other_items_stay_unsupported(llama):
                   {"enum": ["a", 1, "b", "c", "d", "e", "f", "g", "h", "i"]}]:
         with pytest.raises(CompileError, match="uniqueItems"):
             compiler.compile_json_schema({"type": "array", "items": items, "uniqueItems": True})
+
+
+def test_structural_tags_carry_the_watch():
+    """A tool's arguments with a set of strings (the tag's rules are renamed per tag):
+    repeats masked inside each call, a new call starts a new set."""
+    c = _byte_compiler()
+    tags = [{"begin": "<f>", "schema": {"type": "object", "properties": {"s": UNIQUE}, "required": ["s"],
+                                        "additionalProperties": False}, "end": "</f>"}]
+    g = c.compile_structural_tag(tags, ["<f>"])
+    m = g.matcher()
+    assert isinstance(m, UniqueMatcher)
+    assert m.accept_string('text <f>{"s":["a","')
+    assert not m.fork().accept_string('a"')
+    assert m.accept_string('b"]}</f> more <f>{"s":["a"]}</f>')
