@@ -4,8 +4,9 @@ No grammar can keep an array's strings distinct (what is used so far is unbounde
 the JSON-schema front end marks such arrays (json_schema/distinct.py: an array rule and
 its item rule, items in one canonical spelling so that equal values are equal bytes;
 ir.Grammar.unique, nfa.spans) and the matcher of such a grammar (`UniqueMatcher`)
-watches them. Item languages (`Items`): free strings (maxLength or none), or a finite
-list of values (a string enum too long for the grammar's own sets).
+watches them. Item languages (`Items`): free strings (maxLength or none), a finite
+list of values (a string enum too long for the grammar's own sets), or integers (bare
+items, ended by the `,` or `]` after them; `0` the only body that cannot go on).
 
 - **Which array.** A state is inside a watched array when its configurations are: an
   NFA node of the array's or the item's rule, or a top frame returning into the array
@@ -135,16 +136,21 @@ class Items:
     """The item language of a watched array: free strings (max_len: maxLength or None)
     or a finite list of canonical spellings (values, sorted bytes; enum items)."""
 
-    __slots__ = ("max_len", "values")
+    __slots__ = ("max_len", "values", "bare")
 
-    def __init__(self, max_len, values):
+    def __init__(self, max_len, values, bare=False):
         self.max_len = max_len
         self.values = None if values is None else sorted(values)
+        self.bare = bare  # integers: no quotes, ended by a delimiter
 
     def dead_nodes(self, used, length) -> set:
         """The shortest item bodies every completion of which is a used item (a body
         extending one of them is dead too), along the used items."""
         out = set()
+        if self.bare:  # integers: only 0 cannot go on (no -0, no leading zero)
+            if b"0" in used:
+                out.add(b"0")
+            return out
         if self.values is None:  # free strings: only a used body at maxLength
             if self.max_len is not None:
                 out.update(u for u in used if length(u) == self.max_len)
@@ -187,8 +193,8 @@ class UniqueSites:
         self.automaton = automaton
         nfa = automaton.nfa
         spans = []  # (start, end, Items)
-        for array, (item, _lo, hi, values) in nfa.unique.items():
-            items = Items(hi, values)
+        for array, (item, _lo, hi, values, bare) in nfa.unique.items():
+            items = Items(hi, values, bare)
             for name in (array, item):
                 if name in nfa.spans:
                     spans.append((*nfa.spans[name], items))
@@ -255,7 +261,7 @@ class UniqueSites:
     def advance(self, w, s0: int, data: bytes, s1: int):
         """The watch state after data (accepted from state s0 into s1). w: None (not
         watching) or (used items, body so far or None between items, inside an escape,
-        after a comma: an item must follow)."""
+        after a comma: an item must follow, the item is bare: an integer)."""
         i, n = 0, len(data)
         while i < n:
             if w is None:
@@ -264,36 +270,11 @@ class UniqueSites:
                     break
                 i = j + 1
                 if self.classify(self.automaton.step(s0, data[:i]))[0]:
-                    w = (frozenset(), None, False, False)
+                    w = (frozenset(), None, False, False, False)
                 continue
-            used, cur, esc, comma = w
-            if cur is None:
-                while i < n:
-                    b = data[i]
-                    i += 1
-                    if b == QUOTE:
-                        cur, esc, comma = b"", False, False
-                        break
-                    if b == CLOSE:
-                        used = None  # the array ends
-                        break
-                    if b == COMMA:
-                        comma = True
-                w = None if used is None else (used, cur, esc, comma)
-                continue
-            while i < n:
-                b = data[i]
-                i += 1
-                if esc:
-                    esc = False
-                elif b == BACKSLASH:
-                    esc = True
-                elif b == QUOTE:
-                    used = used | {cur}
-                    cur = None
-                    break
-                cur += data[i - 1:i]
-            w = (used, cur, esc, False)
+            w, i, how = _read(w, data, i, False)
+            if how == "end":
+                w = None
         if w is not None and not self.classify(s1)[0]:
             w = None  # the reading that watched died (another one went on)
         return w
@@ -302,27 +283,10 @@ class UniqueSites:
         """Whether data, read from watch state w inside an array, completes a used item
         (or one written earlier in data), or stops where every completion is a used item
         (a dead end: inside an item, or after a comma with every item used)."""
-        used, cur, esc, comma = w
-        for i in range(len(data)):
-            b = data[i]
-            if cur is None:
-                if b == QUOTE:
-                    cur, esc, comma = b"", False, False
-                elif b == CLOSE:
-                    return False
-                elif b == COMMA:
-                    comma = True
-                continue
-            if esc:
-                esc = False
-            elif b == BACKSLASH:
-                esc = True
-            elif b == QUOTE:
-                if cur in used:
-                    return True
-                used, cur = used | {cur}, None
-                continue
-            cur += data[i:i + 1]
+        w, _i, how = _read(w, data, 0, True)
+        if how is not None:
+            return how == "repeat"
+        used, cur, _esc, comma, _bare = w
         if not used:
             return False
         if cur is not None:
@@ -334,33 +298,46 @@ class UniqueSites:
         complete a repeat or reach a dead end from watch state w (see the module
         docstring)."""
         _some, every, langs = self.classify(s)
-        used, cur, _esc, comma = w
+        used, cur, _esc, comma, bare = w
         if not every:
             return
         t = self.tables
         out = []
+
+        def lookup(prefix):
+            ids = t.with_prefix(prefix)
+            if len(ids):
+                out.append(ids)
+
+        dead = self._dead(langs, used) if used else None
         if cur is not None:
             k = len(cur)
+            ends = _BARE_ENDS if bare else (b'"',)
             for u in used:
-                if u.startswith(cur):  # u == cur: the body is u now, its closing quote masked
-                    ids = t.with_prefix(u[k:] + b'"')
-                    if len(ids):
-                        out.append(ids)
-            for q in self._dead(langs, used).nodes if used else ():
+                if u.startswith(cur):  # u == cur: the body is u now, its end masked
+                    for e in ends:
+                        lookup(u[k:] + e)
+            for q in dead.nodes if dead is not None else ():
                 if len(q) > k and q.startswith(cur):
-                    ids = t.with_prefix(q[k:])
-                    if len(ids):
-                        out.append(ids)
-            if any(x.values is not None for x in langs):
+                    lookup(q[k:])
+            if bare:  # past a delimiter: another item
+                cand = t.comma
+            elif any(x.values is not None for x in langs):
                 cand = t.closing
             elif any(x.max_len is not None for x in langs):  # past the quote: a dead body of maxLength
                 cand = t.two_quotes
             else:  # free strings without maxLength: past this item's quote, a repeat needs two more quotes
                 cand = t.three_quotes
         else:  # tokens opening an item: read through those that may reach a dead body
-            dead = self._dead(langs, used) if used else None
             cand = t.one_quote if dead is not None and dead.nodes else t.two_quotes
             if not comma and dead is not None and b"" in dead.nodes:  # every item used: no comma
+                cand = np.union1d(cand, t.comma)
+            if any(x.bare for x in langs):  # an integer opens at the token's start (compact)
+                for u in used:
+                    for e in _BARE_ENDS:
+                        lookup(u + e)
+                for q in dead.nodes if dead is not None else ():
+                    lookup(q)
                 cand = np.union1d(cand, t.comma)
         words = row.view(np.uint32)
         bits = (words[cand >> 5] >> (cand & 31).astype(np.uint32)) & 1
@@ -371,6 +348,53 @@ class UniqueSites:
         if out:
             ids = np.concatenate(out) if len(out) > 1 else out[0]
             np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
+
+
+_WS = b" \t\n\r"
+_BARE_ENDS = (b",", b"]")  # what ends an integer item (compact whitespace only: distinct.py)
+
+
+def _read(w, data: bytes, i: int, stop_on_repeat: bool):
+    """Reads data[i:] as a watched array's syntax from watch state w: (state, position,
+    how): how "end" when the array closed (position past its `]`), "repeat" when an item
+    completed a used one (only with stop_on_repeat), None when data was read whole.
+    Items: `"` body `"` (escapes followed), or bare (an integer) ended by `,` / `]` /
+    whitespace."""
+    used, cur, esc, comma, bare = w
+    n = len(data)
+    while i < n:
+        b = data[i]
+        i += 1
+        if cur is None:
+            if b == QUOTE:
+                cur, esc, comma, bare = b"", False, False, False
+            elif b == CLOSE:
+                return (used, None, False, comma, False), i, "end"
+            elif b == COMMA:
+                comma = True
+            elif b not in _WS:
+                cur, comma, bare = data[i - 1:i], False, True
+            continue
+        if bare:
+            if b == COMMA or b == CLOSE or b in _WS:
+                if stop_on_repeat and cur in used:
+                    return (used, cur, esc, comma, bare), i, "repeat"
+                used, cur, bare = used | {cur}, None, False
+                if b == CLOSE:
+                    return (used, None, False, comma, False), i, "end"
+                comma = b == COMMA
+                continue
+        elif esc:
+            esc = False
+        elif b == BACKSLASH:
+            esc = True
+        elif b == QUOTE:
+            if stop_on_repeat and cur in used:
+                return (used, cur, esc, comma, bare), i, "repeat"
+            used, cur = used | {cur}, None
+            continue
+        cur += data[i - 1:i]
+    return (used, cur, esc, comma, bare), i, None
 
 
 class UniqueMatcher(Matcher):

@@ -109,19 +109,22 @@ def test_stream_helper_with_a_pydantic_model(client, model):
 
 class Tags(BaseModel):
     tags: set[Annotated[str, StringConstraints(max_length=8)]] = Field(min_length=3, max_length=4)
+    ids: set[int] = Field(min_length=2, max_length=3)
 
 
 def test_parse_a_set_keeps_its_items_distinct(client, model):
-    """pydantic's ``set[str]`` is ``uniqueItems`` over strings: the server compiles it
-    (the matcher keeps the array's items distinct) and the items come out distinct even
-    when asked for a repeat. pydantic would merge repeats into the set silently, so the
+    """pydantic's ``set[str]`` / ``set[int]`` are ``uniqueItems`` over strings / integers:
+    the server compiles them (the matcher keeps each array's items distinct) and the items
+    come out distinct even when asked for repeats (here: ids [7, 71, 717]). pydantic would merge repeats into the set silently, so the
     raw JSON is checked."""
-    ask = [{"role": "user", "content": "Give the tag red, then red again, then red again."}]
+    ask = [{"role": "user", "content": "Give the tag red, then red again, then red again; ids 7, 7 and 7."}]
     r = client.chat.completions.parse(model=model, messages=ask, response_format=Tags, max_tokens=60, temperature=0)
     c = r.choices[0]
     assert c.finish_reason == "stop", c.message.content
-    tags = json.loads(c.message.content)["tags"]
-    assert 3 <= len(tags) == len(set(tags)) <= 4 and isinstance(c.message.parsed, Tags)
+    out = json.loads(c.message.content)
+    tags, ids = out["tags"], out["ids"]
+    assert 3 <= len(tags) == len(set(tags)) <= 4 and 2 <= len(ids) == len(set(ids)) <= 3
+    assert isinstance(c.message.parsed, Tags)
 
 
 @pytest.mark.parametrize("tool_choice", [

@@ -72,11 +72,22 @@ def _check_walks(schema, max_len, seed, walks=30, steps=14, values=None):
     """Random walks over a small alphabet (so items repeat often); at every step the
     mask of every token equals the definition (values: a finite item list's), and
     accept_token agrees with the mask."""
-    c = _byte_compiler()
+    if values is None:
+        def allows(text):
+            return _definition_allows(text, max_len)
+    else:
+        def allows(text):
+            return _definition_allows_finite(text, values)
+    return _walk_against(_byte_compiler(), schema, b'ab",[]', allows, seed, walks, steps)
+
+
+def _walk_against(c, schema, chars, allows, seed, walks, steps):
+    """The walks of _check_walks over the compiler c's tokens made of chars; allows(text):
+    the definition. Returns how many tokens the grammar allowed and the watch masked."""
     info = c.info
     g = c.compile_json_schema(schema)
     alphabet = [i for i in range(len(info.token_bytes)) if info.token_bytes[i]
-                and set(info.token_bytes[i]) <= set(b'ab",[]')]
+                and set(info.token_bytes[i]) <= set(chars)]
     rng = random.Random(seed)
     masked_some = 0
     for _ in range(walks):
@@ -86,9 +97,7 @@ def _check_walks(schema, max_len, seed, walks=30, steps=14, values=None):
             bits = allowed_set(m, info)
             ref_bits = allowed_set(plain, info)
             for t in alphabet:
-                after = text + info.token_bytes[t].decode()
-                want = bool(ref_bits[t]) and (_definition_allows(after, max_len) if values is None
-                                              else _definition_allows_finite(after, values))
+                want = bool(ref_bits[t]) and allows(text + info.token_bytes[t].decode())
                 assert bool(bits[t]) == want, (text, info.token_bytes[t], want)
                 assert m.fork().accept_token(t) == want, (text, info.token_bytes[t])
                 masked_some += bool(ref_bits[t]) and not want
@@ -224,7 +233,10 @@ def test_real_tokenizer_walks_are_valid(llama):
                                                "items": {"type": "string", "maxLength": 1}},
                    {"type": "object", "properties": {"tags": dict(UNIQUE, maxItems=6)}, "required": ["tags"]},
                    {"type": "array", "uniqueItems": True, "minItems": 9, "items": {"enum": [
-                       "red", "reddish", "green", "greenish", "blue", "bluish", "re", "gr", "b", "\n"]}}]:
+                       "red", "reddish", "green", "greenish", "blue", "bluish", "re", "gr", "b", "\n"]}},
+                   dict(UNIQUE_INTS, minItems=5),
+                   {"type": "object", "properties": {"ids": UNIQUE_INTS}, "required": ["ids"],
+                    "additionalProperties": False}]:
         g = compiler.compile_json_schema(schema)
         rng = np.random.default_rng(3)
         finished = 0
@@ -246,10 +258,42 @@ def test_gbnf_cannot_carry_the_watch():
 
 def test_other_items_stay_unsupported(llama):
     _info, compiler, _ = llama
-    for items in [{"type": "string", "pattern": "^a+$"}, {"type": "integer"}, {"type": "string", "format": "email"},
-                  {"enum": ["a", 1, "b", "c", "d", "e", "f", "g", "h", "i"]}]:
+    for items in [{"type": "string", "pattern": "^a+$"}, {"type": "integer", "minimum": 1},
+                  {"type": "string", "format": "email"}, {"enum": ["a", 1, "b", "c", "d", "e", "f", "g", "h", "i"]}]:
         with pytest.raises(CompileError, match="uniqueItems"):
             compiler.compile_json_schema({"type": "array", "items": items, "uniqueItems": True})
+    with pytest.raises(CompileError, match="uniqueItems"):  # integers end at a delimiter: compact only
+        compiler.compile_json_schema(UNIQUE_INTS, whitespace="flexible")
+
+
+UNIQUE_INTS = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+
+
+def _int_definition_allows(text: str) -> bool:
+    """Integers: no repeated item, and no open item 0 once 0 is used (it cannot go on)."""
+    body = text[1:]
+    if body.endswith("]"):
+        parts = [p for p in body[:-1].split(",") if p]
+        return len(set(parts)) == len(parts)
+    parts = body.split(",")
+    done, last = parts[:-1], parts[-1]
+    return len(set(done)) == len(done) and not (last == "0" and "0" in done)
+
+
+def test_integer_masks_equal_the_definition():
+    c = GrammarCompiler(byte_info(["0,", ",0", "1,", "1,1", "10", "12", ",1]", "1]", "0]", ",2,", "1,0", "-1,"]))
+    assert _walk_against(c, UNIQUE_INTS, b"012-,[]", _int_definition_allows, 5, 40, 20) > 50
+
+
+def test_integer_repeats_and_spellings(llama):
+    _info, compiler, _ = llama
+    m = compiler.compile_json_schema(UNIQUE_INTS).matcher()
+    assert m.accept_string("[0,12,-3,")
+    for repeat in ["0,", "12]", "-3,"]:
+        assert not m.fork().accept_string(repeat), repeat
+    assert not m.fork().accept_string("0")  # 0 again could only be a repeat
+    assert not m.fork().accept_string("-0")  # not canonical
+    assert m.accept_string("120,-30]") and m.can_terminate()
 
 
 def test_structural_tags_carry_the_watch():

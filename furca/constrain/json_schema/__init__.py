@@ -39,7 +39,8 @@ Contract
   schema is built from type, required, string const/enum, properties, allOf,
   anyOf (logic.py), allOf of several `not`s (not of their anyOf), uniqueItems
   when maxItems <= 1, over an enum/const item list of at most 8 values (grammar), or
-  over free strings (type string, min/maxLength) or a longer string enum list: the
+  over free strings (type string, min/maxLength), a longer string enum list or plain
+  integers (compact whitespace): the
   array is watched by the engine's matcher, which masks the tokens completing a repeat
   or reaching a dead end (distinct.py, furca/constrain/unique.py; not in GBNF text,
   which cannot say it),

@@ -360,8 +360,9 @@ def array_grammar(c, schema, where):
                                        lambda item, lo, hi: _plain_array(c, [], item, lo, hi))
         if distinct is not None:
             return distinct
-        c.unsupported("uniqueItems", where, "only over free strings (type string, min/maxLength) or at most "
-                      "%d literal items (enum/const)" % MAX_UNIQUE)
+        c.unsupported("uniqueItems", where, "only over free strings (type string, min/maxLength), string "
+                      "enum lists, plain integers (compact whitespace) or at most %d literal items (enum/const)"
+                      % MAX_UNIQUE)
     elems = []
     for i, s in enumerate(prefix):
         v = c.value(s, "%s/prefixItems/%d" % (where, i), hint="item")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 
-from .grammar import NOTHING, alt, chars, cls, complement, lit, normalize, rep, seq
+from .grammar import EMPTY, NOTHING, alt, chars, cls, complement, lit, normalize, opt, rep, seq
 from .merge import ANNOTATION_LIKE
 from .scalars import _nonneg_int, literal_check
 
@@ -42,6 +42,12 @@ def watched_strings(c, tail, min_n, max_n, where, body):
     where = where + "/items"
     if "enum" in tail or "const" in tail:
         return _watched_enum(c, tail, min_n, max_n, where, body)
+    if tail.get("type") in ("integer", ["integer"]) and all(k in ANNOTATION_LIKE or k == "type" for k in tail):
+        if c.ws != EMPTY:  # bare items end at a delimiter; whitespace before it is not read (compact only)
+            return None
+        item = c.g.share(c.g.new_name("unique-item"), alt(lit("0"), seq(opt(lit("-")), cls([(0x31, 0x39)]),
+                                                                         rep(cls([(0x30, 0x39)]), 0, None))))
+        return _watched(c, item, (0, None, None, True), min_n, max_n, body)
     if any(k not in _ITEM_KEYS for k in tail) or tail.get("type") not in ("string", ["string"]):
         return None
     lo = _nonneg_int(tail, "minLength", where) or 0
@@ -49,7 +55,7 @@ def watched_strings(c, tail, min_n, max_n, where, body):
     if hi is not None and hi < max(lo, 1):
         return None  # "" alone (or nothing): the literal path's business
     item = c.g.share(c.g.new_name("unique-item"), seq(lit('"'), rep(CANON_CHAR, lo, hi), lit('"')))
-    return _watched(c, item, (lo, hi, None), min_n, max_n, body)
+    return _watched(c, item, (lo, hi, None, False), min_n, max_n, body)
 
 
 def _watched_enum(c, tail, min_n, max_n, where, body):
@@ -79,7 +85,8 @@ def _watched_enum(c, tail, min_n, max_n, where, body):
     # every value is used is a dead end it masks), and a bound over 16 would count items
     # on the stack, a state per count
     item = c.g.share(c.g.new_name("unique-item"), alt(*[lit(t) for t in spellings]))
-    return _watched(c, item, (0, None, tuple(t[1:-1].encode("utf-8") for t in spellings)), min_n, max_n, body)
+    return _watched(c, item, (0, None, tuple(t[1:-1].encode("utf-8") for t in spellings), False), min_n, max_n,
+                    body)
 
 
 def _watched(c, item, language, min_n, max_n, body):
