@@ -24,7 +24,7 @@ from .regex import literal_chars, pattern_chars, pattern_grammar, pattern_minus_
 from .scalars import _nonneg_int, literal, literal_check, literals
 from .keys import key_not_in
 from .orders import two_orders_body
-from .distinct import watched_strings
+from .distinct import watched_items
 from .prefix import pattern_words
 
 
@@ -356,7 +356,7 @@ def array_grammar(c, schema, where):
     if schema.get("uniqueItems") is True and not (max_n is not None and max_n <= 1):
         distinct = _distinct_items(c, schema, prefix, tail, min_n, max_n, where)
         if distinct is None and not prefix:
-            distinct = watched_strings(c, c.resolve_for_merge(tail, where + "/items"), min_n, max_n, where,
+            distinct = watched_items(c, c.resolve_for_merge(tail, where + "/items"), min_n, max_n, where,
                                        lambda item, lo, hi: _plain_array(c, [], item, lo, hi))
         if distinct is not None:
             return distinct

@@ -1,17 +1,20 @@
-"""uniqueItems over free strings: the array as a watched rule.
+"""uniqueItems over strings and integers: the array as a watched rule.
 
-No grammar can say "no string twice" (the set of strings used so far is unbounded), so
-the array of `{"type": "string"}` items (min/maxLength allowed) becomes two rules the
-matcher recognises (ir.Grammar.unique, furca/constrain/unique.py): the array rule and its
-item rule. The matcher remembers the items it has accepted inside the array and masks the
-tokens that would complete one of them again.
+No grammar can say "no item twice" (the set of items used so far is unbounded), so an
+array of free strings (`{"type": "string"}`, min/maxLength allowed), of a string
+enum/const list longer than containers' grammar sets take, or of plain integers
+(compact whitespace) becomes two rules the matcher recognises (ir.Grammar.unique,
+furca/constrain/unique.py): the array rule and its item rule. The matcher remembers the
+items it has accepted inside the array and masks the tokens that would complete one of
+them again or leave no unused completion.
 
 Items are written in one canonical spelling, so that equal values are equal bytes and the
 matcher can compare spellings: characters as they are, except `"` and `\\` escaped, the
 five control characters with a short escape (\\b \\f \\n \\r \\t) spelled so, the other
-control characters as \\u00xx in lowercase hex. No `\\/`, no other \\u escapes (that
-narrows the spellings, never the values). Only where the grammar goes to the engine:
-GBNF (`schema_to_gbnf`) cannot carry the watch, so it stays unsupported there.
+control characters as \\u00xx in lowercase hex. No `\\/`, no other \\u escapes; enum
+values as json.dumps writes them; integers without `-0` (these narrow the spellings,
+never the values). Only where the grammar goes to the engine: GBNF (`schema_to_gbnf`)
+cannot carry the watch, so it stays unsupported there.
 """
 from __future__ import annotations
 
@@ -32,11 +35,12 @@ _ITEM_KEYS = {"type", "minLength", "maxLength"} | ANNOTATION_LIKE
 _ENUM_ITEM_KEYS = _ITEM_KEYS | {"enum", "const", "pattern", "format"}
 
 
-def watched_strings(c, tail, min_n, max_n, where, body):
-    """The rule of an array of distinct strings (tail: its resolved `items` schema):
-    free strings (type string, min/maxLength) or a string enum/const list; registered in
-    c.g.unique for the matcher. None when the items are neither (or the grammar is for
-    GBNF). body(item, min_n, max_n): the array's grammar around one item (containers')."""
+def watched_items(c, tail, min_n, max_n, where, body):
+    """The rule of an array of distinct items (tail: its resolved `items` schema): free
+    strings (type string, min/maxLength), a string enum/const list or plain integers;
+    registered in c.g.unique for the matcher. None when the items are none of these (or
+    the grammar is for GBNF). body(item, min_n, max_n): the array's grammar around one
+    item (containers')."""
     if not c.g.watch_unique or not isinstance(tail, dict):
         return None
     where = where + "/items"
