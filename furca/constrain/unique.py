@@ -41,7 +41,6 @@ completion is used is dead, so never reached.
 from __future__ import annotations
 
 import json
-import threading
 from bisect import bisect_left, bisect_right
 
 import numpy as np
@@ -50,8 +49,6 @@ from .matcher import Matcher
 
 QUOTE, BACKSLASH, CLOSE, COMMA = 0x22, 0x5C, 0x5D, 0x2C
 
-_TABLES: dict = {}  # id(TokenizerInfo) -> (info, _TokenTables)
-_TABLES_LOCK = threading.Lock()
 
 
 class _TokenTables:
@@ -120,16 +117,12 @@ _NONE = np.zeros(0, dtype=np.int32)
 
 
 def _tables(info) -> _TokenTables:
-    hit = _TABLES.get(id(info))
-    if hit is not None and hit[0] is info:
-        return hit[1]
-    with _TABLES_LOCK:
-        hit = _TABLES.get(id(info))
-        if hit is None or hit[0] is not info:
-            if len(_TABLES) >= 8:
-                _TABLES.clear()
-            hit = _TABLES[id(info)] = (info, _TokenTables(info))
-    return hit[1]
+    """The watch's tables of a tokenizer, made on first use and kept on its info (two
+    threads making them at once both get equal tables)."""
+    t = info._unique_tables
+    if t is None:
+        t = info._unique_tables = _TokenTables(info)
+    return t
 
 
 class Items:
@@ -204,13 +197,10 @@ class UniqueSites:
         self._classes: dict[int, tuple] = {}  # state -> (any inside, all inside, item languages)
         self._lengths: dict[bytes, int] = {}  # a used item's body -> its characters
         self._dead_cache: dict[tuple, _Dead] = {}  # (item languages, used items) -> _Dead
-        self._tables = None
 
     @property
     def tables(self) -> _TokenTables:
-        if self._tables is None:
-            self._tables = _tables(self.automaton.info)
-        return self._tables
+        return _tables(self.automaton.info)
 
     def _site(self, node):
         """The Items of the watched rule node lies in, or None."""
@@ -434,24 +424,21 @@ class UniqueMatcher(Matcher):
         self._w = (w, self._w)
 
     def accept_token(self, token_id: int) -> bool:
-        w = self._w[0]
         tokens = self._tokens
-        data = tokens[token_id] if 0 <= token_id < len(tokens) else None
-        if w is not None and self._refused(w, data):
-            return False
-        h0 = self._t
-        if not Matcher.accept_token(self, token_id):
-            return False
-        self._moved(w, data, h0)
-        return True
+        return self._accept(tokens[token_id] if 0 <= token_id < len(tokens) else None, Matcher.accept_token, token_id)
 
     def accept_string(self, text) -> bool:
-        w = self._w[0]
         data = text.encode("utf-8") if isinstance(text, str) else text
+        return self._accept(data, Matcher.accept_string, data)
+
+    def _accept(self, data, step, arg) -> bool:
+        """step(self, arg) (Matcher's own accept of data's bytes), refused when it would
+        complete a repeat; the watch state after it pushed beside the history."""
+        w = self._w[0]
         if w is not None and self._refused(w, data):
             return False
         h0 = self._t
-        if not Matcher.accept_string(self, data):
+        if not step(self, arg):
             return False
         self._moved(w, data, h0)
         return True

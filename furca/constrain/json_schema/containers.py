@@ -354,10 +354,13 @@ def array_grammar(c, schema, where):
     if max_n is not None and max_n < min_n:
         raise CompileError("%s: minItems %d > maxItems %d" % (where, min_n, max_n))
     if schema.get("uniqueItems") is True and not (max_n is not None and max_n <= 1):
-        distinct = _distinct_items(c, schema, prefix, tail, min_n, max_n, where)
-        if distinct is None and not prefix:
-            distinct = watched_items(c, c.resolve_for_merge(tail, where + "/items"), min_n, max_n, where,
-                                       lambda item, lo, hi: _plain_array(c, [], item, lo, hi))
+        # the items resolved once for both forms: a grammar over a short literal list, else
+        # the matcher's watch (strings, long string lists, integers)
+        items = c.resolve_for_merge(tail, where + "/items") if not prefix and isinstance(tail, dict) else None
+        distinct = _distinct_items(c, items, min_n, max_n, where) if isinstance(items, dict) else None
+        if distinct is None and isinstance(items, dict):
+            distinct = watched_items(c, items, min_n, max_n, where,
+                                     lambda item, lo, hi: _plain_array(c, [], item, lo, hi))
         if distinct is not None:
             return distinct
         c.unsupported("uniqueItems", where, "only over free strings (type string, min/maxLength), string "
@@ -398,15 +401,11 @@ MAX_UNIQUE = 8  # uniqueItems over n literals: one rule per set of values used, 
 _LITERAL_ITEM_KEYS = {"enum", "const", "type", "title", "description", "$comment", "examples", "default"}
 
 
-def _distinct_items(c, schema, prefix, tail, min_n, max_n, where):
-    """uniqueItems over items bounded by a short enum/const list: the array grammar
-    keeps the set of values used so far (one rule per set), so no value comes twice
-    (1 and 1.0 are one value). None when the items are not such a list."""
-    if prefix or not isinstance(tail, dict):
-        return None
-    items = c.resolve_for_merge(tail, where + "/items")
-    if not isinstance(items, dict) or not ("enum" in items or "const" in items) or \
-            any(k not in _LITERAL_ITEM_KEYS for k in items):
+def _distinct_items(c, items, min_n, max_n, where):
+    """uniqueItems over items (the resolved `items` schema) bounded by a short enum/const
+    list: the array grammar keeps the set of values used so far (one rule per set), so no
+    value comes twice (1 and 1.0 are one value). None when the items are not such a list."""
+    if not ("enum" in items or "const" in items) or any(k not in _LITERAL_ITEM_KEYS for k in items):
         return None
     values = []
     for v in ([items["const"]] if "const" in items else items["enum"] if isinstance(items["enum"], list) else []):

@@ -41,7 +41,7 @@ def watched_items(c, tail, min_n, max_n, where, body):
     registered in c.g.unique for the matcher. None when the items are none of these (or
     the grammar is for GBNF). body(item, min_n, max_n): the array's grammar around one
     item (containers')."""
-    if not c.g.watch_unique or not isinstance(tail, dict):
+    if not c.g.watch_unique:
         return None
     where = where + "/items"
     if "enum" in tail or "const" in tail:
