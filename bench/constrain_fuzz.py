@@ -3,6 +3,7 @@ checked by an independent validator (json.loads and the `jsonschema` package).
 
     .venv/bin/python bench/constrain_fuzz.py [--data DIR] [--files LIST | --limit N]
                                              [--walks 2] [--max-steps 400] [--seed 0]
+                                             [--member-order schema|any]
 
 The harness (../shared/bench/grammar) checks that furca accepts each schema's valid
 instances and refuses its invalid ones, one fixed text each. This checks the other
@@ -61,6 +62,8 @@ def main():
     ap.add_argument("--timeout-s", type=int, default=60, help="per schema (compile + walks)")
     ap.add_argument("--whitespace", default="compact", choices=("compact", "flexible"),
                     help="compile_json_schema's whitespace (flexible: up to 4 blanks between tokens)")
+    ap.add_argument("--member-order", default="schema", choices=("schema", "any"),
+                    help="compile_json_schema's member_order (any: objects in any member order, keys watched)")
     ap.add_argument("--out", default=None, help="write every failure as a JSON line here")
     a = ap.parse_args()
     sys.path.insert(0, ROOT)
@@ -104,7 +107,7 @@ def main():
         signal.alarm(a.timeout_s)
         try:
             try:
-                g = compiler.compile_json_schema(schema, whitespace=a.whitespace)
+                g = compiler.compile_json_schema(schema, whitespace=a.whitespace, member_order=a.member_order)
             except CompileError:
                 counts["compile_error"] = counts.get("compile_error", 0) + 1
                 continue

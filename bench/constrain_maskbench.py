@@ -107,6 +107,8 @@ def main():
     ap.add_argument("--tokenizer", default=None)
     ap.add_argument("--eos", default="<|eot_id|>")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--member-order", default="schema", choices=("schema", "any"),
+                    help="compile_json_schema's member_order (any: objects in any member order)")
     ap.add_argument("--files", default=None, help="file with schema names, one per line (instead of --sample)")
     ap.add_argument("--dump", default=None,
                     help="write one JSON line per schema (status, ttfm_ns, per-step ns of the valid instances) here; "
@@ -141,6 +143,10 @@ def main():
     info = TokenizerInfo.from_tokenizer_json(a.tokenizer, eos_token=a.eos)
     eng = engines.FurcaEngine(ROOT)
     eng.info, eng.compiler = info, GrammarCompiler(info)
+    if a.member_order != "schema":
+        plain_compile = eng.compile
+        eng.compile = lambda kind, spec: eng.compiler.compile_json_schema(spec, member_order=a.member_order) \
+            if kind == "json_schema" else plain_compile(kind, spec)
     eos = info.eos_token_id
     bm = engines.alloc_bitmask(info.vocab_size)
     engines.warm_up(eng, tok.encode(engines.WARM_UP_TEXT, add_special_tokens=False).ids, eos, info.vocab_size)

@@ -9,6 +9,7 @@ import numpy as np
 from .automaton import AutomatonLimit, LazyAutomaton
 from .masks import TokenMasks
 from .matcher import Matcher
+from .members import ObjectSites
 from .unique import UniqueMatcher, UniqueSites
 from .slices import SliceBounds
 from .stacks import MAX_STACK_DEPTH
@@ -48,6 +49,8 @@ class CompiledGrammar:
         self._at_limit: dict[int, np.ndarray] = {}  # state -> mask_by_steps(state)
         # arrays of distinct strings the matcher watches (uniqueItems, unique.py); None: none
         self.unique_sites = UniqueSites(automaton) if automaton.nfa.unique else None
+        # objects in any member order the matcher watches (members.py); None: none
+        self.object_sites = ObjectSites(automaton) if automaton.nfa.objects else None
 
     def mask_by_steps(self, state: int) -> np.ndarray:
         """The packed mask (int32 words) of ``state`` computed by stepping every token from
@@ -118,7 +121,9 @@ class CompiledGrammar:
         matcher : Matcher
             An independent matcher (nothing accepted, no error).
         """
-        return Matcher(self) if self.unique_sites is None else UniqueMatcher(self)
+        if self.unique_sites is None and self.object_sites is None:
+            return Matcher(self)
+        return UniqueMatcher(self)
 
     @property
     def num_states(self) -> int:

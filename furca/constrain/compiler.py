@@ -137,7 +137,7 @@ class GrammarCompiler:
 
     def compile_json_schema(self, schema, *, allow_extra_properties: bool | None = None,
                             unsupported: str = "raise", whitespace: str = "compact",
-                            max_whitespace: int = 4) -> CompiledGrammar:
+                            max_whitespace: int = 4, member_order: str = "schema") -> CompiledGrammar:
         """The JSON texts `schema` validates (`furca.constrain.json_schema` lists the
         keywords and the narrowings). schema: a dict, a bool or its JSON text; ``{}`` and
         ``True`` are any JSON value.
@@ -152,6 +152,13 @@ class GrammarCompiler:
         schema allows).
         whitespace: "compact" (none between tokens) or "flexible" (at most
         `max_whitespace` spaces / newlines / tabs in each gap).
+        member_order: "schema" (default), an object's declared members in `properties`
+        order or required ones first, extra members after them (what models write, and
+        what jump-forward can force); "any", members in any order, extra ones anywhere,
+        each key at most once (the matcher keeps them distinct: documents written by
+        others). "any" needs compact whitespace; objects with patternProperties,
+        propertyNames, min/maxProperties or more than 6 required names keep the schema
+        orders (json_schema/any_order.py).
 
         Raises CompileError for text that is not JSON, a schema invalid under its draft's
         metaschema, an unresolvable ``$ref``, a schema that accepts nothing, a bad
@@ -162,12 +169,13 @@ class GrammarCompiler:
                 schema = json.loads(schema)
             except json.JSONDecodeError as e:
                 raise CompileError(f"JSON schema is not valid JSON: {e}") from None
-        opts = (allow_extra_properties, unsupported, whitespace, max_whitespace)
+        opts = (allow_extra_properties, unsupported, whitespace, max_whitespace, member_order)
         keys = {None: []}  # every subschema's key, handed to the translator (its memo keys)
         return self._cached(("json_schema", schema_key(schema, keys)) + opts,
                             lambda: schema_to_ir(schema, allow_extra_properties=allow_extra_properties,
                                                  unsupported=unsupported, whitespace=whitespace,
-                                                 max_whitespace=max_whitespace, keys=keys))
+                                                 max_whitespace=max_whitespace, keys=keys,
+                                                 member_order=member_order))
 
     def compile_json_object(self, *, whitespace: str = "compact", max_whitespace: int = 4) -> CompiledGrammar:
         """Any JSON object (OpenAI's ``response_format: json_object``); whitespace and

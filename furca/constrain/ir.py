@@ -44,6 +44,10 @@ class Grammar:
     # (bytes between the quotes) when finite, else None)}; the matcher watches them
     # (unique.py: the rule's items remembered, the tokens completing a repeat masked)
     unique: dict = field(default_factory=dict)
+    # objects in any member order: {object rule: (its own rules, the declared keys'
+    # spellings (bytes between the quotes) when no other key is allowed, else None)};
+    # the matcher watches them (members.py: each key at most once)
+    objects: dict = field(default_factory=dict)
 
 
 def seq(items):

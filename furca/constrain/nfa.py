@@ -64,6 +64,8 @@ class NFA:
         # arrays of distinct string items (ir.Grammar.unique) and the node ranges [start, end)
         # of their rules and item rules, built one after the other (unique.py)
         self.unique: dict[str, tuple] = {}
+        # objects in any member order (ir.Grammar.objects); their own rules' spans too (members.py)
+        self.objects: dict[str, tuple] = {}
         self.spans: dict[str, tuple[int, int]] = {}
 
     def new(self):
@@ -92,6 +94,10 @@ def build_nfa(g: ir.Grammar) -> NFA:
     in_len = [0]  # > 0 inside a length region: repetitions are copies
     nfa.unique = dict(getattr(g, "unique", None) or {})
     watched = set(nfa.unique) | {v[0] for v in nfa.unique.values()}
+    nfa.objects = dict(getattr(g, "objects", None) or {})
+    for o, (own, _values) in nfa.objects.items():
+        watched.add(o)
+        watched.update(own)
 
     def frag(e, s):
         k = e[0]

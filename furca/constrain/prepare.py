@@ -240,6 +240,7 @@ def prepare(g: ir.Grammar) -> ir.Grammar:
     out = ir.Grammar(rules, g.root, g.positions, {n for n in lasting if rules.get(n) is g.rules[n]})
     out.nullable = nullable
     out.unique = {a: v for a, v in g.unique.items() if a in rules}
+    out.objects = {o: v for o, v in getattr(g, "objects", {}).items() if o in rules}
     return out
 
 

@@ -163,44 +163,35 @@ class _Dead:
     dead in every language. `nodes`: the shortest ones (masking the tokens that reach
     one masks everything past it)."""
 
-    __slots__ = ("nodes", "_per_lang")
+    __slots__ = ("nodes", "per_lang")
 
     def __init__(self, langs, used, length):
-        self._per_lang = [x.dead_nodes(used, length) for x in langs]
-        union = set().union(*self._per_lang)
+        self.per_lang = [x.dead_nodes(used, length) for x in langs]
+        union = set().union(*self.per_lang)
         self.nodes = {q for q in union if self.dead(q)}
 
     def dead(self, body: bytes) -> bool:
-        for nodes in self._per_lang:
+        for nodes in self.per_lang:
             if not nodes or not any(body[:j] in nodes for j in range(len(body) + 1)):
                 return False
         return True
 
 
-class UniqueSites:
-    """The watched arrays of one compiled grammar: which states lie inside them, and the
-    tokens a watch state masks. Shared by the grammar's matchers (its caches only grow,
-    with values computed alike by any thread)."""
+class Watched:
+    """What the watches of a compiled grammar share (UniqueSites here, members.py's
+    ObjectSites): the NFA node ranges of the watched rules, each with the Items of its
+    array or object, and the dead bodies of sets of used items. Shared by the grammar's
+    matchers (its caches only grow, with values computed alike by any thread)."""
 
-    def __init__(self, automaton):
+    def __init__(self, automaton, spans, length):
+        """spans: [(first node, end node, Items)] of the watched rules; length(body): the
+        characters of an item body (for maxLength)."""
         self.automaton = automaton
-        nfa = automaton.nfa
-        spans = []  # (start, end, Items)
-        for array, (item, _lo, hi, values, bare) in nfa.unique.items():
-            items = Items(hi, values, bare)
-            for name in (array, item):
-                if name in nfa.spans:
-                    spans.append((*nfa.spans[name], items))
         spans.sort(key=lambda x: x[0])
         self._starts = [x[0] for x in spans]
         self._spans = spans
-        self._classes: dict[int, tuple] = {}  # state -> (any inside, all inside, item languages)
-        self._lengths: dict[bytes, int] = {}  # a used item's body -> its characters
+        self._length = length
         self._dead_cache: dict[tuple, _Dead] = {}  # (item languages, used items) -> _Dead
-
-    @property
-    def tables(self) -> _TokenTables:
-        return _tables(self.automaton.info)
 
     def _site(self, node):
         """The Items of the watched rule node lies in, or None."""
@@ -210,6 +201,37 @@ class UniqueSites:
             if node < end:
                 return items
         return None
+
+    def _dead(self, langs, used) -> _Dead:
+        """The dead bodies of used under langs (cached: one computation per item written)."""
+        key = (langs, used)
+        hit = self._dead_cache.get(key)
+        if hit is None:
+            if len(self._dead_cache) >= 256:
+                self._dead_cache.clear()
+            hit = self._dead_cache[key] = _Dead(langs, used, self._length)
+        return hit
+
+
+class UniqueSites(Watched):
+    """The watched arrays of one compiled grammar: which states lie inside them, and the
+    tokens a watch state masks."""
+
+    def __init__(self, automaton):
+        nfa = automaton.nfa
+        spans = []  # (start, end, Items)
+        for array, (item, _lo, hi, values, bare) in nfa.unique.items():
+            items = Items(hi, values, bare)
+            for name in (array, item):
+                if name in nfa.spans:
+                    spans.append((*nfa.spans[name], items))
+        super().__init__(automaton, spans, self.length)
+        self._classes: dict[int, tuple] = {}  # state -> (any inside, all inside, item languages)
+        self._lengths: dict[bytes, int] = {}  # a used item's body -> its characters
+
+    @property
+    def tables(self) -> _TokenTables:
+        return _tables(self.automaton.info)
 
     def classify(self, s: int) -> tuple:
         """(some configuration inside a watched array, all are, their item languages)."""
@@ -236,16 +258,6 @@ class UniqueSites:
         if n is None:
             n = self._lengths[body] = len(json.loads(b'"' + body + b'"'))
         return n
-
-    def _dead(self, langs, used) -> _Dead:
-        """The dead bodies of used under langs (cached: one computation per item written)."""
-        key = (langs, used)
-        hit = self._dead_cache.get(key)
-        if hit is None:
-            if len(self._dead_cache) >= 256:
-                self._dead_cache.clear()
-            hit = self._dead_cache[key] = _Dead(langs, used, self.length)
-        return hit
 
     # ---- the watch ---------------------------------------------------------------
     def advance(self, w, s0: int, data: bytes, s1: int):
@@ -388,40 +400,42 @@ def _read(w, data: bytes, i: int, stop_on_repeat: bool):
 
 
 class UniqueMatcher(Matcher):
-    """A Matcher of a grammar with watched arrays (see the module docstring): the same
-    API; the mask and accept_token also keep each watched array's strings distinct."""
+    """A Matcher of a grammar with watched arrays or objects (see the module docstring
+    and members.py): the same API; the mask and accept_token also keep each watched
+    array's items, and each watched object's keys, distinct."""
 
-    __slots__ = ("_u", "_w")
+    __slots__ = ("_u", "_os", "_w")
 
     def __init__(self, grammar, _hist=None, _watch=None):
         super().__init__(grammar, _hist)
         self._u = grammar.unique_sites
-        self._w = _watch if _watch is not None else (None, None)  # (watch state, the node before)
+        self._os = grammar.object_sites
+        # (array watch state, object watch state, the node before)
+        self._w = _watch if _watch is not None else (None, None, None)
 
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
         super().fill_bitmask(bitmask, row)
-        w = self._w[0]
-        if w is not None and self.error is None and not self._t[1]:
-            out = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
-            self._u.masked(w, self._t[0], out[row])
+        w, o, _ = self._w
+        if self.error is None and not self._t[1] and (w is not None or self._os is not None):
+            out = (bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy())[row]
+            if w is not None:
+                self._u.masked(w, self._t[0], out)
+            if o is not None:
+                self._os.masked(o, self._t[0], out)
+            elif self._os is not None:
+                self._os.masked_outside(self._t[0], out)
 
-    def _refused(self, w, data) -> bool:
-        """Whether data, accepted now inside a watched array (w), would complete a repeat
-        (then the matcher fails)."""
-        if not data or self.error is not None or self._t[1]:
+    def _refused(self, data) -> bool:
+        """Whether data, accepted now, would repeat an item of a watched array (then the
+        matcher fails)."""
+        w = self._w[0]
+        if w is None or not data or self.error is not None or self._t[1]:
             return False
         _some, every, langs = self._u.classify(self._t[0])
         if every and self._u.blocked(w, data, langs):
             self._fail(f"{data!r} would repeat an item of an array whose items must be unique")
             return True
         return False
-
-    def _moved(self, w, data, h0) -> None:
-        """Pushes the watch state after data (accepted from history node h0)."""
-        h1 = self._t
-        if data and not h1[1] and (w is not None or b"[" in data):
-            w = self._u.advance(w, h0[0], data, h1[0])
-        self._w = (w, self._w)
 
     def accept_token(self, token_id: int) -> bool:
         tokens = self._tokens
@@ -433,28 +447,40 @@ class UniqueMatcher(Matcher):
 
     def _accept(self, data, step, arg) -> bool:
         """step(self, arg) (Matcher's own accept of data's bytes), refused when it would
-        complete a repeat; the watch state after it pushed beside the history."""
-        w = self._w[0]
-        if w is not None and self._refused(w, data):
+        repeat; the watch states after it pushed beside the history."""
+        if self._refused(data):
             return False
+        w, o, _ = self._w
         h0 = self._t
+        watch = self._os is not None and data and self.error is None and not h0[1] and (o is not None or b"{" in data)
+        if watch:
+            o, refused = self._os.read(o, h0[0], data)
+            if refused:
+                self._fail(f"{data!r} would write a key of an object twice (or start a key only a used one completes)")
+                return False
         if not step(self, arg):
             return False
-        self._moved(w, data, h0)
+        h1 = self._t
+        if data and not h1[1]:
+            if w is not None or (self._u is not None and b"[" in data):
+                w = self._u.advance(w, h0[0], data, h1[0])
+            if watch and o is not None and not self._os.inside(h1[0])[0]:
+                o = None  # the reading that watched died (another one went on)
+        self._w = (w, o, self._w)
         return True
 
     def rollback(self, num_tokens: int = 1) -> None:
         super().rollback(num_tokens)
         w = self._w
         for _ in range(num_tokens):
-            w = w[1]
+            w = w[2]
         self._w = w
 
     def reset(self) -> None:
         super().reset()
         w = self._w
-        while w[1] is not None:
-            w = w[1]
+        while w[2] is not None:
+            w = w[2]
         self._w = w
 
     def fork(self) -> "UniqueMatcher":

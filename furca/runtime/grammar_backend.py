@@ -79,24 +79,25 @@ class ConstrainBackend:
 
         ``params.allow_extra_properties`` reaches the JSON-schema translator (json_schema and
         a structural tag's schemas) and is part of the compiler's cache key, so a strict and
-        a lax compile of one schema never share an entry (``params.compile_key``)."""
+        a lax compile of one schema never share an entry (``params.compile_key``); so does
+        ``params.member_order`` (json_schema only)."""
         if params.constraint is None:
             raise CompileError("the request has no constraint to compile")
         kind, value = params.constraint
         if deadline is None:
-            return self._compile(kind, value, params.allow_extra_properties)
+            return self._compile(kind, value, params.allow_extra_properties, params.member_order)
         from furca.constrain.deadline import compile_deadline
 
         with compile_deadline(limit_s, at=deadline):
-            return self._compile(kind, value, params.allow_extra_properties)
+            return self._compile(kind, value, params.allow_extra_properties, params.member_order)
 
-    def _compile(self, kind: str, value: Any, extra: bool | None):
+    def _compile(self, kind: str, value: Any, extra: bool | None, order: str | None = None):
         try:
             c = self.compiler
             if kind == "regex":
                 return c.compile_regex(value)
             if kind == "json_schema":
-                return c.compile_json_schema(value, allow_extra_properties=extra)
+                return c.compile_json_schema(value, allow_extra_properties=extra, member_order=order or "schema")
             if kind == "ebnf":
                 return c.compile_grammar(value)
             if kind == "choices":

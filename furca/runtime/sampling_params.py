@@ -83,6 +83,10 @@ class SamplingParams:
     # schemas of a structural_tag): None = the engine's default (JSON Schema: undeclared
     # members allowed); False = declared properties only (OpenAI strict / xgrammar).
     allow_extra_properties: bool | None = None
+    # The member order of a json_schema's objects: None / "schema" = `properties` order (or
+    # required first), extra members last; "any" = any order, each key once (the matcher
+    # keeps keys distinct: furca/constrain/json_schema/any_order.py).
+    member_order: str | None = None
     # Token healing (token_healing.py): True heals the prompt's last token(s), False never;
     # None = heal unconstrained text prompts, leave input_ids and constrained requests as given.
     token_healing: bool | None = None
@@ -109,6 +113,8 @@ class SamplingParams:
                 fail(name, getattr(self, name), "true or false")
         if self.allow_extra_properties is not None and not isinstance(self.allow_extra_properties, bool):
             fail("allow_extra_properties", self.allow_extra_properties, "true, false or None")
+        if self.member_order not in (None, "schema", "any"):
+            fail("member_order", self.member_order, "'schema', 'any' or None")
         if self.token_healing is not None and not isinstance(self.token_healing, bool):
             fail("token_healing", self.token_healing, "true, false or None")
         self._check_ranges()
@@ -236,11 +242,14 @@ class SamplingParams:
     def compile_key(self) -> tuple[str, Any, tuple] | None:
         """``(field_name, value, options)``: everything that decides the compiled grammar
         (hashable; two params with equal keys share one compile), or None. ``options`` holds
-        ``("allow_extra_properties", v)`` for schema-bearing constraints."""
+        ``("allow_extra_properties", v)`` for schema-bearing constraints and
+        ``("member_order", "any")`` for a json_schema in any member order."""
         c = self.constraint
         if c is None:
             return None
         options = ()
         if c[0] in SCHEMA_CONSTRAINTS and self.allow_extra_properties is not None:
             options = (("allow_extra_properties", self.allow_extra_properties),)
+        if c[0] == "json_schema" and self.member_order == "any":
+            options += (("member_order", "any"),)
         return (c[0], c[1], options)

@@ -49,6 +49,7 @@ def sampling_params(state: ServerState, req: Any, max_new_tokens: int, **extra: 
         "ignore_eos": req.ignore_eos, "stop_token_ids": req.stop_token_ids,
         "skip_special_tokens": req.skip_special_tokens, "regex": req.regex, "ebnf": req.ebnf,
         "json_schema": req.json_schema, "allow_extra_properties": lax, "logit_bias": req.logit_bias,
+        "member_order": req.member_order,
         "token_healing": False,  # OpenAI's semantics: the prompt is continued as sent
     }
     rf = req.response_format

@@ -104,6 +104,9 @@ class _SamplingFields(rf.RequestBody):
     regex: str | None = None
     ebnf: str | None = None
     json_schema: dict[str, Any] | str | None = None
+    # objects of the json_schema / response_format schema in any member order ("any"), or
+    # in `properties` order (null / "schema", as OpenAI writes them)
+    member_order: Literal["schema", "any"] | None = None
     top_k: rf.bounded_int(ge=-1, le=rf.INT32_MAX) | None = None
     min_p: float | None = Field(default=None, ge=0, le=1)
     repetition_penalty: float | None = Field(default=None, gt=0, le=2)

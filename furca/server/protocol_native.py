@@ -11,7 +11,7 @@ constraint, patterns that compile)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
@@ -66,6 +66,8 @@ class NativeSamplingParams(_Model):
     json_object: bool | None = None
     structural_tag: dict[str, Any] | str | None = None
     allow_extra_properties: bool | None = None
+    member_order: Literal["schema", "any"] | None = Field(default=None, description="a json_schema's objects in any "
+                                                          "member order (each key once), or in `properties` order")
     token_healing: bool | None = Field(default=None, description="back up a prompt that ends inside a token "
                                        "(null: heal an unconstrained text prompt, leave input_ids as given)")
     beam_width: bounded_int(ge=1, le=1) | None = Field(default=None, description="furca has no beam search: null or 1")

@@ -13,6 +13,7 @@ import asyncio
 import json
 from typing import Annotated, Literal
 
+import jsonschema
 import pytest
 from pydantic import BaseModel, Field, StringConstraints
 
@@ -125,6 +126,27 @@ def test_parse_a_set_keeps_its_items_distinct(client, model):
     tags, ids = out["tags"], out["ids"]
     assert 3 <= len(tags) == len(set(tags)) <= 4 and 2 <= len(ids) == len(set(ids)) <= 3
     assert isinstance(c.message.parsed, Tags)
+
+
+def test_member_order_any_through_extra_body(client, model):
+    """furca's ``member_order`` request field (sent with the SDK's extra_body): a
+    json_schema whose members may come in any order, each key once. The finished answer
+    is valid with no key twice; a value the field does not take is a 400 naming it."""
+    schema = {"type": "object", "properties": {"color": {"enum": ["red", "green", "yellow"]},
+                                               "name": {"type": "string", "maxLength": 12}, "ripe": {"type": "boolean"}},
+              "required": ["name", "color"], "additionalProperties": False}
+    fmt = {"type": "json_schema", "json_schema": {"name": "fruit", "schema": schema}}
+    r = client.chat.completions.create(model=model, messages=ASK, response_format=fmt, max_tokens=40, temperature=0,
+                                       extra_body={"member_order": "any"})
+    c = r.choices[0]
+    assert c.finish_reason == "stop", c.message.content
+    pairs = json.loads(c.message.content, object_pairs_hook=lambda kv: kv)
+    assert len({k for k, _ in pairs}) == len(pairs)
+    jsonschema.validate(json.loads(c.message.content), schema)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=model, messages=ASK, response_format=fmt, max_tokens=4,
+                                       extra_body={"member_order": "sorted"})
+    assert e.value.status_code == 400 and "member_order" in str(e.value.body)
 
 
 @pytest.mark.parametrize("tool_choice", [

@@ -81,11 +81,12 @@ def _check_walks(schema, max_len, seed, walks=30, steps=14, values=None):
     return _walk_against(_byte_compiler(), schema, b'ab",[]', allows, seed, walks, steps)
 
 
-def _walk_against(c, schema, chars, allows, seed, walks, steps):
+def _walk_against(c, schema, chars, allows, seed, walks, steps, finished=None, **compile_kw):
     """The walks of _check_walks over the compiler c's tokens made of chars; allows(text):
-    the definition. Returns how many tokens the grammar allowed and the watch masked."""
+    the definition; finished(text): called on each walk that may end (EOS allowed, no
+    other token). Returns how many tokens the grammar allowed and the watch masked."""
     info = c.info
-    g = c.compile_json_schema(schema)
+    g = c.compile_json_schema(schema, **compile_kw)
     alphabet = [i for i in range(len(info.token_bytes)) if info.token_bytes[i]
                 and set(info.token_bytes[i]) <= set(chars)]
     rng = random.Random(seed)
@@ -104,6 +105,8 @@ def _walk_against(c, schema, chars, allows, seed, walks, steps):
             choices = [t for t in alphabet if bits[t]]
             if not choices:
                 assert bits[BYTE_EOS] or m.is_terminated(), ("dead end", text)
+                if bits[BYTE_EOS] and finished is not None:
+                    finished(text)
                 break
             t = rng.choice(choices)
             assert m.accept_token(t) and plain.accept_token(t)

@@ -1,5 +1,5 @@
 """SGLang's sampling keys in the engine on a tiny random model: allow_extra_properties,
-stop_regex, logit_bias, sampling_seed (each checked against a run without the key, and
+member_order, stop_regex, logit_bias, sampling_seed (each checked against a run without the key, and
 the engine's memory check after each)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import json
 import random
 import re
 
+import jsonschema
 import pytest
 
 from furca.errors import InvalidRequestError, SamplingParamsError
@@ -67,6 +68,29 @@ def test_allow_extra_properties_structural_tag(engine):
     assert accepts(engine, lax, 'x <f>{"a":1,"b":2}</f> y')
     assert not accepts(engine, strict, 'x <f>{"a":1,"b":2}</f> y')
     assert accepts(engine, strict, 'x <f>{"a":1}</f> y')
+
+
+# ------------------------------------------------------------------------------ member_order
+
+ORDERED = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"]}
+
+
+def test_member_order_any(engine):
+    plain, anyorder = SamplingParams(json_schema=ORDERED), SamplingParams(json_schema=ORDERED, member_order="any")
+    assert plain.compile_key != anyorder.compile_key
+    assert SamplingParams(json_schema=ORDERED, member_order="schema").compile_key == plain.compile_key
+    assert not accepts(engine, plain, '{"b":"x","a":1}') and accepts(engine, anyorder, '{"b":"x","a":1}')
+    assert not accepts(engine, anyorder, '{"b":"x","a":1,"b":"y"}')  # each key once
+    assert not accepts(engine, anyorder, '{"b":"x"}')  # required a
+    with pytest.raises(SamplingParamsError, match="member_order"):
+        SamplingParams(json_schema=ORDERED, member_order="random")
+    out = engine.generate("Hello", sampling_params={"json_schema": ORDERED, "member_order": "any",
+                                                    "temperature": 0, "max_new_tokens": 40})
+    if out.meta_info["finish_reason"]["type"] == "stop":  # a finished text: valid, each key once
+        pairs = json.loads(out.text, object_pairs_hook=lambda kv: kv)
+        assert len({k for k, _ in pairs}) == len(pairs)
+        jsonschema.validate(json.loads(out.text), ORDERED)
+    engine.check_memory(idle=True)
 
 
 # ------------------------------------------------------------------------------ stop_regex

@@ -1,7 +1,8 @@
 """JSON Schema -> grammar, for constrained decoding.
 
     schema_to_ir(schema, *, allow_extra_properties=None, unsupported="raise",
-                 whitespace="compact", max_whitespace=4, warn=None) -> furca.constrain.ir.Grammar
+                 whitespace="compact", max_whitespace=4, warn=None,
+                 member_order="schema") -> furca.constrain.ir.Grammar
     schema_to_gbnf(schema, <the same keywords>) -> str           the same grammar as GBNF text
     json_value_gbnf(whitespace, max_whitespace) / json_object_gbnf(...) -> str
                                                                  any JSON value / any JSON object
@@ -22,6 +23,10 @@ Contract
   order of `properties` or with the required ones first in `required` order (the
   optional ones then in `properties` order), then extra members, and strings as
   json.dumps(..., ensure_ascii=False) writes them (plain strings accept every JSON escape).
+  With `member_order="any"` (schema_to_ir only: the engine's matcher keeps each key
+  once, any_order.py, furca/constrain/members.py), members come in any order, extra
+  ones anywhere; objects with patternProperties, propertyNames, min/maxProperties or
+  more than 6 required names, and flexible whitespace, keep the two orders.
 - Supported: type (one or a list), enum, const, properties, required,
   additionalProperties (bool or schema), patternProperties, items, prefixItems,
   draft-7 array `items` + additionalItems, minItems, maxItems, minLength, maxLength,
@@ -68,7 +73,7 @@ Contract
   warning). (Not xgrammar's `strict_mode`, which is allow_extra_properties=False.)
 - Narrowings (valid JSON the grammar does not produce): integers written as 1.0
   (except in enum/const), numbers with an exponent when bounded or multipleOf,
-  object members in neither of those two orders (in `properties` order,
+  object members in neither of those two orders (unless member_order="any"; in `properties` order,
   undeclared required names come last), whitespace beyond `max_whitespace` per gap,
   non-canonical escapes inside pattern/format strings and the items of uniqueItems
   string arrays, keys of undeclared members
@@ -109,7 +114,8 @@ ANY_OBJECT = {"type": "object", "additionalProperties": True}  # OpenAI's respon
 
 def schema_to_ir(schema: dict | str | bool, *, allow_extra_properties: bool | None = None,
                  unsupported: str = "raise", whitespace: str = "compact", max_whitespace: int = 4,
-                 warn: Callable[[str], None] | None = None, keys: dict | None = None) -> ir.Grammar:
+                 warn: Callable[[str], None] | None = None, keys: dict | None = None,
+                 member_order: str = "schema") -> ir.Grammar:
     """The `furca.constrain.ir.Grammar` (root rule ``root``) of the JSON texts `schema`
     accepts; see the module docstring. Raises CompileError as described there.
 
@@ -121,7 +127,8 @@ def schema_to_ir(schema: dict | str | bool, *, allow_extra_properties: bool | No
     for this very schema object (GrammarCompiler's cache key), so the translator does
     not key the whole schema a second time."""
     return _translate(schema, lower, allow_extra_properties=allow_extra_properties, unsupported=unsupported,
-                      whitespace=whitespace, max_whitespace=max_whitespace, warn=warn, keys=keys)
+                      whitespace=whitespace, max_whitespace=max_whitespace, warn=warn, keys=keys,
+                      member_order=member_order)
 
 
 def schema_to_gbnf(schema: dict | str | bool, *, allow_extra_properties: bool | None = None,

@@ -47,12 +47,16 @@ _DRAFT7_URIS = ("draft-07", "draft-06", "draft-04", "draft-03")
 
 class Compiler:
     def __init__(self, root, *, unsupported: str, whitespace: str, max_whitespace: int, warn,
-                 allow_extra_properties: bool | None = None, keys: dict | None = None):
+                 allow_extra_properties: bool | None = None, keys: dict | None = None,
+                 member_order: str = "schema"):
         if unsupported not in ("raise", "warn"):
             raise CompileError("unsupported must be 'raise' or 'warn', got %r" % (unsupported,))
         self.root = root
         self.raise_unsupported = unsupported == "raise"
         self.allow_extra = True if allow_extra_properties is None else bool(allow_extra_properties)
+        if member_order not in ("schema", "any"):
+            raise CompileError("member_order must be 'schema' or 'any', got %r" % (member_order,))
+        self.member_order = member_order  # "any": objects in any member order (any_order.py)
         self.warn = warn
         self.g = Grammar()
         self.memo = {}

@@ -25,6 +25,7 @@ from .scalars import _nonneg_int, literal, literal_check, literals
 from .keys import key_not_in
 from .orders import two_orders_body
 from .distinct import watched_items
+from . import any_order
 from .prefix import pattern_words
 
 
@@ -88,7 +89,7 @@ def object_grammar(c, schema, where):
 
     # declared members (+ required names that are not declared)
     names = list(props) + [r for r in required if r not in props]
-    members, finals = [], {}
+    members, finals, values = [], {}, {}
     for name in names:
         if allowed is not None and not allowed.ok(name):
             if name in required:
@@ -111,6 +112,7 @@ def object_grammar(c, schema, where):
                 return NOTHING
             continue
         members.append((seq(lit(literal(name)), colon, v), req, name))
+        values[name] = v
     pattern_schema = _pattern_schema(c, patterns, where)
     # a declared name a pattern matches, whose value schema is not the extra members':
     # the pattern's keys leave it out (else it could come again as an extra member)
@@ -121,6 +123,10 @@ def object_grammar(c, schema, where):
     min_p = _nonneg_int(schema, "minProperties", where) or 0
     max_p = _nonneg_int(schema, "maxProperties", where)
     num_req = sum(1 for _, r, _ in members if r)
+    if any_order.applies(c, patterns, allowed, min_p, max_p, num_req):
+        extra_value = None if additional is False or extra is None else \
+            c.value(additional, where + "/additionalProperties", hint="additional-value")
+        return any_order.any_order_object(c, [(n, values[n], r) for _, r, n in members], names, extra_value)
     if all(r for _, r, _ in members) and (min_p or max_p is not None):
         # every declared member is present: count the extra members exactly
         k = len(members)

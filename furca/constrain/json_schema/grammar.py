@@ -358,6 +358,10 @@ class Grammar:
         # goes to the engine (watch_unique: lower, not GBNF)
         self.unique: dict[str, tuple] = {}
         self.watch_unique = False
+        # objects in any member order (any_order.py): {object rule: (its own rules, the
+        # declared keys' spellings when no other key is allowed, else None)}, watched by
+        # the matcher too (members.py)
+        self.objects: dict[str, tuple] = {}
 
     def new_name(self, hint: str) -> str:
         """The first of `base`, `base-2`, `base-3`, ... not yet used (base: the hint made

@@ -88,7 +88,8 @@ def lower(g: Grammar) -> ir.Grammar:
                 rules[n] = out
             else:
                 rules[n] = conv(body)
-        return ir.Grammar(rules, "root", lasting=set(g.lasting), unique=dict(g.unique))
+        return ir.Grammar(rules, "root", lasting=set(g.lasting), unique=dict(g.unique),
+                           objects=dict(g.objects))
     finally:
         # conv calls itself through its closure cell: a cycle that would keep `memo` (every
         # node and its IR) alive for the cyclic GC to find, a 0.1 s pass on a big schema

@@ -1,0 +1,95 @@
+"""Objects whose members may come in any order (`member_order="any"`).
+
+The default object grammar (containers.py) accepts the declared members in
+`properties` order or required-first order: what models trained on schema-ordered
+data write, and what jump-forward can force. A document written by someone else (a
+config file, another program's output, a model that reorders) may list its members in
+any order, with extra members anywhere. Any order is easy to say and impossible to
+keep exact in a grammar alone: "each key at most once" needs the set of keys used so
+far, 2^n states for n keys. So the work is split:
+
+- **The grammar** takes any member at any position, and counts only the required
+  ones: a rule per subset of the required names seen so far (2^r rules, r <= 
+  MAX_REQUIRED), each letting any optional or extra member come again, so `}` is
+  reachable exactly when every required name was written.
+- **The matcher** watches the object (furca/constrain/members.py): it reads the keys
+  written inside it and masks the tokens that would write one again (or go where every
+  completion is a used key: a finite key set all of whose names with a prefix are
+  used). Keys are written in their canonical spelling (keys.py, scalars.literal), so
+  equal names are equal bytes.
+
+Registered in c.g.objects as {object rule: (its own rules, the declared names'
+spellings when no other key is allowed, else None)}. The own rules hold only the
+braces, keys, colons, commas and calls: each member's value is a call of a rule of its
+own (even a $ref's rule is called through one), so a `{` read inside one of these rules
+opens this object and no other, a configuration in a value is inside the object through
+its stack, and on a stack two nested objects' runs of own rules are apart.
+
+Only for what the watch reads exactly: compact whitespace, no patternProperties (after
+the finite ones became declared names), no propertyNames, no min/maxProperties, at most
+MAX_REQUIRED required names, and not for GBNF output (text cannot carry the watch).
+Other objects keep the two orders.
+"""
+from __future__ import annotations
+
+from .grammar import EMPTY, NOTHING, alt, lit, rep, seq
+from .keys import key_not_in
+from .scalars import literal
+
+MAX_REQUIRED = 6  # 2^6 rules of required subsets at most
+
+
+def applies(c, patterns, allowed, min_p, max_p, num_req) -> bool:
+    """Whether an object with these keywords is built in any order."""
+    return (c.member_order == "any" and c.g.watch_unique and c.ws == EMPTY and not patterns
+            and allowed is None and min_p == 0 and max_p is None and num_req <= MAX_REQUIRED)
+
+
+def any_order_object(c, members, names, extra_value):
+    """The object rule. members: [(name, value IR, required)] (declared, each
+    satisfiable); names: every declared name (the extra keys leave them out);
+    extra_value: IR of an extra member's value, or None when no extra member is
+    allowed."""
+    own = []
+
+    def rule(hint, body):
+        r = c.g.define(c.g.new_name(hint), body)
+        own.append(r.name)
+        return r
+
+    def call(v):  # a rule of its own even for a Ref: it separates nested objects' runs on a stack
+        return c.g.define(c.g.new_name("member-value"), v)
+
+    colon, comma = c.colon, c.comma
+    required = [(n, v) for n, v, req in members if req]
+    optional = [seq(lit(literal(n)), colon, call(v)) for n, v, req in members if not req]
+    if extra_value is not None and extra_value != NOTHING:
+        optional.append(seq(rule("member-key", key_not_in(c, names)), colon, call(extra_value)))
+    opt = rule("members-any", alt(*optional)) if optional else None
+    req_members = [seq(lit(literal(n)), colon, call(v)) for n, v in required]
+    r = len(required)
+    full = (1 << r) - 1
+    after = {}
+
+    def rest(s):
+        """After the members so far, which include the required ones in bit set s."""
+        if s not in after:
+            tail = alt(*([EMPTY] if s == full else []),
+                       *[seq(comma, req_members[k], rest(s | 1 << k)) for k in range(r) if not s >> k & 1])
+            body = seq(rep(seq(comma, opt), 0, None), tail) if opt is not None else tail
+            after[s] = rule("members-rest", body)
+        return after[s]
+
+    first = [seq(req_members[k], rest(1 << k)) for k in range(r)]
+    if opt is not None:
+        first.append(seq(opt, rest(0)))
+    body = rule("members", alt(*first)) if first else NOTHING
+    parts = [seq(lit("{"), body, lit("}"))] if body != NOTHING else []
+    if r == 0:
+        parts.append(lit("{}"))
+    obj = rule("object-any", alt(*parts))
+    values = None
+    if extra_value is None or extra_value == NOTHING:
+        values = tuple(literal(n)[1:-1].encode("utf-8") for n, _v, _r in members)
+    c.g.objects[obj.name] = (tuple(own), values)
+    return obj

@@ -1,0 +1,465 @@
+"""Objects in any member order: the matcher keeps each object's keys distinct.
+
+json_schema/any_order.py builds an object whose members may come in any order (the
+grammar counts the required ones) and registers its own rules (nfa.objects,
+nfa.spans): the braces, keys, colons and commas, with every value a call. What the
+grammar cannot say, each key at most once, the matcher keeps (`UniqueMatcher`, with
+the uniqueItems watch of unique.py beside it):
+
+- **Which object.** A `{` opens a watched object when, right after it, some
+  configuration's node lies in one of the object's own rules (values are calls, so
+  no other `{` lands there). A state is inside watched objects when every
+  configuration has its node or a frame of its stack in their rules.
+- **What was used.** The accepted bytes are read as JSON (`_skim`): a stack of the
+  containers open since the watch began, each watched object with the set of keys
+  written in it (canonical spellings: equal names, equal bytes). Immutable, one per
+  accepted token beside the history: rollback and fork stay O(1).
+- **What is masked** (only where every configuration is inside): tokens that complete
+  a used key, or stop where every completion of the key is used (a finite key set: a
+  key body all of whose names are used, or a comma once every name is). Inside a key
+  whose body so far is p: the tokens starting with r + `"` for each used p + r, and
+  with the rest of each dead body (one token-trie lookup each). Elsewhere, a token can
+  complete a used key u only if it holds `"u"`: the tokens with two quotes indexed by
+  what lies between each pair (`_KeyIndex.segments`), and a dead body only at its end
+  (tokens indexed by the bytes after their last quote). Those candidates, and the comma
+  tokens once a finite key set is used up, are read through (`blocked`), exactly.
+- **accept_token agrees with the mask**: it refuses what `blocked` finds.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left
+
+import numpy as np
+
+from .unique import _NONE, BACKSLASH, QUOTE, Items, Watched, _tables
+
+OPEN, CLOSE_OBJ, OPEN_ARR, CLOSE_ARR, COLON, COMMA = 0x7B, 0x7D, 0x5B, 0x5D, 0x3A, 0x2C
+_WS = b" \t\n\r"
+_FIRST, _KEY, _AFTER_KEY, _VALUE = 0, 1, 2, 3  # a watched object's phase
+
+
+class _KeyIndex:
+    """A tokenizer's tokens that may write a key after their first byte. In compact JSON a
+    key's opening quote follows `{` or `,`, so inside a token it is a quote after one of
+    those: the tokens with such a quote and a later one, by the bytes between the two
+    (`segments`: where such a token completes a key), and the tokens by the bytes after
+    their last quote when it is such a quote (`ending_in`: where a key they open stops).
+    A key opened by the token's first byte is found by a prefix lookup instead."""
+
+    def __init__(self, info, t):
+        tokens = info.token_bytes
+        seg: dict[bytes, list] = {}
+        tails = []
+        for i in t.one_quote.tolist():
+            data = tokens[i]
+            j = data.find(b'"', 1)
+            while j > 0:
+                nxt = data.find(b'"', j + 1)
+                if data[j - 1] in b"{,":
+                    if nxt < 0:
+                        tails.append((data[j + 1:], i))
+                    else:
+                        seg.setdefault(data[j + 1:nxt], []).append(i)
+                j = nxt
+        self.segments = {k: np.array(v, dtype=np.int64) for k, v in seg.items()}
+        tails.sort()
+        self.tails = [x[0] for x in tails]
+        self.tail_ids = np.array([x[1] for x in tails], dtype=np.int64)
+        # once every key of a finite set is used, its comma: the tokens with a comma outside
+        # strings d levels up, read from inside a string or between tokens
+        commas: dict[tuple, list] = {}
+        for i in t.comma.tolist():
+            for key in _commas(tokens[i]):
+                commas.setdefault(key, []).append(i)
+        self.commas = {key: np.array(v, dtype=np.int64) for key, v in commas.items()}
+        self.comma = t.comma
+        # tokens that may write two keys (four quotes or more: a handful in most vocabularies)
+        self.two_keys = np.array([i for i in t.two_quotes.tolist() if tokens[i].count(b'"') >= 4
+                                  and _repeats_a_segment(tokens[i])], dtype=np.int64)
+        # tokens that open an object, write a whole key and go on to a comma (a finite key
+        # set used up at once)
+        self.open_write = np.array([i for i in t.comma.tolist() if _opens_and_writes(tokens[i])], dtype=np.int64)
+        # inside a key: tokens that close it and write another whole key (checked against it)
+        self.close_then_key = np.array([i for i in t.two_quotes.tolist() if tokens[i].count(b'"') >= 3
+                                        and _inner_keys(tokens[i])], dtype=np.int64)
+
+    def ending_in(self, prefix: bytes) -> np.ndarray:
+        """Tokens whose bytes after their last quote (one after `{` or `,`) start with prefix."""
+        lo = bisect_left(self.tails, prefix)
+        hi = bisect_left(self.tails, prefix + b"\xff")  # UTF-8 has no 0xFF byte
+        return self.tail_ids[lo:hi]
+
+
+def _key_index(info):
+    t = _tables(info)
+    k = getattr(t, "key_index", None)
+    if k is None:
+        k = t.key_index = _KeyIndex(info, t)
+    return k
+
+
+class ObjectSites(Watched):
+    """The watched objects of one compiled grammar: which states lie inside them, and
+    the tokens a watch state masks."""
+
+    def __init__(self, automaton):
+        nfa = automaton.nfa
+        spans = []  # (start, end, Items)
+        for obj, (own, values) in nfa.objects.items():
+            keys = Items(None, values)
+            for name in (obj, *own):
+                if name in nfa.spans:
+                    spans.append((*nfa.spans[name], keys))
+        super().__init__(automaton, spans, len)  # no length bound on keys
+        self._opens: dict[int, tuple] = {}  # state -> key languages of the objects a `{` just opened
+        self._levels: dict[int, tuple] = {}  # state -> (levels, some configuration inside, all are)
+        self._plans: dict[tuple, tuple] = {}  # (watch state, levels) -> masked's plan (_plan)
+
+    def opens(self, s: int) -> tuple:
+        """The key languages of the watched objects whose own rules hold a
+        configuration's node of state s (after a `{`: the objects it opened)."""
+        hit = self._opens.get(s)
+        if hit is None:
+            langs = {self._site(node) for node, _st in self.automaton.configs[s]} if s else set()
+            langs.discard(None)
+            hit = self._opens[s] = tuple(langs)
+        return hit
+
+    def inside(self, s: int) -> tuple:
+        """(some configuration of s is inside a watched object, all are): its node or a
+        frame of its stack in a watched object's own rules."""
+        return self._read_stacks(s)[1:]
+
+    def levels(self, s: int) -> tuple:
+        """The key languages of the watched objects state s is inside, innermost first:
+        levels[d] holds, for each configuration, the d-th watched object up its stack (a
+        run of the object's own rules is one object; a value rule between two runs
+        separates them: any_order.py gives every value a rule of its own). The objects
+        of a level narrow as the alternatives (anyOf / oneOf branches) that die leave."""
+        return self._read_stacks(s)[0]
+
+    def _read_stacks(self, s: int) -> tuple:
+        """(levels, some, every) of state s (cached): see `levels` and `inside`."""
+        hit = self._levels.get(s)
+        if hit is None:
+            a = self.automaton
+            frames = a.stacks.frames
+            out: list[set] = []
+            some, every = False, True
+            for node, st in a.configs[s] if s else ():
+                d, run = 0, False
+                while True:
+                    site = self._site(node) if node >= 0 else None
+                    if site is None:
+                        if run:
+                            d, run = d + 1, False
+                    elif not run:
+                        if d == len(out):
+                            out.append(set())
+                        out[d].add(site)
+                        run = True
+                    if st <= 0:
+                        break
+                    node, st, _count = frames[st]
+                inside = d > 0 or run
+                some |= inside
+                every &= inside
+            hit = self._levels[s] = (tuple(tuple(x) for x in out), some, some and every)
+        return hit
+
+    # ---- the watch ---------------------------------------------------------------
+    def read(self, o, s0: int, data: bytes):
+        """(the watch state after data, read from state s0; whether the matcher refuses
+        data). o: None (not watching) or (frames, mode, key body, inside an escape); see
+        `_skim`. Refused: what `blocked` (watching, every configuration inside) or
+        `blocked_outside` (not watching) finds, so accept_token agrees with the mask.
+        The caller drops the state when no configuration of the state after data is
+        inside a watched object any more (`inside`)."""
+        step = self.automaton.step
+
+        def opener(i):
+            return self.opens(step(s0, data[:i]))
+
+        checking = o is None or self.inside(s0)[1]
+        i, n = 0, len(data)
+        while i < n:
+            if o is None:
+                j = data.find(b"{", i)
+                if j < 0:
+                    break
+                i = j + 1
+                langs = opener(i)
+                if langs:
+                    o = (((langs, frozenset(), _FIRST),), 0, None, False)
+                continue
+            o, i, how = _skim(o, data, i, checking, opener)
+            if how == "repeat":
+                return o, True
+            if how == "end":
+                o, checking = None, False  # as blocked: an object closed, nothing after it checked
+        return o, checking and o is not None and self._dead_end(o, self.levels(step(s0, data)))
+
+    def _dead_end(self, o, levels) -> bool:
+        """Whether watch state o stops where every completion of its key is used: inside
+        a key, or after a comma once every key of a finite set is used. levels: those of
+        the state there (the innermost object's key languages: levels[0])."""
+        frames, mode, cur, _esc = o
+        top = frames[-1] if frames else None
+        if not isinstance(top, tuple) or not top[1]:
+            return False
+        langs, used, phase = top
+        if levels:
+            langs = levels[0]
+        if mode == 2:
+            return self._dead(langs, used).dead(cur)
+        return phase == _KEY and self._dead(langs, used).dead(b"")
+
+    def blocked_outside(self, s: int, data: bytes) -> bool:
+        """`blocked` for a token read while no object is watched: whether it opens a
+        watched object and writes a key twice in it."""
+        j = data.find(b"{")
+        while j >= 0:
+            langs = self.opens(self.automaton.step(s, data[:j + 1]))
+            if langs:
+                return self.blocked((((langs, frozenset(), _FIRST),), 0, None, False), s, data, j + 1)
+            j = data.find(b"{", j + 1)
+        return False
+
+    def masked_outside(self, s: int, row: np.ndarray) -> None:
+        """`masked` while no object is watched: only the tokens `blocked_outside` finds."""
+        k = _key_index(self.automaton.info)
+        ids = np.union1d(k.two_keys, k.open_write)
+        if len(ids):
+            words = row.view(np.uint32)
+            token_bytes = self.automaton.info.token_bytes
+            bits = (words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1
+            for i in ids[bits.astype(bool)].tolist():
+                if self.blocked_outside(s, token_bytes[i]):
+                    words[i >> 5] &= ~np.uint32(1 << (i & 31))
+
+    def blocked(self, o, s: int, data: bytes, start: int = 0) -> bool:
+        """Whether data[start:], read from watch state o (data read from state s), writes a
+        key used in its object (or earlier in data), or stops where every completion of
+        the key is used (a dead end: inside a key, or after a comma with every key of a
+        finite set used)."""
+        step = self.automaton.step
+
+        def opener(i):
+            return self.opens(step(s, data[:i]))
+
+        o, _i, how = _skim(o, data, start, True, opener)
+        if how is not None:
+            return how == "repeat"
+        return self._dead_end(o, self.levels(step(s, data)))
+
+    def masked(self, o, s: int, row: np.ndarray) -> None:
+        """Clears, in row (the grammar's mask of state s, int32 words), the tokens that
+        write a used key or reach a dead end from watch state o (module docstring)."""
+        if not self.inside(s)[1]:
+            return
+        levels = self.levels(s)
+        key = (o, levels)  # the same across the steps of a string value
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= 1024:
+                self._plans.clear()
+            plan = self._plans[key] = self._plan(o, levels)
+        exact, cand, memo = plan
+        words = row.view(np.uint32)
+        out = [exact] if len(exact) else []
+        if len(cand):
+            bits = (words[cand >> 5] >> (cand & 31).astype(np.uint32)) & 1
+            token_bytes = self.automaton.info.token_bytes
+            read = []
+            for i in cand[bits.astype(bool)].tolist():
+                hit = memo.get(i)
+                if hit is None:
+                    data = token_bytes[i]
+                    hit = self.blocked(o, s, data)
+                    if b"{" not in data:  # else it depends on the state (which object the `{` opens)
+                        memo[i] = hit
+                if hit:
+                    read.append(i)
+            if read:
+                out.append(np.array(read, dtype=np.int64))
+        if out:
+            ids = np.concatenate(out) if len(out) > 1 else out[0]
+            np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
+
+    def _plan(self, o, levels) -> tuple:
+        """(the tokens watch state o masks as they are, the tokens to read through with
+        `blocked` where the grammar allows them, their verdicts so far)."""
+        frames, mode, cur, esc = o
+        top = frames[-1]
+        info = self.automaton.info
+        t, k = _tables(info), _key_index(info)
+        out = []  # exact: masked as they are
+        cand = [k.two_keys, k.open_write]  # read through (blocked)
+        at_key = mode == 0 and isinstance(top, tuple) and top[2] in (_FIRST, _KEY)
+        d = -1  # watched objects above the innermost one
+        for up, f in enumerate(reversed(frames)):  # up: levels above the innermost container
+            if not isinstance(f, tuple):
+                continue
+            langs, used, _phase = f
+            d += 1
+            if d < len(levels):
+                langs = levels[d]
+            here = up == 0
+            # a finite key set: writing one of its unused names may leave a dead end (its
+            # last comma, or a body whose other names are used), so those are read too
+            unused = () if any(x.values is None for x in langs) else \
+                sorted({v for x in langs for v in x.values} - used)
+            for u in (*used, *unused):
+                if b'"' in u:  # an escaped quote in the key: not split at it, read every two-quote token
+                    cand.append(t.two_quotes)
+                else:
+                    cand.append(k.segments.get(u, _NONE))
+            if here and at_key:
+                out.extend(t.with_prefix(b'"' + u + b'"') for u in used)
+                cand.extend(t.with_prefix(b'"' + u + b'"') for u in unused)
+            if here and mode == 2:  # inside a key of this object, body cur so far
+                n = len(cur)
+                cand.append(k.close_then_key)  # which may write this key again
+                out.extend(t.with_prefix(u[n:] + b'"') for u in used if u.startswith(cur))
+                cand.extend(t.with_prefix(u[n:] + b'"') for u in unused if u.startswith(cur))
+            if not used:
+                continue
+            dead = self._dead(langs, used)
+            # dead in every language: exact; dead in some: read through, since the token
+            # may end the alternatives (anyOf / oneOf branches) whose language it is not
+            for q in set().union(*dead.per_lang):
+                sure = q in dead.nodes
+                if q:
+                    cand.append(k.ending_in(q))
+                    if here and at_key:
+                        (out if sure else cand).append(t.with_prefix(b'"' + q))
+                    if here and mode == 2 and len(q) > len(cur) and q.startswith(cur):
+                        (out if sure else cand).append(t.with_prefix(q[len(cur):]))
+                else:  # every key used: no comma at this object's level
+                    cand.append(k.comma if esc else k.commas.get((mode != 0, up), _NONE))
+        out = [x for x in out if len(x)]
+        cand = [x for x in cand if len(x)]
+        # repeats in either list are harmless (a bit cleared twice, a verdict read twice)
+        exact = np.concatenate(out) if len(out) > 1 else out[0] if out else _NONE
+        cand = np.concatenate(cand) if len(cand) > 1 else cand[0] if cand else _NONE
+        return exact.astype(np.int64), cand.astype(np.int64), {}
+
+
+def _inner_keys(data: bytes) -> list:
+    """The whole keys data writes after a quote that follows `{` or `,` (compact JSON)."""
+    out, j = [], data.find(b'"', 1)
+    while j > 0:
+        nxt = data.find(b'"', j + 1)
+        if nxt > 0 and data[j - 1] in b"{,":
+            out.append(data[j + 1:nxt])
+        j = nxt
+    return out
+
+
+def _opens_and_writes(data: bytes) -> bool:
+    """Whether data writes `{"key"` and then a comma."""
+    j = data.find(b'{"')
+    while j >= 0:
+        e = data.find(b'"', j + 2)
+        if e > 0 and b"," in data[e:]:
+            return True
+        j = data.find(b'{"', j + 1)
+    return False
+
+
+def _repeats_a_segment(data: bytes) -> bool:
+    """Whether data may write one key twice: two equal whole keys after `{` / `,` or its
+    first byte."""
+    keys = _inner_keys(data)
+    if data[:1] == b'"':
+        e = data.find(b'"', 1)
+        if e > 0:
+            keys.append(data[1:e])
+    return len(set(keys)) < len(keys)
+
+
+def _commas(data: bytes):
+    """The (starts inside a string, levels up) of each comma data writes outside strings
+    at or above the level where it starts, read both from inside a string and from
+    between tokens (no escape pending)."""
+    out = set()
+    for start in (True, False):
+        in_string, depth, esc = start, 0, False
+        for b in data:
+            if in_string:
+                if esc:
+                    esc = False
+                elif b == BACKSLASH:
+                    esc = True
+                elif b == QUOTE:
+                    in_string = False
+            elif b == QUOTE:
+                in_string = True
+            elif b == OPEN or b == OPEN_ARR:
+                depth += 1
+            elif b == CLOSE_OBJ or b == CLOSE_ARR:
+                depth -= 1
+            elif b == COMMA and depth <= 0:
+                out.add((start, -depth))
+    return out
+
+
+def _skim(o, data: bytes, i: int, stop_on_repeat: bool, opener):
+    """Reads data[i:] as JSON inside watched objects from watch state o: (state,
+    position, how): how "end" when the outermost object closed (position past its `}`),
+    "repeat" when a key written equals one used in its object (only with
+    stop_on_repeat), None when data was read whole.
+
+    o = (frames, mode, key, esc): frames, the containers open since the watch began,
+    innermost last: "{" / "[" for a plain one, (key languages, used keys, phase) for a
+    watched object; mode 0 between tokens of JSON, 1 in a string value, 2 in a key of
+    the innermost object (key: its body so far); esc: after a backslash. opener(j):
+    the key languages of the objects the `{` at data[j - 1] opens (none: a plain one)."""
+    frames, mode, cur, esc = o
+    n = len(data)
+    while i < n:
+        b = data[i]
+        i += 1
+        if mode:
+            if esc:
+                esc = False
+            elif b == BACKSLASH:
+                esc = True
+            elif b == QUOTE:
+                if mode == 2:
+                    langs, used, _phase = frames[-1]
+                    if cur in used:
+                        if stop_on_repeat:
+                            return (frames, mode, cur, esc), i, "repeat"
+                    else:
+                        used = used | {cur}
+                    frames = frames[:-1] + ((langs, used, _AFTER_KEY),)
+                    cur = None
+                mode = 0
+                continue
+            if mode == 2:
+                cur += data[i - 1:i]
+            continue
+        if b in _WS:
+            continue
+        top = frames[-1]
+        if b == QUOTE:
+            if isinstance(top, tuple) and top[2] in (_FIRST, _KEY):
+                mode, cur = 2, b""
+            else:
+                mode = 1
+        elif b == OPEN:
+            langs = opener(i)
+            frames = frames + (((langs, frozenset(), _FIRST) if langs else "{"),)
+        elif b == OPEN_ARR:
+            frames = frames + ("[",)
+        elif b == CLOSE_OBJ or b == CLOSE_ARR:
+            frames = frames[:-1]
+            if not frames:
+                return (frames, 0, None, False), i, "end"
+        elif isinstance(top, tuple):
+            if b == COLON:
+                frames = frames[:-1] + ((top[0], top[1], _VALUE),)
+            elif b == COMMA:
+                frames = frames[:-1] + ((top[0], top[1], _KEY),)
+    return (frames, mode, cur, esc), i, None

@@ -1,0 +1,209 @@
+"""Objects in any member order (member_order="any": json_schema/any_order.py builds
+the grammar, furca/constrain/members.py keeps each object's keys distinct).
+
+The masks are checked against the definition, computed here independently of the
+watch: a token is allowed when the grammar alone allows it (a plain Matcher of the same
+grammar) and the text it makes writes no key twice in one object, and, where the keys
+are a finite set, does not stop inside a key that only used names complete, or after a
+comma once every name is used."""
+import json
+
+import jsonschema
+import pytest
+
+from furca.constrain import GrammarCompiler
+from furca.constrain.json_schema import schema_to_gbnf
+
+from .conftest import BYTE_EOS, allowed_set, byte_info
+from .test_unique_items import _walk_against
+
+
+def _objects(text: str):
+    """The objects of a JSON prefix (closed ones too), each as a dict: its complete
+    keys, the open key's raw body or None, whether a key is expected, after a comma;
+    read with a plain scan of strings and brackets (no code shared with the watch)."""
+    stack, seen, i, n = [], [], 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            frame = stack[-1] if stack else None
+            is_key = isinstance(frame, dict) and frame["want_key"]
+            if j >= n:  # an open string ends the text
+                if is_key:
+                    frame["open"] = text[i + 1:]
+                return seen
+            if is_key:
+                frame["keys"].append(json.loads(text[i:j + 1]))
+                frame["want_key"] = False
+                frame["comma"] = False
+            i = j + 1
+            continue
+        if ch == "{":
+            stack.append({"keys": [], "want_key": True, "comma": False, "open": None, "depth": len(stack)})
+            seen.append(stack[-1])
+        elif ch == "[":
+            stack.append("[")
+        elif ch in "}]":
+            stack.pop()
+        elif ch == "," and isinstance(stack[-1], dict):
+            stack[-1]["want_key"] = True
+            stack[-1]["comma"] = True
+        i += 1
+    return seen
+
+
+def _definition_allows(text: str, names=None) -> bool:
+    """names: the finite key set of every object, a function of an object's depth to
+    it, or None (free keys)."""
+    for f in _objects(text):
+        if not isinstance(f, dict):
+            continue
+        if len(set(f["keys"])) < len(f["keys"]):
+            return False
+        here = names(f["depth"]) if callable(names) else names
+        if here is None:
+            continue
+        unused = [json.dumps(k)[1:-1] for k in here if k not in f["keys"]]
+        if f["open"] is not None and not any(u.startswith(f["open"]) for u in unused):
+            return False
+        if f["open"] is None and f["want_key"] and f["comma"] and not unused:
+            return False
+    return True
+
+
+_EXTRA = ['","', '"a"', '"a":', ',"a"', ',"a":', '"b":1,"a"', '1,"a":', '1,"b"', '"a":1,"a"', 'a"', 'ab"', '{"a',
+          '{"a":1,"a"', '},"a"', '}},"b"', '"}', '1}', '"a":1}', ',"ab"', '"ab":', 'b"', ',"a', '1,"a', ',"b',
+          '","a', '"a', '"b', '"ab', '":1,"a"', 'b":1,"b"', 'a":{},"a"', 'a":1,', '":1,', '"b":1,', '{"a":1,',
+          'a":"",', '","b":1,']
+
+
+def _walk(schema, seed, names=None, walks=40, steps=24, chars=b'{}[]",:ab1'):
+    """Random walks over a small alphabet (keys repeat often); at every step the mask of
+    every token equals the definition, and accept_token agrees with the mask. Returns
+    how many tokens the grammar allowed and the watch masked, and how many walks ended
+    (each a valid instance)."""
+    done = []
+
+    def finished(text):
+        jsonschema.validate(json.loads(text), schema)
+        done.append(text)
+
+    masked = _walk_against(GrammarCompiler(byte_info(_EXTRA)), schema, chars,
+                           lambda text: _definition_allows(text, names), seed, walks, steps, finished,
+                           member_order="any")
+    return masked, len(done)
+
+
+def test_free_keys_are_never_written_twice():
+    schema = {"type": "object", "additionalProperties": {"type": "integer"}}
+    masked, _ = _walk(schema, 0)
+    assert masked > 30
+
+
+def test_declared_and_extra_keys_in_any_order():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "ab": {"type": "integer"}},
+              "required": ["ab"], "additionalProperties": {"type": "integer"}}
+    masked, _ = _walk(schema, 1)
+    assert masked > 30
+
+
+def test_a_finite_key_set_masks_dead_keys_and_the_last_comma():
+    names = ["a", "b", "ab", "ba", "aa"]
+    schema = {"type": "object", "properties": {k: {"type": "integer"} for k in names}, "required": ["b"],
+              "additionalProperties": False}
+    masked, finished = _walk(schema, 2, names=names, walks=60, steps=40)
+    assert masked > 50 and finished > 3
+
+
+def test_nested_objects_keep_their_own_keys():
+    """A recursive schema: each object level watched with its own used keys; string
+    values with brackets and quotes inside are not read as structure."""
+    names = ["a", "b", "ab"]
+    schema = {"type": "object", "properties": {"a": {"$ref": "#"}, "b": {"type": "string"},
+                                               "ab": {"type": "array", "items": {"$ref": "#"}}},
+              "additionalProperties": False}
+    masked, finished = _walk(schema, 3, names=names, walks=60, steps=40)
+    assert masked > 50 and finished > 3
+
+
+def test_an_object_used_up_by_the_token_that_opens_it():
+    """An inner object of one name: `{"a":1,` opens it, uses its only key and writes a
+    comma after which no key is left (a dead end the mask must see from outside it)."""
+    inner = {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False}
+    schema = {"type": "object", "properties": {"a": inner, "b": {"type": "integer"}}, "additionalProperties": False}
+    masked, finished = _walk(schema, 4, names=lambda depth: ["a", "b"] if depth == 0 else ["a"], walks=60, steps=30)
+    assert masked > 30 and finished > 3
+    masked, finished = _walk(inner, 5, names=["a"], walks=20, steps=12)  # the first token, outside the watch
+    assert masked >= 20 and finished > 3
+
+
+def test_the_key_set_narrows_as_alternatives_die():
+    """oneOf two finite objects: once `"a":1` chose the first, its keys {a, b} are all
+    the keys left (the second's `ab` no longer is), so after both the comma is a dead
+    end and masked; in the second the comma stays."""
+    one = {"type": "object", "properties": {"a": {"const": 1}, "b": {"type": "integer"}},
+           "required": ["a"], "additionalProperties": False}
+    two = {"type": "object", "properties": {"a": {"const": 11}, "b": {"type": "integer"}, "ab": {"type": "integer"}},
+           "required": ["a"], "additionalProperties": False}
+    c = GrammarCompiler(byte_info([]))
+    g = c.compile_json_schema({"oneOf": [one, two]}, member_order="any")
+    comma = ord(",")
+    for text, open_ in (('{"a":1,"b":1', False), ('{"b":1,"a":1', False), ('{"a":11,"b":1', True),
+                        ('{"b":1,"a":11', True)):
+        m = g.matcher()
+        assert m.accept_string(text)
+        assert bool(allowed_set(m, c.info)[comma]) == open_ and m.fork().accept_token(comma) == open_, text
+        assert m.accept_string("}") and m.accept_token(BYTE_EOS)
+
+
+def test_any_order_accepts_what_the_schema_orders_reject():
+    schema = {"type": "object", "properties": {"id": {"type": "string"}, "n": {"type": "integer"},
+                                               "tags": {"type": "array", "items": {"type": "string"}}},
+              "required": ["id", "n"]}
+    c = GrammarCompiler(byte_info([]))
+    ordered, anyorder = c.compile_json_schema(schema), c.compile_json_schema(schema, member_order="any")
+    for doc in ['{"n":1,"id":"x"}', '{"$schema":"s","id":"x","n":2}', '{"tags":[],"n":1,"other":{},"id":"y"}']:
+        assert not ordered.matcher().accept_string(doc)
+        m = anyorder.matcher()
+        assert m.accept_string(doc) and m.accept_token(BYTE_EOS), doc
+    for doc in ['{"n":1}', '{"n":1,"id":"x","n":2}', '{"id":"x","n":1,"zz":1,"zz":2}']:
+        m = anyorder.matcher()
+        assert not (m.accept_string(doc) and m.accept_token(BYTE_EOS)), doc
+
+
+def test_rollback_and_fork_keep_the_watch():
+    c = GrammarCompiler(byte_info([]))
+    g = c.compile_json_schema({"type": "object", "additionalProperties": {"type": "integer"}}, member_order="any")
+    m = g.matcher()
+    for ch in '{"k":1,':
+        assert m.accept_string(ch)
+    f = m.fork()
+    assert m.accept_string('"j":2,')
+    assert not m.fork().accept_string('"j"') and f.accept_string('"j"')
+    m.rollback(1)  # accept_string is one step of the history
+    assert m.accept_string('"j"')
+    m.rollback(1)
+    assert not m.fork().accept_string('"k"') and m.accept_string('"j"')
+    m.reset()
+    assert m.accept_string('{"j":1,"k":2}')
+
+
+def test_schema_order_is_the_default_and_other_objects_keep_it():
+    """Objects the watch cannot read exactly keep the schema orders."""
+    c = GrammarCompiler(byte_info([]))
+    s = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}
+    assert not c.compile_json_schema(s).matcher().accept_string('{"b":1,"a":2}')
+    assert c.compile_json_schema(s, member_order="any").matcher().accept_string('{"b":1,"a":2}')
+    for other in ({"minProperties": 1}, {"patternProperties": {"^x": {}}}, {"propertyNames": {"maxLength": 3}}):
+        g = c.compile_json_schema({**s, **other}, member_order="any")
+        assert not g.matcher().accept_string('{"b":1,"a":2}'), other
+    g = c.compile_json_schema(s, member_order="any", whitespace="flexible")
+    assert not g.matcher().accept_string('{"b":1,"a":2}')
+    many = {"type": "object", "properties": {k: {"type": "integer"} for k in "abcdefg"}, "required": list("abcdefg")}
+    assert not c.compile_json_schema(many, member_order="any").matcher().accept_string('{"b":1,"a":2')
+    assert schema_to_gbnf(s) == schema_to_gbnf(s)  # GBNF has no member_order: the schema orders
+    with pytest.raises(Exception, match="member_order"):
+        c.compile_json_schema(s, member_order="random")
