@@ -255,36 +255,38 @@ class ObjectSites(Watched):
     def masked(self, o, s: int, row: np.ndarray) -> None:
         """Clears, in row (the grammar's mask of state s, int32 words), the tokens that
         write a used key or reach a dead end from watch state o (module docstring)."""
-        if not self.inside(s)[1]:
+        levels, _some, every = self._read_stacks(s)
+        if not every:
             return
-        levels = self.levels(s)
         key = (o, levels)  # the same across the steps of a string value
         plan = self._plans.get(key)
         if plan is None:
             if len(self._plans) >= 1024:
                 self._plans.clear()
-            plan = self._plans[key] = self._plan(o, levels)
-        exact, cand, memo = plan
-        words = row.view(np.uint32)
-        out = [exact] if len(exact) else []
-        if len(cand):
-            bits = (words[cand >> 5] >> (cand & 31).astype(np.uint32)) & 1
-            token_bytes = self.automaton.info.token_bytes
-            read = []
-            for i in cand[bits.astype(bool)].tolist():
-                hit = memo.get(i)
-                if hit is None:
-                    data = token_bytes[i]
-                    hit = self.blocked(o, s, data)
-                    if b"{" not in data:  # else it depends on the state (which object the `{` opens)
-                        memo[i] = hit
-                if hit:
-                    read.append(i)
-            if read:
-                out.append(np.array(read, dtype=np.int64))
-        if out:
-            ids = np.concatenate(out) if len(out) > 1 else out[0]
-            np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
+            plan = self._plans[key] = _Plan(*self._plan(o, levels))
+        words = memoryview(row).cast("B").cast("I")  # a few words and bits: Python ints beat numpy calls
+        for w, keep in plan.exact:
+            words[w] &= keep
+        memo = plan.memo
+        token_bytes = None
+        cand = plan.cand
+        if len(cand) > 48:  # many: the ones the grammar allows found by numpy
+            ids = plan.ids
+            w = row.view(np.uint32)
+            cand = ids[((w[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)].tolist()
+        for i in cand:  # read through where the grammar allows them
+            if not words[i >> 5] >> (i & 31) & 1:
+                continue
+            hit = memo.get(i)
+            if hit is None:
+                if token_bytes is None:
+                    token_bytes = self.automaton.info.token_bytes
+                data = token_bytes[i]
+                hit = self.blocked(o, s, data)
+                if b"{" not in data:  # else it depends on the state (which object the `{` opens)
+                    memo[i] = hit
+            if hit:
+                words[i >> 5] &= ~(1 << (i & 31)) & 0xFFFFFFFF
 
     def _plan(self, o, levels) -> tuple:
         """(the tokens watch state o masks as they are, the tokens to read through with
@@ -342,7 +344,24 @@ class ObjectSites(Watched):
         # repeats in either list are harmless (a bit cleared twice, a verdict read twice)
         exact = np.concatenate(out) if len(out) > 1 else out[0] if out else _NONE
         cand = np.concatenate(cand) if len(cand) > 1 else cand[0] if cand else _NONE
-        return exact.astype(np.int64), cand.astype(np.int64), {}
+        return exact.astype(np.int64), cand.astype(np.int64)
+
+
+class _Plan:
+    """What `masked` clears for one (watch state, levels): the exact tokens as
+    (word, bits it keeps) pairs, the candidates read through where the grammar allows
+    them (distinct token ids), and their verdicts so far."""
+
+    __slots__ = ("exact", "cand", "ids", "memo")
+
+    def __init__(self, exact, cand):
+        keep: dict[int, int] = {}
+        for i in np.unique(exact).tolist():
+            keep[i >> 5] = keep.get(i >> 5, 0xFFFFFFFF) & ~(1 << (i & 31))
+        self.exact = list(keep.items())
+        self.ids = np.unique(cand)
+        self.cand = self.ids.tolist()
+        self.memo: dict[int, bool] = {}
 
 
 def _inner_keys(data: bytes) -> list:
