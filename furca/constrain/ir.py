@@ -45,7 +45,8 @@ class Grammar:
     # (unique.py: the rule's items remembered, the tokens completing a repeat masked)
     unique: dict = field(default_factory=dict)
     # objects in any member order: {object rule: (its own rules, the declared keys'
-    # spellings (bytes between the quotes) when no other key is allowed, else None)};
+    # spellings (bytes between the quotes) or None when any other key is allowed, the
+    # rules of the extra members' keys)};
     # the matcher watches them (members.py: each key at most once)
     objects: dict = field(default_factory=dict)
 

@@ -105,12 +105,21 @@ class ObjectSites(Watched):
     def __init__(self, automaton):
         nfa = automaton.nfa
         spans = []  # (start, end, Items)
-        for obj, (own, values) in nfa.objects.items():
-            keys = Items(None, values)
-            for name in (obj, *own):
+        for obj, (own, values, open_keys) in nfa.objects.items():
+            keys, free = Items(None, values), Items(None, None)
+            for name in (obj, *own):  # an extra member's key rule: free keys of its own (any_order.py)
                 if name in nfa.spans:
-                    spans.append((*nfa.spans[name], keys))
-        super().__init__(automaton, spans, len)  # no length bound on keys
+                    spans.append((*nfa.spans[name], free if name in open_keys else keys))
+        super().__init__(automaton, spans, len, min_len=1)  # no length bound on keys; non-empty dead bodies
+        # an object rule's entry (before its `{`): a configuration there is not inside it yet
+        self._entries = set()
+        for obj in nfa.objects:
+            todo = [nfa.rule_start[obj]]
+            while todo:
+                n = todo.pop()
+                if n not in self._entries:
+                    self._entries.add(n)
+                    todo.extend(t for t in nfa.eps[n] if isinstance(t, int))
         self._opens: dict[int, tuple] = {}  # state -> key languages of the objects a `{` just opened
         self._levels: dict[int, tuple] = {}  # state -> (levels, some configuration inside, all are)
         self._plans: dict[tuple, tuple] = {}  # (watch state, levels) -> masked's plan (_plan)
@@ -120,10 +129,15 @@ class ObjectSites(Watched):
         configuration's node of state s (after a `{`: the objects it opened)."""
         hit = self._opens.get(s)
         if hit is None:
-            langs = {self._site(node) for node, _st in self.automaton.configs[s]} if s else set()
+            langs = {self._inner(node) for node, _st in self.automaton.configs[s]} if s else set()
             langs.discard(None)
             hit = self._opens[s] = tuple(langs)
         return hit
+
+    def _inner(self, node):
+        """The key language of the watched object whose own rules hold node past the
+        object's `{`, or None."""
+        return None if node in self._entries else self._site(node)
 
     def inside(self, s: int) -> tuple:
         """(some configuration of s is inside a watched object, all are): its node or a
@@ -149,7 +163,7 @@ class ObjectSites(Watched):
             for node, st in a.configs[s] if s else ():
                 d, run = 0, False
                 while True:
-                    site = self._site(node) if node >= 0 else None
+                    site = self._inner(node) if node >= 0 else None
                     if site is None:
                         if run:
                             d, run = d + 1, False
@@ -309,8 +323,7 @@ class ObjectSites(Watched):
             here = up == 0
             # a finite key set: writing one of its unused names may leave a dead end (its
             # last comma, or a body whose other names are used), so those are read too
-            unused = () if any(x.values is None for x in langs) else \
-                sorted({v for x in langs for v in x.values} - used)
+            unused = sorted({v for x in langs if x.values is not None for v in x.values} - used)
             for u in (*used, *unused):
                 if b'"' in u:  # an escaped quote in the key: not split at it, read every two-quote token
                     cand.append(t.two_quotes)

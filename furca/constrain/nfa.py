@@ -95,7 +95,7 @@ def build_nfa(g: ir.Grammar) -> NFA:
     nfa.unique = dict(getattr(g, "unique", None) or {})
     watched = set(nfa.unique) | {v[0] for v in nfa.unique.values()}
     nfa.objects = dict(getattr(g, "objects", None) or {})
-    for o, (own, _values) in nfa.objects.items():
+    for o, (own, _values, _open) in nfa.objects.items():
         watched.add(o)
         watched.update(own)
 

@@ -129,16 +129,20 @@ class Items:
     """The item language of a watched array: free strings (max_len: maxLength or None)
     or a finite list of canonical spellings (values, sorted bytes; enum items)."""
 
-    __slots__ = ("max_len", "values", "bare")
+    __slots__ = ("max_len", "values", "bare", "_value_set")
 
     def __init__(self, max_len, values, bare=False):
         self.max_len = max_len
         self.values = None if values is None else sorted(values)
+        self._value_set = None if values is None else frozenset(values)
         self.bare = bare  # integers: no quotes, ended by a delimiter
 
-    def dead_nodes(self, used, length) -> set:
+    def dead_nodes(self, used, length, min_len=0) -> set:
         """The shortest item bodies every completion of which is a used item (a body
-        extending one of them is dead too), along the used items."""
+        extending one of them is dead too), along the used items. min_len 1: the
+        shortest non-empty ones, and the empty body too when every value is used (an
+        object's keys: where another reading of the key may live, the non-empty ones say
+        which key bodies only used names complete)."""
         out = set()
         if self.bare:  # integers: only 0 cannot go on (no -0, no leading zero)
             if b"0" in used:
@@ -148,9 +152,13 @@ class Items:
             if self.max_len is not None:
                 out.update(u for u in used if length(u) == self.max_len)
             return out
-        v, u_sorted = self.values, sorted(used)
+        v = self.values
+        used = [u for u in used if u in self._value_set]  # an object's used keys may be a pattern's
+        u_sorted = sorted(used)
+        if min_len and len(used) == len(v):
+            out.add(b"")
         for u in used:
-            for j in range(len(u) + 1):
+            for j in range(min_len, len(u) + 1):
                 q, q_end = u[:j], u[:j] + b"\xff"  # UTF-8 has no 0xFF byte: the prefix's end
                 if bisect_left(v, q_end) - bisect_left(v, q) <= bisect_left(u_sorted, q_end) - bisect_left(u_sorted, q):
                     out.add(q)
@@ -165,8 +173,8 @@ class _Dead:
 
     __slots__ = ("nodes", "per_lang")
 
-    def __init__(self, langs, used, length):
-        self.per_lang = [x.dead_nodes(used, length) for x in langs]
+    def __init__(self, langs, used, length, min_len=0):
+        self.per_lang = [x.dead_nodes(used, length, min_len) for x in langs]
         union = set().union(*self.per_lang)
         self.nodes = {q for q in union if self.dead(q)}
 
@@ -183,14 +191,15 @@ class Watched:
     array or object, and the dead bodies of sets of used items. Shared by the grammar's
     matchers (its caches only grow, with values computed alike by any thread)."""
 
-    def __init__(self, automaton, spans, length):
+    def __init__(self, automaton, spans, length, min_len=0):
         """spans: [(first node, end node, Items)] of the watched rules; length(body): the
-        characters of an item body (for maxLength)."""
+        characters of an item body (for maxLength); min_len: Items.dead_nodes'."""
         self.automaton = automaton
         spans.sort(key=lambda x: x[0])
         self._starts = [x[0] for x in spans]
         self._spans = spans
         self._length = length
+        self._min_len = min_len
         self._dead_cache: dict[tuple, _Dead] = {}  # (item languages, used items) -> _Dead
 
     def _site(self, node):
@@ -209,7 +218,7 @@ class Watched:
         if hit is None:
             if len(self._dead_cache) >= 256:
                 self._dead_cache.clear()
-            hit = self._dead_cache[key] = _Dead(langs, used, self._length)
+            hit = self._dead_cache[key] = _Dead(langs, used, self._length, self._min_len)
         return hit
 
 

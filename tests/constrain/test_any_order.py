@@ -55,21 +55,27 @@ def _objects(text: str):
     return seen
 
 
-def _definition_allows(text: str, names=None) -> bool:
+def _definition_allows(text: str, names=None, open_prefix=None) -> bool:
     """names: the finite key set of every object, a function of an object's depth to
-    it, or None (free keys)."""
+    it, or None (free keys); open_prefix: keys starting so are also taken, endlessly
+    (a patternProperties pattern `^b`): a body starting so is never a dead end, nor is
+    a comma."""
     for f in _objects(text):
         if not isinstance(f, dict):
             continue
+        here = names(f["depth"]) if callable(names) else names
+        if here == "any value":  # an object inside a value of any JSON: not watched
+            continue
         if len(set(f["keys"])) < len(f["keys"]):
             return False
-        here = names(f["depth"]) if callable(names) else names
         if here is None:
             continue
         unused = [json.dumps(k)[1:-1] for k in here if k not in f["keys"]]
-        if f["open"] is not None and not any(u.startswith(f["open"]) for u in unused):
-            return False
-        if f["open"] is None and f["want_key"] and f["comma"] and not unused:
+        body = f["open"]
+        if body is not None and not any(u.startswith(body) for u in unused):
+            if open_prefix is None or not (body.startswith(open_prefix) or open_prefix.startswith(body)):
+                return False
+        if body is None and f["want_key"] and f["comma"] and not unused and open_prefix is None:
             return False
     return True
 
@@ -77,10 +83,10 @@ def _definition_allows(text: str, names=None) -> bool:
 _EXTRA = ['","', '"a"', '"a":', ',"a"', ',"a":', '"b":1,"a"', '1,"a":', '1,"b"', '"a":1,"a"', 'a"', 'ab"', '{"a',
           '{"a":1,"a"', '},"a"', '}},"b"', '"}', '1}', '"a":1}', ',"ab"', '"ab":', 'b"', ',"a', '1,"a', ',"b',
           '","a', '"a', '"b', '"ab', '":1,"a"', 'b":1,"b"', 'a":{},"a"', 'a":1,', '":1,', '"b":1,', '{"a":1,',
-          'a":"",', '","b":1,']
+          'a":"",', '","b":1,', '{},', '{}}', '{"a":{},']
 
 
-def _walk(schema, seed, names=None, walks=40, steps=24, chars=b'{}[]",:ab1'):
+def _walk(schema, seed, names=None, walks=40, steps=24, chars=b'{}[]",:ab1', open_prefix=None):
     """Random walks over a small alphabet (keys repeat often); at every step the mask of
     every token equals the definition, and accept_token agrees with the mask. Returns
     how many tokens the grammar allowed and the watch masked, and how many walks ended
@@ -92,7 +98,7 @@ def _walk(schema, seed, names=None, walks=40, steps=24, chars=b'{}[]",:ab1'):
         done.append(text)
 
     masked = _walk_against(GrammarCompiler(byte_info(_EXTRA)), schema, chars,
-                           lambda text: _definition_allows(text, names), seed, walks, steps, finished,
+                           lambda text: _definition_allows(text, names, open_prefix), seed, walks, steps, finished,
                            member_order="any")
     return masked, len(done)
 
@@ -116,6 +122,29 @@ def test_a_finite_key_set_masks_dead_keys_and_the_last_comma():
               "additionalProperties": False}
     masked, finished = _walk(schema, 2, names=names, walks=60, steps=40)
     assert masked > 50 and finished > 3
+
+
+def test_pattern_keys_beside_a_finite_key_set():
+    """patternProperties `^b` and additionalProperties false: the declared names {a, ab}
+    are a finite set (a body only they complete is dead once they are used), the
+    pattern's keys are not (a body starting with b never is, and the comma never is)."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "ab": {"type": "integer"}},
+              "patternProperties": {"^b": {"type": "integer"}}, "additionalProperties": False}
+    masked, finished = _walk(schema, 6, names=["a", "ab"], open_prefix="b", walks=60, steps=30)
+    assert masked > 30 and finished > 3
+
+
+def test_a_value_object_not_yet_opened_is_not_the_object_watched():
+    """Before a value object's `{` the state's configurations already sit at that
+    object's rule (its entry): the keys that count are still the outer object's. Here
+    the outer's are {a, b}, the values free objects: `{},` after the last name is a dead
+    end (the regression: the value object's free keys were taken for the outer's). The
+    free objects' own values are any JSON, whose objects are not watched."""
+    schema = {"type": "object", "properties": {"a": {"type": "object"}, "b": {"type": "object"}},
+              "additionalProperties": False}
+    masked, finished = _walk(schema, 7, walks=60, steps=30,
+                             names=lambda depth: ["a", "b"] if depth == 0 else None if depth == 1 else "any value")
+    assert masked > 30 and finished > 3
 
 
 def test_nested_objects_keep_their_own_keys():
@@ -197,7 +226,7 @@ def test_schema_order_is_the_default_and_other_objects_keep_it():
     s = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}
     assert not c.compile_json_schema(s).matcher().accept_string('{"b":1,"a":2}')
     assert c.compile_json_schema(s, member_order="any").matcher().accept_string('{"b":1,"a":2}')
-    for other in ({"minProperties": 1}, {"patternProperties": {"^x": {}}}, {"propertyNames": {"maxLength": 3}}):
+    for other in ({"minProperties": 1}, {"patternProperties": {"^x+$": {}}}, {"propertyNames": {"maxLength": 3}}):
         g = c.compile_json_schema({**s, **other}, member_order="any")
         assert not g.matcher().accept_string('{"b":1,"a":2}'), other
     g = c.compile_json_schema(s, member_order="any", whitespace="flexible")

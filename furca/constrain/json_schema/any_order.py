@@ -19,21 +19,27 @@ far, 2^n states for n keys. So the work is split:
   equal names are equal bytes.
 
 Registered in c.g.objects as {object rule: (its own rules, the declared names'
-spellings when no other key is allowed, else None)}. The own rules hold only the
+spellings, or None when any other key is allowed, the rules of the extra members' keys)}.
+With patternProperties (and no other extra keys) the names are a finite set but the
+patterns' keys are not: their key rules are watched as free keys of their own, so where a
+pattern's reading of a key body still lives (the matcher reads that off the state's
+stacks) the body is not dead, and where only the declared names' reading lives it is
+dead once they are used. That needs every key a pattern takes to have unboundedly many
+continuations: patterns without `$` (`_open_ended`). The own rules hold only the
 braces, keys, colons, commas and calls: each member's value is a call of a rule of its
 own (even a $ref's rule is called through one), so a `{` read inside one of these rules
 opens this object and no other, a configuration in a value is inside the object through
 its stack, and on a stack two nested objects' runs of own rules are apart.
 
-Only for what the watch reads exactly: compact whitespace, no patternProperties (after
-the finite ones became declared names), no propertyNames, no min/maxProperties, at most
-MAX_REQUIRED required names, and not for GBNF output (text cannot carry the watch).
+Only for what the watch reads exactly: compact whitespace, patternProperties without
+`$` (after the finite ones became declared names), no propertyNames, no
+min/maxProperties, at most MAX_REQUIRED required names, and not for GBNF output (text
+cannot carry the watch).
 Other objects keep the two orders.
 """
 from __future__ import annotations
 
 from .grammar import EMPTY, NOTHING, alt, lit, rep, seq
-from .keys import key_not_in
 from .scalars import literal
 
 MAX_REQUIRED = 6  # 2^6 rules of required subsets at most
@@ -41,15 +47,29 @@ MAX_REQUIRED = 6  # 2^6 rules of required subsets at most
 
 def applies(c, patterns, allowed, min_p, max_p, num_req) -> bool:
     """Whether an object with these keywords is built in any order."""
-    return (c.member_order == "any" and c.g.watch_unique and c.ws == EMPTY and not patterns
+    return (c.member_order == "any" and c.g.watch_unique and c.ws == EMPTY
+            and all(_open_ended(p) for p in patterns)
             and allowed is None and min_p == 0 and max_p is None and num_req <= MAX_REQUIRED)
 
 
-def any_order_object(c, members, names, extra_value):
+def _open_ended(pattern: str) -> bool:
+    """Whether every key the pattern takes goes on into infinitely many others: it has
+    no `$` (matching is a search, so whatever follows a match matches too). Then a key
+    body the pattern still takes always has an unused completion, whatever keys were
+    used; a pattern with `$` could leave a body whose every completion is used."""
+    i = pattern.find("$")
+    while i >= 0:
+        slashes = len(pattern[:i]) - len(pattern[:i].rstrip("\\"))
+        if slashes % 2 == 0:  # not an escaped `\$`
+            return False
+        i = pattern.find("$", i + 1)
+    return True
+
+
+def any_order_object(c, members, extras):
     """The object rule. members: [(name, value IR, required)] (declared, each
-    satisfiable); names: every declared name (the extra keys leave them out);
-    extra_value: IR of an extra member's value, or None when no extra member is
-    allowed."""
+    satisfiable); extras: containers._extra_branches' [(key IR, value IR, kind)], the
+    ways of an extra member."""
     own = []
 
     def rule(hint, body):
@@ -63,8 +83,11 @@ def any_order_object(c, members, names, extra_value):
     colon, comma = c.colon, c.comma
     required = [(n, v) for n, v, req in members if req]
     optional = [seq(lit(literal(n)), colon, call(v)) for n, v, req in members if not req]
-    if extra_value is not None and extra_value != NOTHING:
-        optional.append(seq(rule("member-key", key_not_in(c, names)), colon, call(extra_value)))
+    open_keys = []  # the extra members' key rules: each takes unboundedly many keys
+    for key, value, _kind in extras:
+        k = rule("member-key", key)
+        open_keys.append(k.name)
+        optional.append(seq(k, colon, call(value)))
     opt = rule("members-any", alt(*optional)) if optional else None
     req_members = [seq(lit(literal(n)), colon, call(v)) for n, v in required]
     r = len(required)
@@ -88,8 +111,8 @@ def any_order_object(c, members, names, extra_value):
     if r == 0:
         parts.append(lit("{}"))
     obj = rule("object-any", alt(*parts))
-    values = None
-    if extra_value is None or extra_value == NOTHING:
-        values = tuple(literal(n)[1:-1].encode("utf-8") for n, _v, _r in members)
-    c.g.objects[obj.name] = (tuple(own), values)
+    values = tuple(literal(n)[1:-1].encode("utf-8") for n, _v, _r in members)
+    if any(kind == "additional" for _k, _v, kind in extras):
+        values = None  # any key but the declared ones: every body goes on (free keys)
+    c.g.objects[obj.name] = (tuple(own), values, tuple(open_keys))
     return obj

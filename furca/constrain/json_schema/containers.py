@@ -118,15 +118,14 @@ def object_grammar(c, schema, where):
     # the pattern's keys leave it out (else it could come again as an extra member)
     clash = {p: [n for n, sub in finals.items() if _search(p, n, where) and canon(sub) != canon(pattern_schema)]
              for p in patterns}
-    extra = _extra_member(c, names, patterns, additional, where, pattern_schema, clash, allowed)
+    extras = _extra_branches(c, names, patterns, additional, where, pattern_schema, clash, allowed)
+    extra = alt(*[seq(key, colon, value) for key, value, _kind in extras]) if extras else None
 
     min_p = _nonneg_int(schema, "minProperties", where) or 0
     max_p = _nonneg_int(schema, "maxProperties", where)
     num_req = sum(1 for _, r, _ in members if r)
     if any_order.applies(c, patterns, allowed, min_p, max_p, num_req):
-        extra_value = None if additional is False or extra is None else \
-            c.value(additional, where + "/additionalProperties", hint="additional-value")
-        return any_order.any_order_object(c, [(n, values[n], r) for _, r, n in members], names, extra_value)
+        return any_order.any_order_object(c, [(n, values[n], r) for _, r, n in members], extras)
     if all(r for _, r, _ in members) and (min_p or max_p is not None):
         # every declared member is present: count the extra members exactly
         k = len(members)
@@ -294,8 +293,9 @@ def _pattern_schema(c, patterns, where):
     return pattern_schema
 
 
-def _extra_member(c, declared, patterns, additional, where, pattern_schema, clash, allowed=None):
-    """IR of one extra `"key":value` member, or None when none is allowed.
+def _extra_branches(c, declared, patterns, additional, where, pattern_schema, clash, allowed=None):
+    """The ways of writing one extra member: [(key IR, value IR, "pattern" or
+    "additional")], none when no extra member is allowed.
 
     With patternProperties: a key matching pattern p, other than the declared names in
     clash[p], takes `pattern_schema` (every pattern's schema merged when they differ,
@@ -303,15 +303,14 @@ def _extra_member(c, declared, patterns, additional, where, pattern_schema, clas
     merged with it (it may match patterns too). Sound; narrower than JSON Schema where
     schemas differ. `allowed` (names.Names, propertyNames) bounds every extra key."""
     if allowed is not None and allowed.nodes is None:
-        return None
-    colon = c.colon
+        return []
     branches = []
     if patterns:
         value = c.value(pattern_schema, where + "/patternProperties", hint="pattern-value")
         if value != NOTHING:
             key = alt(*[seq(lit('"'), _pattern_key(c, p, clash.get(p), where, allowed), lit('"'))
                         for p in patterns])
-            branches.append(seq(key, colon, value))
+            branches.append((key, value, "pattern"))
     if additional is not False:
         schema = additional
         if pattern_schema is not None:
@@ -327,8 +326,8 @@ def _extra_member(c, declared, patterns, additional, where, pattern_schema, clas
                     ("names-minus-declared", allowed.key, tuple(declared)),
                     lambda: difference(allowed.nodes[0], [literal_chars(n) for n in declared], c.g, at,
                                        also=allowed.nodes[1:])), lit('"'))
-            branches.append(seq(key, colon, value))
-    return alt(*branches) if branches else None
+            branches.append((key, value, "additional"))
+    return branches
 
 
 def _pattern_key(c, p, names, where, allowed=None):
