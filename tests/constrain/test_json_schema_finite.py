@@ -155,6 +155,19 @@ def test_one_of_by_literal_patterns_is_exclusive():
           [{"type": "Perlin", "n": 1}, {"type": "Billow"}], [{"type": "Perl"}, {"type": "Perlin", "m": 1}])
 
 
+def test_one_of_by_a_name_the_other_branch_excludes():
+    """A branch whose tag is `not` an enum of the names the other branches give by
+    const (angular's targets: a custom builder, or one of the known ones): the tag's
+    values are disjoint, so each branch requires it. Before, no proof was found, the
+    object type left both branches and the oneOf accepted nothing."""
+    known = {"type": "object", "properties": {"b": {"const": "x"}, "n": {"type": "integer"}}}
+    other = {"type": "object", "properties": {"b": {"const": "y"}}}
+    custom = {"type": "object", "properties": {"b": {"type": "string", "not": {"enum": ["x", "y"]}}},
+              "required": ["b"]}
+    check({"oneOf": [custom, known, other]}, [{"b": "x", "n": 1}, {"b": "y"}, {"b": "z"}],
+          [{"b": 1}, {}, {"b": "x", "n": "s"}])
+
+
 def test_if_then_else_on_an_enum_property_keeps_the_exclusion():
     """The rewrite of `if` leaves furca's internal not-strings keyword beside the enum;
     the finite path must apply it (jsonschema would ignore it)."""

@@ -25,7 +25,7 @@ import re
 
 from .difference import NOT_PATTERNS
 from .logic import NOT_STRINGS
-from .merge import ALL_TYPES, FALSE, json_equal, merge, type_set
+from .merge import ALL_TYPES, ANNOTATION_LIKE, FALSE, json_equal, merge, type_set
 
 # A pattern matching exactly one string: ^ literal $ without regex metacharacters
 # (ECMA-262: `$` without the m flag matches only at the end).
@@ -87,7 +87,28 @@ def _disjoint_values(a, b) -> bool:
     la, lb = _literals(a), _literals(b)
     if la is not None and lb is not None:
         return not any(json_equal(x, y) for x in la for y in lb)
+    # literals the other side excludes by `not` ({"not": {"enum": [...]}}: a builder
+    # name that is none of the known ones, beside branches naming each known one)
+    for lits, other in ((la, b), (lb, a)):
+        gone = _excluded(other)
+        if lits is not None and gone and all(any(json_equal(x, y) for y in gone) for x in lits):
+            return True
     return False
+
+
+def _excluded(s) -> list:
+    """The literals schema s refuses by a `not` of an enum/const (or logic.py's rewrite
+    of one into NOT_STRINGS)."""
+    if not isinstance(s, dict):
+        return []
+    out = list(s.get(NOT_STRINGS, ()))
+    n = s.get("not")
+    if isinstance(n, dict):
+        lits = _literals(n)
+        if lits is not None and all(k in ("enum", "const", "type") or k in ANNOTATION_LIKE for k in n):
+            if "type" not in n or all(_type_of(v) in _types(n) for v in lits):
+                out.extend(lits)
+    return out
 
 
 def _range(s):
