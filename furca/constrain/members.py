@@ -7,23 +7,34 @@ grammar cannot say, each key at most once, the matcher keeps (`UniqueMatcher`, w
 the uniqueItems watch of unique.py beside it):
 
 - **Which object.** A `{` opens a watched object when, right after it, some
-  configuration's node lies in one of the object's own rules (values are calls, so
-  no other `{` lands there). A state is inside watched objects when every
-  configuration has its node or a frame of its stack in their rules.
+  configuration's node lies in one of the object's own rules (values are calls, so no
+  other `{` lands there). A configuration is inside an object when its node or a
+  frame of its stack lies in the object's own rules past the object's entry (before
+  its `{` it is not inside yet). Its `levels` are the objects up its stack, innermost
+  first; a state's level d holds the key languages of every configuration's d-th
+  object, so an anyOf/oneOf branch that died stops counting. An extra member's key
+  rule is a free key language of its own: with patternProperties beside declared
+  names, a body only the names complete is dead where no pattern reading lives.
 - **What was used.** The accepted bytes are read as JSON (`_skim`): a stack of the
   containers open since the watch began, each watched object with the set of keys
   written in it (canonical spellings: equal names, equal bytes). Immutable, one per
   accepted token beside the history: rollback and fork stay O(1).
-- **What is masked** (only where every configuration is inside): tokens that complete
-  a used key, or stop where every completion of the key is used (a finite key set: a
-  key body all of whose names are used, or a comma once every name is). Inside a key
-  whose body so far is p: the tokens starting with r + `"` for each used p + r, and
-  with the rest of each dead body (one token-trie lookup each). Elsewhere, a token can
-  complete a used key u only if it holds `"u"`: the tokens with two quotes indexed by
-  what lies between each pair (`_KeyIndex.segments`), and a dead body only at its end
-  (tokens indexed by the bytes after their last quote). Those candidates, and the comma
-  tokens once a finite key set is used up, are read through (`blocked`), exactly.
-- **accept_token agrees with the mask**: it refuses what `blocked` finds.
+- **What is masked** (only where every configuration is inside some watched object):
+  tokens that write a used key, or stop where every completion of the key is used (a
+  finite key set: a key body all of whose names are used, or after a comma once every
+  name is). Exactly, by token-trie lookups: inside a key whose body so far is p, the
+  tokens starting with r + `"` for each used p + r and with the rest of each dead
+  body; at a key's start, those starting with `"` u `"` or `"` + a dead body. Every
+  other token that may do it is a candidate, read through (`blocked`) where the grammar
+  allows it: in compact JSON a key opened after a token's first byte follows `{` or
+  `,`, so `_KeyIndex` lists the tokens by the key they write there (a used name's, or
+  an unused name's of a finite set: writing it may use the set up), by where a key
+  they open stops (a dead body's), by where they write a comma outside strings (an
+  object used up), and the few that write one key twice or open an object, write a
+  key and a comma. A plan per (watch state, levels) holds the exact tokens as words
+  and the candidates with their verdicts, so the steps of a string value reuse it.
+- **accept_token agrees with the mask**: it refuses what `blocked` finds (one `read`
+  gives the verdict and the next watch state).
 """
 from __future__ import annotations
 
