@@ -90,6 +90,7 @@ class _KeyIndex:
         # tokens that open an object, write a whole key and go on to a comma (a finite key
         # set used up at once)
         self.open_write = np.array([i for i in t.comma.tolist() if _opens_and_writes(tokens[i])], dtype=np.int64)
+        self.outside = np.union1d(self.two_keys, self.open_write)  # what a token read outside the watch may do
         # inside a key: tokens that close it and write another whole key (checked against it)
         self.close_then_key = np.array([i for i in t.two_quotes.tolist() if tokens[i].count(b'"') >= 3
                                         and _inner_keys(tokens[i])], dtype=np.int64)
@@ -252,8 +253,7 @@ class ObjectSites(Watched):
 
     def masked_outside(self, s: int, row: np.ndarray) -> None:
         """`masked` while no object is watched: only the tokens `blocked_outside` finds."""
-        k = _key_index(self.automaton.info)
-        ids = np.union1d(k.two_keys, k.open_write)
+        ids = _key_index(self.automaton.info).outside
         if len(ids):
             words = row.view(np.uint32)
             token_bytes = self.automaton.info.token_bytes
