@@ -47,6 +47,17 @@ from .unique import _NONE, BACKSLASH, QUOTE, Items, Watched, _tables
 OPEN, CLOSE_OBJ, OPEN_ARR, CLOSE_ARR, COLON, COMMA = 0x7B, 0x7D, 0x5B, 0x5D, 0x3A, 0x2C
 _WS = b" \t\n\r"
 _FIRST, _KEY, _AFTER_KEY, _VALUE = 0, 1, 2, 3  # a watched object's phase
+_OWN, _OPEN, _SHELL = 0, 1, 2  # an object's rule: its body's, an extra member's key rule, the object rule
+
+
+class _Object:
+    """A watched object's key languages: its declared names (or free keys when any key
+    is allowed) and the free one of its extra members' key rules."""
+
+    __slots__ = ("keys", "free")
+
+    def __init__(self, keys, free):
+        self.keys, self.free = keys, free
 
 
 class _KeyIndex:
@@ -116,52 +127,70 @@ class ObjectSites(Watched):
 
     def __init__(self, automaton):
         nfa = automaton.nfa
-        spans = []  # (start, end, Items)
-        for obj, (own, values, open_keys) in nfa.objects.items():
-            keys, free = Items(None, values), Items(None, None)
-            for name in (obj, *own):  # an extra member's key rule: free keys of its own (any_order.py)
+        spans = []  # (start, end, (object, what the rule is to it))
+        self._close: dict[int, _Object] = {}  # the return node of an object's call of its body
+        self._entries = set()  # an object rule's entry (before its `{`): not inside it yet
+        for obj, (own, values, open_keys, body) in nfa.objects.items():
+            rec = _Object(Items(None, values), Items(None, None))
+            for name in (obj, *own):
                 if name in nfa.spans:
-                    spans.append((*nfa.spans[name], free if name in open_keys else keys))
-        super().__init__(automaton, spans, len, min_len=1)  # no length bound on keys; non-empty dead bodies
-        # an object rule's entry (before its `{`): a configuration there is not inside it yet
-        self._entries = set()
-        for obj in nfa.objects:
+                    kind = _SHELL if name == obj else _OPEN if name in open_keys else _OWN
+                    spans.append((*nfa.spans[name], (rec, kind)))
+            lo, hi = nfa.spans[obj]
+            body_start = nfa.rule_start.get(body)
+            for n in range(lo, hi):
+                call = nfa.call.get(n)  # (the callee's start node, the return node)
+                if call is not None and call[0] == body_start:
+                    self._close[call[1]] = rec
             todo = [nfa.rule_start[obj]]
             while todo:
                 n = todo.pop()
                 if n not in self._entries:
                     self._entries.add(n)
                     todo.extend(t for t in nfa.eps[n] if isinstance(t, int))
+        super().__init__(automaton, spans, len, min_len=1)  # no length bound on keys; non-empty dead bodies
         self._opens: dict[int, tuple] = {}  # state -> key languages of the objects a `{` just opened
         self._levels: dict[int, tuple] = {}  # state -> (levels, some configuration inside, all are)
         self._plans: dict[tuple, tuple] = {}  # (watch state, levels) -> masked's plan (_plan)
 
     def opens(self, s: int) -> tuple:
-        """The key languages of the watched objects whose own rules hold a
-        configuration's node of state s (after a `{`: the objects it opened)."""
+        """The key languages of the watched objects a `{` just read opened (state s after
+        it): a configuration in an object's own rules whose innermost body frame is that
+        object's, or in the object's rule itself past its entry (`{}`)."""
         hit = self._opens.get(s)
         if hit is None:
-            langs = {self._inner(node) for node, _st in self.automaton.configs[s]} if s else set()
-            langs.discard(None)
+            a = self.automaton
+            frames = a.stacks.frames
+            langs = set()
+            for node, st in a.configs[s] if s else ():
+                site = self._site(node)
+                if site is None or node in self._entries:
+                    continue
+                rec = site[0]
+                if site[1] != _SHELL:  # inside the body: its first body frame must be this object's
+                    while st > 0:
+                        ret, st, _count = frames[st]
+                        if ret in self._close:
+                            break
+                    if self._close.get(ret) is not rec:
+                        continue
+                langs.add(rec.keys)
             hit = self._opens[s] = tuple(langs)
         return hit
 
-    def _inner(self, node):
-        """The key language of the watched object whose own rules hold node past the
-        object's `{`, or None."""
-        return None if node in self._entries else self._site(node)
-
     def inside(self, s: int) -> tuple:
-        """(some configuration of s is inside a watched object, all are): its node or a
-        frame of its stack in a watched object's own rules."""
+        """(some configuration of s is inside a watched object, all are)."""
         return self._read_stacks(s)[1:]
 
     def levels(self, s: int) -> tuple:
         """The key languages of the watched objects state s is inside, innermost first:
-        levels[d] holds, for each configuration, the d-th watched object up its stack (a
-        run of the object's own rules is one object; a value rule between two runs
-        separates them: any_order.py gives every value a rule of its own). The objects
-        of a level narrow as the alternatives (anyOf / oneOf branches) that die leave."""
+        levels[d] holds, for each configuration, the d-th watched object up its stack.
+        An object is a level where a frame returns to its rule after its body (the call
+        of its members, never a tail call: its `}` follows), or where the configuration
+        sits in its rule past its entry (at that `}`, or `{}`'s). Its key language is the
+        free one of its extra keys where the configuration is in an extra member's key
+        rule below that frame, else its declared names'. The objects of a level narrow
+        as the alternatives (anyOf / oneOf branches) that die leave."""
         return self._read_stacks(s)[0]
 
     def _read_stacks(self, s: int) -> tuple:
@@ -170,30 +199,35 @@ class ObjectSites(Watched):
         if hit is None:
             a = self.automaton
             frames = a.stacks.frames
+            close = self._close
             out: list[set] = []
             some, every = False, True
             for node, st in a.configs[s] if s else ():
-                d, run = 0, False
-                while True:
-                    site = self._inner(node) if node >= 0 else None
-                    if site is None:
-                        if run:
-                            d, run = d + 1, False
-                    elif not run:
-                        if d == len(out):
-                            out.append(set())
-                        out[d].add(site)
-                        run = True
-                    if st <= 0:
-                        break
-                    node, st, _count = frames[st]
-                inside = d > 0 or run
-                some |= inside
-                every &= inside
+                lv, free = [], False
+                site = self._site(node)
+                if site is not None:
+                    if site[1] == _OPEN:
+                        free = True
+                    elif site[1] == _SHELL and node not in self._entries:
+                        lv.append(site[0].keys)
+                while st > 0:
+                    ret, st, _count = frames[st]
+                    rec = close.get(ret)
+                    if rec is not None:
+                        lv.append(rec.free if free else rec.keys)
+                        free = False
+                    elif not free:
+                        site = self._site(ret)
+                        free = site is not None and site[1] == _OPEN
+                for d, lang in enumerate(lv):
+                    if d == len(out):
+                        out.append(set())
+                    out[d].add(lang)
+                some |= bool(lv)
+                every &= bool(lv)
             hit = self._levels[s] = (tuple(tuple(x) for x in out), some, some and every)
         return hit
 
-    # ---- the watch ---------------------------------------------------------------
     def read(self, o, s0: int, data: bytes):
         """(the watch state after data, read from state s0; whether the matcher refuses
         data). o: None (not watching) or (frames, mode, key body, inside an escape); see
@@ -293,24 +327,29 @@ class ObjectSites(Watched):
         for w, keep in plan.exact:
             words[w] &= keep
         memo = plan.memo
-        token_bytes = None
+        token_bytes = self.automaton.info.token_bytes
         cand = plan.cand
         if len(cand) > 48:  # many: the ones the grammar allows found by numpy
             ids = plan.ids
             w = row.view(np.uint32)
             cand = ids[((w[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)].tolist()
+        step = self.automaton.step
         for i in cand:  # read through where the grammar allows them
             if not words[i >> 5] >> (i & 31) & 1:
                 continue
+            data = token_bytes[i]
             hit = memo.get(i)
             if hit is None:
-                if token_bytes is None:
-                    token_bytes = self.automaton.info.token_bytes
-                data = token_bytes[i]
-                hit = self.blocked(o, s, data)
-                if b"{" not in data:  # else it depends on the state (which object the `{` opens)
-                    memo[i] = hit
-            if hit:
+                if b"{" in data:  # which object the `{` opens depends on the state: read whole each time
+                    if self.blocked(o, s, data):
+                        words[i >> 5] &= ~(1 << (i & 31)) & 0xFFFFFFFF
+                    continue
+                after, _j, how = _skim(o, data, 0, True, None)
+                hit = memo[i] = (how, after)
+            how, after = hit
+            # a repeat depends on the watch state alone, a dead end on the key languages
+            # after the token too (the state's: an alternative the token ends no longer counts)
+            if how == "repeat" or how is None and self._dead_end(after, self.levels(step(s, data))):
                 words[i >> 5] &= ~(1 << (i & 31)) & 0xFFFFFFFF
 
     def _plan(self, o, levels) -> tuple:
@@ -374,7 +413,8 @@ class ObjectSites(Watched):
 class _Plan:
     """What `masked` clears for one (watch state, levels): the exact tokens as
     (word, bits it keeps) pairs, the candidates read through where the grammar allows
-    them (distinct token ids), and their verdicts so far."""
+    them (distinct token ids), and their readings so far (how `_skim` ended, the watch
+    state after: a dead end is then judged with the state's levels after the token)."""
 
     __slots__ = ("exact", "cand", "ids", "memo")
 
@@ -385,7 +425,7 @@ class _Plan:
         self.exact = list(keep.items())
         self.ids = np.unique(cand)
         self.cand = self.ids.tolist()
-        self.memo: dict[int, bool] = {}
+        self.memo: dict[int, tuple] = {}
 
 
 def _inner_keys(data: bytes) -> list:

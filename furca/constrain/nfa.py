@@ -45,7 +45,7 @@ class NFA:
     def __init__(self):
         self.edges: list[tuple] = []
         self.eps: list[tuple] = []
-        self.call: dict[int, tuple] = {}  # call node -> (callee rule name, return node)
+        self.call: dict[int, tuple] = {}  # call node -> (callee rule start node, return node)
         self.counter: dict[int, tuple] = {}  # counter entry -> (body start, exit node, min, max)
         self.length: dict[int, tuple] = {}  # length region entry -> (body start, exit node, min, max or None)
         self.tick: set[int] = set()  # nodes whose byte edges start a character of a length region
@@ -95,7 +95,7 @@ def build_nfa(g: ir.Grammar) -> NFA:
     nfa.unique = dict(getattr(g, "unique", None) or {})
     watched = set(nfa.unique) | {v[0] for v in nfa.unique.values()}
     nfa.objects = dict(getattr(g, "objects", None) or {})
-    for o, (own, _values, _open) in nfa.objects.items():
+    for o, (own, *_rest) in nfa.objects.items():
         watched.add(o)
         watched.update(own)
 

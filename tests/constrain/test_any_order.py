@@ -83,7 +83,7 @@ def _definition_allows(text: str, names=None, open_prefix=None) -> bool:
 _EXTRA = ['","', '"a"', '"a":', ',"a"', ',"a":', '"b":1,"a"', '1,"a":', '1,"b"', '"a":1,"a"', 'a"', 'ab"', '{"a',
           '{"a":1,"a"', '},"a"', '}},"b"', '"}', '1}', '"a":1}', ',"ab"', '"ab":', 'b"', ',"a', '1,"a', ',"b',
           '","a', '"a', '"b', '"ab', '":1,"a"', 'b":1,"b"', 'a":{},"a"', 'a":1,', '":1,', '"b":1,', '{"a":1,',
-          'a":"",', '","b":1,', '{},', '{}}', '{"a":{},']
+          'a":"",', '","b":1,', '{},', '{}}', '{"a":{},', '},', '}},', '1},']
 
 
 def _walk(schema, seed, names=None, walks=40, steps=24, chars=b'{}[]",:ab1', open_prefix=None):
@@ -144,6 +144,22 @@ def test_a_value_object_not_yet_opened_is_not_the_object_watched():
               "additionalProperties": False}
     masked, finished = _walk(schema, 7, walks=60, steps=30,
                              names=lambda depth: ["a", "b"] if depth == 0 else None if depth == 1 else "any value")
+    assert masked > 30 and finished > 3
+
+
+def test_three_nested_objects_each_keep_their_level():
+    """A value whose rule ends in a call (a tail call: no frame of its own) puts two
+    objects' rules next to each other on a stack; the levels must still tell them
+    apart. Here {ab: [{a: {b}, b}]}: after the innermost closes with `},` the middle
+    one's names {a, b} are both used (the pool fuzz found this on Github_medium o6766,
+    where the middle object was merged with the innermost and the outer's names counted
+    for it)."""
+    inner = {"type": "object", "properties": {"b": {"type": "integer"}}, "additionalProperties": False}
+    middle = {"type": "object", "properties": {"a": inner, "b": {"type": "integer"}}, "additionalProperties": False}
+    schema = {"type": "object", "properties": {"ab": {"type": "array", "items": middle}},
+              "additionalProperties": False}
+    names = {0: ["ab"], 2: ["a", "b"], 3: ["b"]}  # depth 1: the array
+    masked, finished = _walk(schema, 8, names=lambda depth: names[depth], walks=80, steps=30)
     assert masked > 30 and finished > 3
 
 

@@ -19,7 +19,8 @@ far, 2^n states for n keys. So the work is split:
   equal names are equal bytes.
 
 Registered in c.g.objects as {object rule: (its own rules, the declared names'
-spellings, or None when any other key is allowed, the rules of the extra members' keys)}.
+spellings, or None when any other key is allowed, the rules of the extra members' keys,
+the body rule the object rule calls between its braces)}.
 With patternProperties (and no other extra keys) the names are a finite set but the
 patterns' keys are not: their key rules are watched as free keys of their own, so where a
 pattern's reading of a key body still lives (the matcher reads that off the state's
@@ -114,5 +115,5 @@ def any_order_object(c, members, extras):
     values = tuple(literal(n)[1:-1].encode("utf-8") for n, _v, _r in members)
     if any(kind == "additional" for _k, _v, kind in extras):
         values = None  # any key but the declared ones: every body goes on (free keys)
-    c.g.objects[obj.name] = (tuple(own), values, tuple(open_keys))
+    c.g.objects[obj.name] = (tuple(own), values, tuple(open_keys), body.name if body != NOTHING else None)
     return obj
