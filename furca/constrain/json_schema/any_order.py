@@ -28,9 +28,9 @@ stacks) the body is not dead, and where only the declared names' reading lives i
 dead once they are used. That needs every key a pattern takes to have unboundedly many
 continuations: patterns without `$` (`_open_ended`). The own rules hold only the
 braces, keys, colons, commas and calls: each member's value is a call of a rule of its
-own (even a $ref's rule is called through one), so a `{` read inside one of these rules
-opens this object and no other, a configuration in a value is inside the object through
-its stack, and on a stack two nested objects' runs of own rules are apart.
+own, so a `{` read inside a value never lands in these rules, and a configuration in a
+value is inside the object through its stack (the frame that returns to the object rule
+after its body: members.py's levels).
 
 Only for what the watch reads exactly: compact whitespace, patternProperties without
 `$` (after the finite ones became declared names), no propertyNames, no
@@ -78,7 +78,7 @@ def any_order_object(c, members, extras):
         own.append(r.name)
         return r
 
-    def call(v):  # a rule of its own even for a Ref: it separates nested objects' runs on a stack
+    def call(v):  # a value's rule: an inline value's `{` must not land in the object's own rules
         return c.g.define(c.g.new_name("member-value"), v)
 
     colon, comma = c.colon, c.comma
