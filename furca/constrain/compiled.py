@@ -11,6 +11,7 @@ from .masks import TokenMasks
 from .matcher import Matcher
 from .members import ObjectSites
 from .unique import UniqueMatcher, UniqueSites
+from .unique_values import VALUES, ValueSites
 from .slices import SliceBounds
 from .stacks import MAX_STACK_DEPTH
 
@@ -48,7 +49,10 @@ class CompiledGrammar:
         self._token_len: np.ndarray | None = None  # token id -> byte length (0: special / none)
         self._at_limit: dict[int, np.ndarray] = {}  # state -> mask_by_steps(state)
         # arrays of distinct strings the matcher watches (uniqueItems, unique.py); None: none
-        self.unique_sites = UniqueSites(automaton) if automaton.nfa.unique else None
+        kinds = [v[-1] for v in automaton.nfa.unique.values()]
+        self.unique_sites = UniqueSites(automaton) if any(k != VALUES for k in kinds) else None
+        # arrays of distinct items compared as values (objects, numbers, ...: unique_values.py)
+        self.value_sites = ValueSites(automaton) if VALUES in kinds else None
         # objects in any member order the matcher watches (members.py); None: none
         self.object_sites = ObjectSites(automaton) if automaton.nfa.objects else None
 
@@ -121,7 +125,7 @@ class CompiledGrammar:
         matcher : Matcher
             An independent matcher (nothing accepted, no error).
         """
-        if self.unique_sites is None and self.object_sites is None:
+        if self.unique_sites is None and self.object_sites is None and self.value_sites is None:
             return Matcher(self)
         return UniqueMatcher(self)
 

@@ -230,6 +230,8 @@ class UniqueSites(Watched):
         nfa = automaton.nfa
         spans = []  # (start, end, Items)
         for array, (item, _lo, hi, values, bare) in nfa.unique.items():
+            if bare == "values":  # compared as values: unique_values.py
+                continue
             items = Items(hi, values, bare)
             for name in (array, item):
                 if name in nfa.spans:
@@ -273,22 +275,8 @@ class UniqueSites(Watched):
         """The watch state after data (accepted from state s0 into s1). w: None (not
         watching) or (used items, body so far or None between items, inside an escape,
         after a comma: an item must follow, the item is bare: an integer)."""
-        i, n = 0, len(data)
-        while i < n:
-            if w is None:
-                j = data.find(b"[", i)
-                if j < 0:
-                    break
-                i = j + 1
-                if self.classify(self.automaton.step(s0, data[:i]))[0]:
-                    w = (frozenset(), None, False, False, False)
-                continue
-            w, i, how = _read(w, data, i, False)
-            if how == "end":
-                w = None
-        if w is not None and not self.classify(s1)[0]:
-            w = None  # the reading that watched died (another one went on)
-        return w
+        return advance_watch(self, w, s0, data, s1, (frozenset(), None, False, False, False),
+                             lambda w, d, i: _read(w, d, i, False))
 
     def blocked(self, w, data: bytes, langs) -> bool:
         """Whether data, read from watch state w inside an array, completes a used item
@@ -361,6 +349,30 @@ class UniqueSites(Watched):
             np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
 
 
+def advance_watch(sites, w, s0: int, data: bytes, s1: int, start, read):
+    """The state of a watch over arrays after data (accepted from state s0 into s1): from
+    None (not watching) it starts (start) at a `[` after which some configuration is
+    inside a watched array (sites.classify(state)[0]); read(w, data, i) -> (state,
+    position, how) reads the items until the array ends (how "end"). It stops when no
+    configuration of s1 is inside one (the reading that watched died)."""
+    i, n = 0, len(data)
+    while i < n:
+        if w is None:
+            j = data.find(b"[", i)
+            if j < 0:
+                break
+            i = j + 1
+            if sites.classify(sites.automaton.step(s0, data[:i]))[0]:
+                w = start
+            continue
+        w, i, how = read(w, data, i)
+        if how == "end":
+            w = None
+    if w is not None and not sites.classify(s1)[0]:
+        w = None
+    return w
+
+
 _WS = b" \t\n\r"
 _BARE_ENDS = (b",", b"]")  # what ends an integer item (compact whitespace only: distinct.py)
 
@@ -413,22 +425,25 @@ class UniqueMatcher(Matcher):
     and members.py): the same API; the mask and accept_token also keep each watched
     array's items, and each watched object's keys, distinct."""
 
-    __slots__ = ("_u", "_os", "_w")
+    __slots__ = ("_u", "_os", "_vs", "_w")
 
     def __init__(self, grammar, _hist=None, _watch=None):
         super().__init__(grammar, _hist)
         self._u = grammar.unique_sites
         self._os = grammar.object_sites
-        # (array watch state, object watch state, the node before)
-        self._w = _watch if _watch is not None else (None, None, None)
+        self._vs = grammar.value_sites
+        # (array watch state, object watch state, value-array watch state, the node before)
+        self._w = _watch if _watch is not None else (None, None, None, None)
 
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
         super().fill_bitmask(bitmask, row)
-        w, o, _ = self._w
-        if self.error is None and not self._t[1] and (w is not None or self._os is not None):
+        w, o, v, _ = self._w
+        if self.error is None and not self._t[1] and (w is not None or v is not None or self._os is not None):
             out = (bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy())[row]
             if w is not None:
                 self._u.masked(w, self._t[0], out)
+            if v is not None:
+                self._vs.masked(v, self._t[0], out)
             if o is not None:
                 self._os.masked(o, self._t[0], out)
             elif self._os is not None:
@@ -437,12 +452,18 @@ class UniqueMatcher(Matcher):
     def _refused(self, data) -> bool:
         """Whether data, accepted now, would repeat an item of a watched array (then the
         matcher fails)."""
-        w = self._w[0]
-        if w is None or not data or self.error is not None or self._t[1]:
+        w, _o, v, _ = self._w
+        if (w is None and v is None) or not data or self.error is not None or self._t[1]:
             return False
-        _some, every, langs = self._u.classify(self._t[0])
-        if every and self._u.blocked(w, data, langs):
-            self._fail(f"{data!r} would repeat an item of an array whose items must be unique")
+        s = self._t[0]
+        if w is not None:
+            _some, every, langs = self._u.classify(s)
+            if every and self._u.blocked(w, data, langs):
+                self._fail(f"{data!r} would repeat an item of an array whose items must be unique")
+                return True
+        if v is not None and self._vs.classify(s)[1] and self._vs.blocked(v, s, data):
+            self._fail(f"{data!r} would repeat an item of an array whose items must be unique "
+                       "(or leave only used items to complete)")
             return True
         return False
 
@@ -459,7 +480,7 @@ class UniqueMatcher(Matcher):
         repeat; the watch states after it pushed beside the history."""
         if self._refused(data):
             return False
-        w, o, _ = self._w
+        w, o, v, _ = self._w
         h0 = self._t
         watch = self._os is not None and data and self.error is None and not h0[1] and (o is not None or b"{" in data)
         if watch:
@@ -473,23 +494,25 @@ class UniqueMatcher(Matcher):
         if data and not h1[1]:
             if w is not None or (self._u is not None and b"[" in data):
                 w = self._u.advance(w, h0[0], data, h1[0])
+            if v is not None or (self._vs is not None and b"[" in data):
+                v = self._vs.advance(v, h0[0], data, h1[0])
             if watch and o is not None and not self._os.inside(h1[0])[0]:
                 o = None  # the reading that watched died (another one went on)
-        self._w = (w, o, self._w)
+        self._w = (w, o, v, self._w)
         return True
 
     def rollback(self, num_tokens: int = 1) -> None:
         super().rollback(num_tokens)
         w = self._w
         for _ in range(num_tokens):
-            w = w[2]
+            w = w[3]
         self._w = w
 
     def reset(self) -> None:
         super().reset()
         w = self._w
-        while w[2] is not None:
-            w = w[2]
+        while w[3] is not None:
+            w = w[3]
         self._w = w
 
     def fork(self) -> "UniqueMatcher":

@@ -129,10 +129,11 @@ def test_schema_compiles_never_parse_gbnf(monkeypatch):
 def test_schema_to_ir_options_are_keywords():
     with pytest.raises(CompileError, match="unsupported must be 'raise' or 'warn'"):
         schema_to_ir({"type": "string"}, unsupported="ignore")
+    tuple_unique = {"type": "array", "uniqueItems": True, "prefixItems": [{"type": "object"}]}
     with pytest.raises(CompileError, match="uniqueItems.*unsupported='warn'"):
-        schema_to_ir({"type": "array", "uniqueItems": True})
+        schema_to_ir(tuple_unique)
     warned = []
-    g = schema_to_ir({"type": "array", "uniqueItems": True}, unsupported="warn", warn=warned.append)
+    g = schema_to_ir(tuple_unique, unsupported="warn", warn=warned.append)
     assert isinstance(g, ir.Grammar) and len(warned) == 1 and "uniqueItems" in warned[0]
     with pytest.raises(TypeError):
         schema_to_ir({}, strict=False)  # the old spelling is not accepted silently

@@ -259,14 +259,21 @@ def test_gbnf_cannot_carry_the_watch():
         schema_to_gbnf(UNIQUE, unsupported="warn")
 
 
-def test_other_items_stay_unsupported(llama):
+def test_other_items_are_compared_as_values(llama):
+    """Items this watch does not take go to unique_values.py's (compared as values)."""
     _info, compiler, _ = llama
-    for items in [{"type": "string", "pattern": "^a+$"}, {"type": "integer", "minimum": 1},
-                  {"type": "string", "format": "email"}, {"enum": ["a", 1, "b", "c", "d", "e", "f", "g", "h", "i"]}]:
-        with pytest.raises(CompileError, match="uniqueItems"):
-            compiler.compile_json_schema({"type": "array", "items": items, "uniqueItems": True})
-    with pytest.raises(CompileError, match="uniqueItems"):  # integers end at a delimiter: compact only
-        compiler.compile_json_schema(UNIQUE_INTS, whitespace="flexible")
+    cases = [({"type": "string", "pattern": "^a+$"}, '["aa","a","aa"'),
+             ({"type": "integer", "minimum": 1}, "[3,1,3,"),
+             ({"type": "string", "format": "email"}, '["a@b.co","a@b.co"'),
+             ({"enum": ["a", 1, "b", "c", "d", "e", "f", "g", "h", "i"]}, '["a",1,1,')]
+    for items, repeat in cases:
+        g = compiler.compile_json_schema({"type": "array", "items": items, "uniqueItems": True})
+        assert g.value_sites is not None and g.unique_sites is None
+        m = g.matcher()
+        assert m.accept_string(repeat[:-1]) and not m.accept_token(compiler.info.token_bytes.index(repeat[-1].encode()))
+    g = compiler.compile_json_schema(UNIQUE_INTS, whitespace="flexible")  # bare items and whitespace
+    m = g.matcher()
+    assert g.value_sites is not None and m.accept_string("[1, 2 ,") and not m.fork().accept_string(" 1]")
 
 
 UNIQUE_INTS = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}

@@ -24,7 +24,7 @@ from .regex import literal_chars, pattern_chars, pattern_grammar, pattern_minus_
 from .scalars import _nonneg_int, literal, literal_check, literals
 from .keys import key_not_in
 from .orders import two_orders_body
-from .distinct import watched_items
+from .distinct import watched_items, watched_values
 from . import any_order
 from .prefix import pattern_words
 
@@ -363,14 +363,14 @@ def array_grammar(c, schema, where):
         # the matcher's watch (strings, long string lists, integers)
         items = c.resolve_for_merge(tail, where + "/items") if not prefix and isinstance(tail, dict) else None
         distinct = _distinct_items(c, items, min_n, max_n, where) if isinstance(items, dict) else None
+        body = lambda item, lo, hi: _plain_array(c, [], item, lo, hi)  # noqa: E731
         if distinct is None and isinstance(items, dict):
-            distinct = watched_items(c, items, min_n, max_n, where,
-                                     lambda item, lo, hi: _plain_array(c, [], item, lo, hi))
+            distinct = watched_items(c, items, min_n, max_n, where, body)
+        if distinct is None and not prefix and (isinstance(items, dict) or tail is True):
+            distinct = watched_values(c, tail, min_n, max_n, where, body)
         if distinct is not None:
             return distinct
-        c.unsupported("uniqueItems", where, "only over free strings (type string, min/maxLength), string "
-                      "enum lists, plain integers (compact whitespace) or at most %d literal items (enum/const)"
-                      % MAX_UNIQUE)
+        c.unsupported("uniqueItems", where, "not with prefixItems / tuple items, nor in GBNF text")
     elems = []
     for i, s in enumerate(prefix):
         v = c.value(s, "%s/prefixItems/%d" % (where, i), hint="item")

@@ -1,4 +1,4 @@
-"""uniqueItems over strings and integers: the array as a watched rule.
+"""uniqueItems: the array as a watched rule.
 
 No grammar can say "no item twice" (the set of items used so far is unbounded), so an
 array of free strings (`{"type": "string"}`, min/maxLength allowed), of a string
@@ -15,12 +15,20 @@ control characters as \\u00xx in lowercase hex. No `\\/`, no other \\u escapes; 
 values as json.dumps writes them; integers without `-0` (these narrow the spellings,
 never the values). Only where the grammar goes to the engine: GBNF (`schema_to_gbnf`)
 cannot carry the watch, so it stays unsupported there.
+
+Items of any other schema (objects, arrays, numbers, several types, any value) are
+compared as values instead (`watched_values`, furca/constrain/unique_values.py): the
+item rule is the items' own grammar, and no spelling is narrowed. Such arrays do not
+nest: an item whose grammar reaches another such array (itself, through a $ref) keeps
+uniqueItems unsupported there (`check_nesting`).
 """
 from __future__ import annotations
 
 import json
 
-from .grammar import EMPTY, NOTHING, alt, chars, cls, complement, lit, normalize, opt, rep, seq
+from furca.constrain.unique_values import VALUES
+
+from .grammar import EMPTY, NOTHING, Ref, alt, chars, cls, complement, lit, normalize, opt, rep, seq
 from .merge import ANNOTATION_LIKE
 from .scalars import _nonneg_int, literal_check
 
@@ -100,3 +108,51 @@ def _watched(c, item, language, min_n, max_n, body):
     array = c.g.share(c.g.new_name("unique-array"), grammar)
     c.g.unique[array.name] = (item.name, *language)
     return array
+
+
+def watched_values(c, tail, min_n, max_n, where, body):
+    """The rule of an array of distinct items of any schema (tail: its `items`, a schema
+    or True), compared as values by the matcher (unique_values.py); registered in
+    c.g.unique with the language VALUES. None for GBNF."""
+    if not c.g.watch_unique:
+        return None
+    value = c.value(tail, where + "/items", hint="item")
+    if value == NOTHING:
+        return body(NOTHING, min_n, max_n)  # `[]` alone
+    item = c.g.define(c.g.new_name("unique-item"), value)  # its own rule: the watch's span
+    grammar = body(item, min_n, max_n)
+    if grammar == NOTHING:
+        return NOTHING
+    array = c.g.define(c.g.new_name("unique-array"), grammar)
+    c.g.unique[array.name] = (item.name, c.ws != EMPTY, None, None, VALUES)
+    c.value_arrays[array.name] = where
+    return array
+
+
+def check_nesting(c):
+    """An array of distinct values whose items reach another one (or itself): the inner
+    one's uniqueItems is unsupported (the watch reads one such array at a time)."""
+    arrays = c.value_arrays
+    if not arrays:
+        return
+    rules = c.g.rules
+    inner = set()
+    for array in arrays:
+        item = c.g.unique[array][0]
+        seen, todo = {item}, [rules.get(item)]
+        while todo:
+            e = todo.pop()
+            if isinstance(e, Ref):
+                if e.name in arrays:
+                    inner.add(e.name)
+                if e.name not in seen:
+                    seen.add(e.name)
+                    todo.append(rules.get(e.name))
+            elif hasattr(e, "items"):
+                todo.extend(e.items)
+            elif hasattr(e, "item"):
+                todo.append(e.item)
+    for name in sorted(inner):
+        c.unsupported("uniqueItems", arrays[name], "an array of distinct objects, arrays or numbers inside "
+                      "the items of another")
+        del c.g.unique[name]  # unsupported='warn': its items may repeat
