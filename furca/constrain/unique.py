@@ -461,7 +461,7 @@ class UniqueMatcher(Matcher):
             if every and self._u.blocked(w, data, langs):
                 self._fail(f"{data!r} would repeat an item of an array whose items must be unique")
                 return True
-        if v is not None and self._vs.classify(s)[1] and self._vs.blocked(v, s, data):
+        if v is not None and self._vs.blocked_any(v, s, data):
             self._fail(f"{data!r} would repeat an item of an array whose items must be unique "
                        "(or leave only used items to complete)")
             return True

@@ -11,8 +11,9 @@ rule and its item rule (ir.Grammar.unique with the language `VALUES`), and the m
   of its stack lies in the array's or the item's rule (an item's objects, strings and
   numbers are calls of other rules; the array calls its item, never in tail position).
   Watching starts at a `[` after which some configuration is inside one, and ends at its
-  `]` or when none is. Such arrays do not nest (distinct.py refuses an item that holds
-  another), so one reader suffices.
+  `]` or when none is. They nest: one reader per open array (outermost first); a
+  configuration's level is the number of its frames returning after an item call, plus
+  one between items, and a reader applies where every configuration's level reaches it.
 - **What was used.** Each completed item's text (a string or container closed at the
   item's level, a bare number or literal ended by `,` `]` or whitespace) becomes its
   value's key (`value_key`: numbers as Decimals, so 1 == 1.0; booleans apart from
@@ -269,43 +270,78 @@ class ValueSites:
     def __init__(self, automaton):
         self.automaton = automaton
         nfa = automaton.nfa
-        spans = []
-        for array, (item, *_rest) in nfa.unique.items():
-            if _rest[-1] == VALUES:
-                spans.extend(nfa.spans[name] for name in (array, item) if name in nfa.spans)
-        self._spans = sorted(spans)
+        arrays = {a: v[0] for a, v in nfa.unique.items() if v[-1] == VALUES}
+        self._spans = sorted(nfa.spans[a] for a in arrays if a in nfa.spans)
         self._starts = [x[0] for x in self._spans]
-        self._classes: dict[int, tuple] = {}  # state -> (some configuration inside, all are)
+        # the return nodes of the arrays' calls of their items: a frame returning to one is
+        # an item open in a watched array
+        items = {nfa.rule_start[i] for i in arrays.values() if i in nfa.rule_start}
+        self._item_rets = frozenset(r for c, (start, r) in nfa.call.items() if start in items and self._in(c))
+        self._classes: dict[int, tuple] = {}  # state -> (deepest array level, shallowest)
         self._keys: dict[bytes, tuple] = {}  # item text -> value_key
         self._memo: dict = {}  # (used keys) -> {(state, reader): dead}
         self._rows: dict[int, list] = {}  # state -> its row's (byte, target), closing bytes first
 
     def _in(self, node: int) -> bool:
+        """Whether node lies in a watched array's rule."""
         i = bisect_left(self._starts, node + 1) - 1
         return i >= 0 and node < self._spans[i][1]
 
     def classify(self, s: int) -> tuple:
-        """(some configuration of s inside a watched array, all are)."""
+        """(the most watched arrays a configuration of s is inside, the fewest): a
+        configuration's count is its stack's frames returning after an item call, plus
+        one where it is between items (its node, or a frame above those, in an array's
+        rule)."""
         hit = self._classes.get(s)
         if hit is None:
             a = self.automaton
-            frames = a.stacks.frames
-            some, every = False, True
+            frames, rets = a.stacks.frames, self._item_rets
+            most, fewest = 0, None
             for node, st in a.configs[s]:
-                inside = self._in(node)
-                while not inside and st > 0:
+                k, at = 0, self._in(node)
+                top = not at
+                while st > 0:
                     ret, st, _count = frames[st]
-                    inside = ret >= 0 and self._in(ret)
-                some |= inside
-                every &= inside
-            hit = self._classes[s] = (some, some and every)
+                    if ret in rets:
+                        k += 1
+                        top = False
+                    elif top and ret >= 0 and self._in(ret):
+                        at, top = True, False
+                k += at
+                most = max(most, k)
+                fewest = k if fewest is None else min(fewest, k)
+            hit = self._classes[s] = (most, fewest or 0)
         return hit
 
     # ---- the watch ---------------------------------------------------------------
-    def advance(self, w, s0: int, data: bytes, s1: int):
-        """The watch state after data (accepted from state s0 into s1); w None: not watching."""
-        keys = self._keys
-        return advance_watch(self, w, s0, data, s1, START, lambda w, d, i: _read(w, d, i, False, keys))
+    # The watch state of a matcher: None, or a tuple of reader states, one per watched
+    # array open (outermost first); each reads every byte from its array's `[` to its `]`.
+    def advance(self, ws, s0: int, data: bytes, s1: int):
+        """The watch state after data (accepted from state s0 into s1)."""
+        ws, keys, i, n = ws or (), self._keys, 0, len(data)
+        while i < n:
+            j = data.find(b"[", i)
+            end = n if j < 0 else j + 1
+            if ws:
+                inner, stop, how = _read(ws[-1], data[:end], i, False, keys)
+                if how == "end":  # the innermost array closed at stop: the outer ones read up to there
+                    ws = tuple(_read(f, data[:stop], i, False, keys)[0] for f in ws[:-1])
+                    i = stop
+                    continue
+                ws = tuple(_read(f, data[:end], i, False, keys)[0] for f in ws[:-1]) + (inner,)
+            i = end
+            if j >= 0 and self.classify(self.automaton.step(s0, data[:i]))[0] > len(ws):
+                ws = ws + (START,)  # a watched array opened
+        most = self.classify(s1)[0]
+        if len(ws) > most:
+            ws = ws[:most]  # the readings that watched died
+        return ws or None
+
+    def blocked_any(self, ws, s: int, data: bytes) -> bool:
+        """Whether data, accepted in state s, repeats an item or reaches a dead end in one
+        of the watched arrays every configuration of s is inside."""
+        fewest = self.classify(s)[1]
+        return any(self.blocked(w, s, data) for w in ws[:fewest])
 
     def blocked(self, w, s: int, data: bytes) -> bool:
         """Whether data, read from watch state w in state s (inside a watched array),
@@ -376,11 +412,14 @@ class ValueSites:
             self._rows[x] = hit
         return hit
 
-    def masked(self, w, s: int, row: np.ndarray) -> None:
+    def masked(self, ws, s: int, row: np.ndarray) -> None:
         """Clears, in row (the grammar's mask of state s, int32 words), the tokens that
-        complete a used item or reach a dead end from watch state w."""
-        if not self.classify(s)[1]:
-            return
+        complete a used item or reach a dead end in a watched array every configuration
+        of s is inside (watch state ws)."""
+        for w in ws[:self.classify(s)[1]]:
+            self._masked(w, s, row)
+
+    def _masked(self, w, s: int, row: np.ndarray) -> None:
         info = self.automaton.info
         t = _tables_of(info)
         used, norms, cur, norm, depth, ins, esc, bare, comma = w

@@ -199,29 +199,39 @@ def test_llama_object_items(llama):
     assert b"2" in allowed and b"1" not in allowed and b"1}" not in allowed
 
 
-def test_nested_value_arrays_stay_unsupported(llama):
+def test_nested_value_arrays(llama):
+    """Arrays of distinct values inside the items of another (and the same array
+    recursively, through a $ref): one reader per open array, each masking its own."""
     _info, c, _tok = llama
     nested = {"type": "array", "uniqueItems": True, "items": {
-        "type": "object", "properties": {"xs": {"type": "array", "uniqueItems": True, "items": {"type": "number"}}}}}
-    with pytest.raises(CompileError, match="uniqueItems"):
-        c.compile_json_schema(nested)
+        "type": "object", "properties": {"xs": {"type": "array", "uniqueItems": True, "items": {"type": "number"}}},
+        "required": ["xs"], "additionalProperties": False}}
+    m = c.compile_json_schema(nested).matcher()
+    assert m.accept_string('[{"xs":[1,2]},{"xs":[1')
+    assert not m.fork().accept_string(",1.0]")  # the inner array: 1 again
+    assert not m.fork().accept_string(",2]}")  # the outer: {"xs":[1,2]} again
+    assert m.fork().accept_string(",2,3]}]")
+    assert m.accept_string("]}")
+    assert m.accept_string(',{"xs":[2,1]}')  # the same numbers in another order: another value
+    assert not m.fork().accept_string(',{"xs":[2,1]}')
     tree = {"$defs": {"n": {"type": "object", "properties": {
-        "kids": {"type": "array", "uniqueItems": True, "items": {"$ref": "#/$defs/n"}}}}}, "$ref": "#/$defs/n"}
-    with pytest.raises(CompileError, match="uniqueItems"):
-        c.compile_json_schema(tree)
-    with pytest.warns(UserWarning, match="uniqueItems"):
-        g = schema_to_ir(nested, unsupported="warn")
-    assert len(g.unique) == 1  # the outer array is still watched
-    # strings inside object items: two watches, both kept
-    ok = {"type": "array", "uniqueItems": True, "items": {
+        "v": {"type": "integer"}, "kids": {"type": "array", "uniqueItems": True, "items": {"$ref": "#/$defs/n"}}},
+        "required": ["v"], "additionalProperties": False}}, "$ref": "#/$defs/n"}
+    m = c.compile_json_schema(tree).matcher()
+    assert m.accept_string('{"v":1,"kids":[{"v":2,"kids":[{"v":3},{"v":4}]},{"v":2,"kids":[{"v":3}')
+    assert not m.fork().accept_string(',{"v":3}')  # the innermost array
+    assert m.accept_string(']}')  # {"v":2,"kids":[{"v":3}]}: not the first kid (it had two)
+    assert not m.fork().accept_string(',{"v":2,"kids":[{"v":3},{"v":4}]}')  # the middle array
+    assert m.accept_string(']}')
+    # strings inside object items: the strings' watch and this one, both kept
+    both = {"type": "array", "uniqueItems": True, "items": {
         "type": "object", "properties": {"xs": {"type": "array", "uniqueItems": True, "items": {"type": "string"}}}}}
-    g = c.compile_json_schema(ok)
-    m = g.matcher()
+    m = c.compile_json_schema(both).matcher()
     assert m.accept_string('[{"xs":["a"]},{"xs":["a","b"]},{"xs":["a"')
-    assert not m.fork().accept_string(',"a"')  # the inner strings' watch
-    assert not m.fork().accept_string(']}')  # {"xs":["a"]} again: the outer values' watch
-    assert not m.fork().accept_string(',"b"]}')  # {"xs":["a","b"]} again
-    assert m.accept_string(',"c"]}]') and m.is_terminated() is False or m.error is None
+    assert not m.fork().accept_string(',"a"')
+    assert not m.fork().accept_string(']}')
+    assert not m.fork().accept_string(',"b"]}')
+    assert m.accept_string(',"c"]}]')
 
 
 def test_gbnf_and_prefix_items_stay_unsupported():

@@ -50,7 +50,7 @@ Contract
   or reaching a dead end (distinct.py, furca/constrain/unique.py; not in GBNF text,
   which cannot say it), and over any other items (objects, numbers, patterns, several
   types, any value), compared as values by the matcher (1 == 1.0, members unordered;
-  furca/constrain/unique_values.py; not nested inside another such array's items),
+  furca/constrain/unique_values.py; nested ones too),
   minProperties and maxProperties (optional members and extras counted, declared
   members then in `properties` order only), patternProperties whose pattern matches a finite
   set of names (declared as properties), a declared name a pattern also matches
@@ -66,8 +66,7 @@ Contract
   the default). `allow_extra_properties=False` admits only declared members there
   (xgrammar's strict_mode, OpenAI's strict outputs); `additionalProperties` in the
   schema always wins.
-- unsupported="raise" (default): a keyword furca cannot enforce (uniqueItems of tuple items or nested inside another
-  array of distinct objects/numbers, or in GBNF text,
+- unsupported="raise" (default): a keyword furca cannot enforce (uniqueItems of tuple items or in GBNF text,
   contains, propertyNames of other forms, unevaluated*, other multipleOf values, a not/if it cannot
   negate, ...), a defined format furca does not check, and allOf parts that cannot
   be merged raise CompileError naming the keyword and its JSON pointer.

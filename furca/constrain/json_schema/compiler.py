@@ -17,7 +17,6 @@ from furca.errors import CompileError
 
 from ..deadline import check as check_deadline
 from . import containers, finite, logic, scalars
-from .distinct import check_nesting
 from .exclusive import exclusive_branches
 from .grammar import EMPTY, NOTHING, Cls, Grammar, Lit, Ref, alt, cls, lit, rep, seq
 from .merge import FALSE, ALL_TYPES, merge, normalize_schema, type_set
@@ -61,7 +60,6 @@ class Compiler:
         self.warn = warn
         self.g = Grammar()
         self.memo = {}
-        self.value_arrays: dict[str, str] = {}  # arrays of distinct values (distinct.py) -> their pointer
         # id(subschema) -> its schema_key: each keyed once (schema_key); `keys` when the
         # caller keyed root already (GrammarCompiler's cache key): not walked again
         self.keys = {None: []} if keys is None else keys
@@ -90,7 +88,6 @@ class Compiler:
         body = self.value(self.root, "#")
         if body == NOTHING:
             raise CompileError("#: the schema accepts no JSON value")
-        check_nesting(self)
         self.g.rules["root"] = body
         return self.g
 

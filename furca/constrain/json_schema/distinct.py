@@ -18,9 +18,7 @@ cannot carry the watch, so it stays unsupported there.
 
 Items of any other schema (objects, arrays, numbers, several types, any value) are
 compared as values instead (`watched_values`, furca/constrain/unique_values.py): the
-item rule is the items' own grammar, and no spelling is narrowed. Such arrays do not
-nest: an item whose grammar reaches another such array (itself, through a $ref) keeps
-uniqueItems unsupported there (`check_nesting`).
+item rule is the items' own grammar, and no spelling is narrowed.
 """
 from __future__ import annotations
 
@@ -28,7 +26,7 @@ import json
 
 from furca.constrain.unique_values import VALUES
 
-from .grammar import EMPTY, NOTHING, Ref, alt, chars, cls, complement, lit, normalize, opt, rep, seq
+from .grammar import EMPTY, NOTHING, alt, chars, cls, complement, lit, normalize, opt, rep, seq
 from .merge import ANNOTATION_LIKE
 from .scalars import _nonneg_int, literal_check
 
@@ -125,34 +123,5 @@ def watched_values(c, tail, min_n, max_n, where, body):
         return NOTHING
     array = c.g.define(c.g.new_name("unique-array"), grammar)
     c.g.unique[array.name] = (item.name, c.ws != EMPTY, None, None, VALUES)
-    c.value_arrays[array.name] = where
     return array
 
-
-def check_nesting(c):
-    """An array of distinct values whose items reach another one (or itself): the inner
-    one's uniqueItems is unsupported (the watch reads one such array at a time)."""
-    arrays = c.value_arrays
-    if not arrays:
-        return
-    rules = c.g.rules
-    inner = set()
-    for array in arrays:
-        item = c.g.unique[array][0]
-        seen, todo = {item}, [rules.get(item)]
-        while todo:
-            e = todo.pop()
-            if isinstance(e, Ref):
-                if e.name in arrays:
-                    inner.add(e.name)
-                if e.name not in seen:
-                    seen.add(e.name)
-                    todo.append(rules.get(e.name))
-            elif hasattr(e, "items"):
-                todo.extend(e.items)
-            elif hasattr(e, "item"):
-                todo.append(e.item)
-    for name in sorted(inner):
-        c.unsupported("uniqueItems", arrays[name], "an array of distinct objects, arrays or numbers inside "
-                      "the items of another")
-        del c.g.unique[name]  # unsupported='warn': its items may repeat
