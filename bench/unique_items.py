@@ -1,11 +1,14 @@
-"""What watching uniqueItems arrays costs (furca/constrain/unique.py): the same token
-sequences through a schema's grammar with its watched arrays and through the grammar of
-the same schema without `uniqueItems`, in one process.
+"""What watching uniqueItems arrays costs (furca/constrain/unique.py, unique_values.py):
+the same token sequences through a schema's grammar with its watched arrays and through
+the grammar of the same schema without `uniqueItems`, in one process.
 
     .venv/bin/python bench/unique_items.py [--data ../shared/data/maskbench-dev] [--walks 8] [--rounds 3]
+                                           [--watch all|strings|values]
 
 Schemas: every maskbench-dev file whose grammar watches an array (it names uniqueItems
-and compiles to a UniqueMatcher) and whose stripped copy compiles too. Token sequences:
+and compiles to a UniqueMatcher) and whose stripped copy compiles too; --watch strings:
+only those whose arrays are all of strings / integers (unique.py), values: those with
+an array compared as values (unique_values.py). Token sequences:
 random walks under the watched grammar's masks (seeded; EOS when allowed, else a random
 allowed token, closing bytes favoured), so both grammars accept them (the watched
 language is a subset). Each round replays every sequence through fresh matchers of both
@@ -84,6 +87,7 @@ def main():
     ap.add_argument("--max-steps", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--watch", default="all", choices=("all", "strings", "values"))
     args = ap.parse_args()
     path, eos = tokenizer_json("llama3_1")
     info = TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
@@ -107,7 +111,9 @@ def main():
             g.matcher().get_allowed_tokens()
             times.append(clock() - t0)
             pair.append(g)
-        if len(pair) < 2 or pair[0].unique_sites is None:
+        if len(pair) < 2 or (pair[0].unique_sites is None and pair[0].value_sites is None):
+            continue
+        if args.watch != "all" and (pair[0].value_sites is not None) != (args.watch == "values"):
             continue
         ttfm["watched"].append(times[0])
         ttfm["stripped"].append(times[1])

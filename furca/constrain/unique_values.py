@@ -90,6 +90,11 @@ class ValueTables:
         self._ws = None
         self.between = np.union1d(np.union1d(self.delims, closing), t.two_quotes)
         self.quote_escape = np.array([i for i in t.one_quote.tolist() if b"\\" in tokens[i]], dtype=np.int64)
+        # tokens that may close a string item and write a whole item after it (a repeat
+        # inside the token): after their first quote, an item completes
+        more = np.intersect1d(t.one_quote, np.union1d(np.union1d(self.delims, closing), t.two_quotes))
+        self.close_then_item = np.array([i for i in more.tolist() if _completes_after_quote(tokens[i])],
+                                        dtype=np.int64)
 
     def closing(self, in_string: bool, depth: int) -> np.ndarray:
         """The tokens that close at least depth levels read from (inside a string or not)."""
@@ -122,6 +127,11 @@ class ValueTables:
             a, z = trie.tok_start.item(d), trie.tok_start.item(d + 1)
             if z > a:
                 out.append(trie.tok_ids[a:z])
+
+
+def _completes_after_quote(data: bytes) -> bool:
+    """Whether data, read after its first quote as between items, completes an item."""
+    return bool(_read(START, data, data.index(b'"') + 1, False, {})[0][0])
 
 
 def _containing(trie, chars: bytes) -> np.ndarray:
@@ -470,6 +480,7 @@ class ValueSites:
             cand.append(t.t.one_quote)
             return
         cand.append(t.quote_escape)
+        cand.append(t.close_then_item)
         for k in used:
             if k[0] == "s" and k[1].startswith(so_far):
                 rest = json.dumps(k[1][len(so_far):], ensure_ascii=False)[1:-1]

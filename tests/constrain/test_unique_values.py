@@ -156,6 +156,14 @@ def test_bounded_integers_use_up():
     assert _check(schema, "[],123", ["1,", "2,3", ",3]"], seed=2) > 10
 
 
+def test_pattern_strings_and_tokens_writing_two_items():
+    """String items of a pattern (the values watch): a token that closes one item and
+    writes another whole one (`a","a"`) is masked when the second repeats either."""
+    schema = {"type": "array", "uniqueItems": True, "items": {"type": "string", "pattern": "^[ab]{1,2}$"}}
+    extra = ['a","a"', 'a","a",', 'b","b"]', '","a"', '"ab"', 'a","ab"', 'b",1']
+    assert _check(schema, '[]",ab', extra, seed=5, walks=30, steps=12) > 10
+
+
 def test_mixed_items_any_value():
     """Items of any type (uniqueItems without items): strings, numbers, literals, arrays."""
     schema = {"type": "array", "uniqueItems": True, "maxItems": 4}
