@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 import jsonschema
 import pytest
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from tests.clients.support import import_client
 from tests.conftest import CLIENT_TIMEOUT
@@ -126,6 +126,31 @@ def test_parse_a_set_keeps_its_items_distinct(client, model):
     tags, ids = out["tags"], out["ids"]
     assert 3 <= len(tags) == len(set(tags)) <= 4 and 2 <= len(ids) == len(set(ids)) <= 3
     assert isinstance(c.message.parsed, Tags)
+
+
+class Point(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    x: int
+    y: int
+
+
+class Route(BaseModel):
+    stops: set[Point] = Field(min_length=3, max_length=3)
+
+
+def test_parse_a_set_of_objects_keeps_them_distinct(client, model):
+    """``set[FrozenModel]`` is uniqueItems over objects: the server compiles it (the
+    matcher compares the items as values) and three stops come out distinct even when
+    asked for the same one three times. The raw JSON is checked (pydantic would merge
+    equal points silently)."""
+    ask = [{"role": "user", "content": "Give a route whose three stops are all the point x=1, y=2."}]
+    r = client.chat.completions.parse(model=model, messages=ask, response_format=Route, max_tokens=60, temperature=0)
+    c = r.choices[0]
+    assert c.finish_reason == "stop", c.message.content
+    stops = json.loads(c.message.content)["stops"]
+    assert len(stops) == 3 and len({(p["x"], p["y"]) for p in stops}) == 3, stops
+    jsonschema.validate(json.loads(c.message.content), Route.model_json_schema())
+    assert isinstance(c.message.parsed, Route)
 
 
 def test_member_order_any_through_extra_body(client, model):
