@@ -237,6 +237,7 @@ class UniqueSites(Watched):
                 if name in nfa.spans:
                     spans.append((*nfa.spans[name], items))
         super().__init__(automaton, spans, self.length)
+        _tables(automaton.info)  # the tokenizer's tables now, with the compile: not in a decode step's mask
         self._classes: dict[int, tuple] = {}  # state -> (any inside, all inside, item languages)
         self._lengths: dict[bytes, int] = {}  # a used item's body -> its characters
 

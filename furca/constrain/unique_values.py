@@ -291,6 +291,9 @@ class ValueSites:
         self._keys: dict[bytes, tuple] = {}  # item text -> value_key
         self._memo: dict = {}  # (used keys) -> {(state, reader): dead}
         self._rows: dict[int, list] = {}  # state -> its row's (byte, target), closing bytes first
+        # the tokenizer's tables now (~30 ms once a process), with the compile: not in a
+        # decode step's mask
+        self.tables = _tables_of(automaton.info)
 
     def _in(self, node: int) -> bool:
         """Whether node lies in a watched array's rule."""
@@ -431,7 +434,7 @@ class ValueSites:
 
     def _masked(self, w, s: int, row: np.ndarray) -> None:
         info = self.automaton.info
-        t = _tables_of(info)
+        t = self.tables
         used, norms, cur, norm, depth, ins, esc, bare, comma = w
         cand = []
         if cur is None:
