@@ -503,6 +503,24 @@ def test_strings_excluded_from_constrained_strings():
     agreed({"type": "string", "maxLength": 3, "not": {"const": "abc"}}, ['"ab"', '"abd"', '""'], ['"abc"', '"abcd"'])
 
 
+def test_not_of_numbers():
+    """`not` of integers under `type: integer` (integer ranges around them, winget's
+    InstallerSuccessCodes), of numeric bounds, and of a schema nothing satisfies. Labels
+    checked by jsonschema."""
+    agreed({"type": "integer", "not": {"enum": [0]}}, ["1", "-1", "10"], ["0", "1.5", '"a"'])
+    agreed({"type": "integer", "not": {"enum": [2, 3, 5, 2.0, "x", None]}}, ["1", "4", "6", "-2", "0"],
+           ["2", "3", "5"])
+    agreed({"type": ["integer", "null"], "not": {"const": 7}}, ["6", "8", "null"], ["7", '"x"', "7.5"])
+    agreed({"not": {"minimum": 3}}, ["2", "-1.5", "2.99"], ["3", "3.5", '"a"', "null"])
+    agreed({"not": {"type": "number", "minimum": 0, "exclusiveMaximum": 2}},
+           ["-1", "2", "2.5", '"a"', "null", "[]"], ["0", "1.5"])
+    agreed({"type": "integer", "not": {"maximum": 10, "minimum": 5}}, ["4", "11"], ["5", "10", "7"])
+    agreed({"not": {"allOf": [{"type": "string"}, {"type": "number"}]}}, ["1", '"a"', "null"], [])
+    agreed({"type": "integer", "not": {"type": "string", "enum": [1, "a"], "minLength": 2}}, ["1", "0"], ['"a"'])  # empty
+    with pytest.raises(CompileError, match="not"):  # non-numbers other than these: no integer base
+        schema_to_gbnf({"not": {"enum": [0]}})
+
+
 def test_not_if_then_else_and_dependencies():
     check({"not": {"type": "string"}}, ["1", "null", "{}"], ['"a"'])
     check({"type": "string", "not": {"enum": ["a", "b"]}}, ['"c"', '"ab"', '""'], ['"a"', '"b"'])

@@ -206,9 +206,18 @@ class Compiler:
                 if neg is not None:
                     extra.append(neg)
                     del schema["not"]
+                elif self._never(schema["not"]):
+                    del schema["not"]  # not of a schema nothing satisfies: no constraint
             if extra:
                 schema["allOf"] = list(schema.get("allOf", [])) + extra
         return schema
+
+    def _never(self, schema) -> bool:
+        """Whether schema accepts no value (its grammar is empty), as far as it compiles."""
+        try:
+            return self.value(schema, "#/not") == NOTHING
+        except CompileError:
+            return False
 
     def build(self, schema: dict, where: str):
         found = finite.finite_values(self, schema, ANNOTATIONS)

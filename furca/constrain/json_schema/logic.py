@@ -5,7 +5,9 @@ schemas furca enforces, when an exact rewrite exists.
     dependentSchemas / dependencies   -> anyOf [a absent, required [a] and the schema]
     if I then T else E                -> anyOf [I and T, not(I) and E]
     not S                             -> complement of S, for S built from: booleans, type,
-                                         required, const/enum of strings, properties,
+                                         required, const/enum of strings (and of
+                                         numbers under `type: integer`: integer
+                                         ranges), numeric bounds, properties,
                                          allOf, anyOf (and `{}`)
 
 "a absent" is `properties: {a: false}`. `x-furca-not-strings` is an internal keyword:
@@ -18,6 +20,9 @@ from .difference import NOT_PATTERNS
 from .merge import ALL_TYPES, type_set
 
 NOT_STRINGS = "x-furca-not-strings"
+# a numeric bound and the bound its negation keeps (draft 6+: numeric exclusive bounds)
+_BOUND_NEGATION = {"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
+                   "exclusiveMinimum": "maximum", "exclusiveMaximum": "minimum"}
 _OBJECT_KEYS = {"properties", "required", "additionalProperties", "patternProperties"}
 
 
@@ -79,15 +84,24 @@ def negate(s, base=None):
         return s["not"]
     if keys <= {"const", "enum"}:
         values = [s["const"]] if "const" in s else s["enum"]
-        if not isinstance(values, list) or not all(v is None or isinstance(v, (str, bool)) for v in values):
+        if not isinstance(values, list):
             return None
+        numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if not all(v is None or isinstance(v, (str, bool)) for v in values if not any(v is x for x in numbers)):
+            return None
+        if numbers and "number" in (type_set(base) or ALL_TYPES):
+            return None  # numbers other than these: only as integer ranges, where no other number may be
         strings = [v for v in values if isinstance(v, str)]
         kept = [v for v in (True, False, None) if not any(v is x for x in values)]
-        parts = [{"type": ["object", "array", "number", "integer"]}]
+        parts = [{"type": ["object", "array"] + ([] if numbers else ["number", "integer"])}]
         parts.append({"type": "string", NOT_STRINGS: strings} if strings else {"type": "string"})
         if kept:
             parts.append({"enum": kept})
+        if numbers:
+            parts += _integers_but(sorted({int(v) for v in numbers if float(v).is_integer()}))
         return {"anyOf": parts}
+    if keys and keys <= set(_BOUND_NEGATION) | {"type"}:
+        return _negate_bounds(s, keys)
     if "pattern" in keys and keys <= {"type", "pattern"} and isinstance(s["pattern"], str) \
             and s.get("type", "string") == "string":
         # a string the pattern misses (scalars.py subtracts it); with `type`, or not a string
@@ -119,3 +133,29 @@ def negate(s, base=None):
             return False
         return objects[0] if len(objects) == 1 else {"anyOf": objects}
     return None
+
+
+def _integers_but(excluded: list) -> list:
+    """Integer schemas covering every integer but the sorted `excluded` ones (ranges)."""
+    if not excluded:
+        return [{"type": "integer"}]
+    parts = [{"type": "integer", "maximum": excluded[0] - 1}]
+    for lo, hi in zip(excluded, excluded[1:]):
+        if hi - lo > 1:
+            parts.append({"type": "integer", "minimum": lo + 1, "maximum": hi - 1})
+    parts.append({"type": "integer", "minimum": excluded[-1] + 1})
+    return parts
+
+
+def _negate_bounds(s: dict, keys) -> dict | None:
+    """not of numeric bounds (with `type: number` or no type): a number past one of them,
+    or, with the type, any non-number."""
+    bounds = {k: s[k] for k in keys if k != "type"}
+    if not bounds or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in bounds.values()):
+        return None  # draft-04's boolean exclusive bounds, or no bound
+    if "type" in keys and type_set(s) != {"number"}:
+        return None  # integer: the non-integral numbers are no type of their own
+    parts = [{"type": "number", _BOUND_NEGATION[k]: v} for k, v in sorted(bounds.items())]
+    if "type" in keys:
+        parts.append({"type": [t for t in ALL_TYPES if t not in ("number", "integer")]})
+    return parts[0] if len(parts) == 1 else {"anyOf": parts}
