@@ -364,8 +364,10 @@ def test_any_of_and_all_of():
           ['{"a":1,"b":"x"}'], ['{"a":1}', '{"b":"x"}'])
     check({"type": "object", "properties": {"a": {"type": "integer"}}, "anyOf": [{"required": ["a"]}]},
           ['{"a":1}'], ["{}"])
+    agreed({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "b"}]}, ['"ab"', '"ba"', '"xaxb"'],
+           ['"a"', '"b"', "1"])  # was a CompileError: both patterns now (test_all_of_two_patterns)
     with pytest.raises(CompileError, match="allOf"):
-        schema_to_gbnf({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "b"}]})
+        schema_to_gbnf({"allOf": [{"type": "string", "format": "date"}, {"format": "email"}]})
     # unknown keywords validate nothing: two parts' different values merge (was a
     # CompileError; 7 maskbench-dev schemas: translation, x-taplo, _id, help, @type, ...)
     agreed({"allOf": [{"type": "integer", "x-taplo": {"a": 1}}, {"minimum": 0, "x-taplo": {"b": 2}}]}, ["1"], ["-1"])
@@ -501,6 +503,23 @@ def test_strings_excluded_from_constrained_strings():
             "not": {"enum": ["test", "source"]}},
            ['"tests"', '"ab"', '"tes"'], ['"test"', '"source"', '"a"', '"abcdefghi"', '"Ab"'])
     agreed({"type": "string", "maxLength": 3, "not": {"const": "abc"}}, ['"ab"', '"abd"', '""'], ['"abc"', '"abcd"'])
+
+
+def test_all_of_two_patterns():
+    """allOf of different patterns: the strings every pattern matches (a product of
+    their automata, difference.py), with lengths, exclusions and enums beside them.
+    Labels checked by jsonschema."""
+    agreed({"type": "string", "allOf": [{"pattern": "^[a-z]+$"}, {"pattern": "^.{2,4}$"}]},
+           ['"ab"', '"abcd"'], ['"a"', '"abcde"', '"AB"', '"a1"'])
+    agreed({"allOf": [{"pattern": "^a"}, {"pattern": "x$"}], "type": "string", "maxLength": 4},
+           ['"ax"', '"abcx"', '"a-x"'], ['"xa"', '"a"', '"abcdx"', '"x"'])
+    agreed({"allOf": [{"pattern": "^a"}, {"pattern": "x$"}, {"pattern": "b"}], "type": "string"},
+           ['"abx"', '"abbx"'], ['"ax"', '"bx"'])
+    agreed({"allOf": [{"pattern": "^a"}, {"pattern": "x$"}, {"enum": ["ax", "ab", "abx", "bx"]}]},
+           ['"ax"', '"abx"'], ['"ab"', '"bx"'])
+    agreed({"type": "string", "allOf": [{"pattern": "^a"}, {"pattern": "x$"}], "not": {"const": "ax"}},
+           ['"abx"'], ['"ax"', '"b"'])
+    agreed({"allOf": [{"pattern": "^[0-9]+$"}, {"pattern": "^[a-z]+$"}]}, ["1", "null"], ['"1"', '"a"', '""'])
 
 
 def test_not_of_numbers():

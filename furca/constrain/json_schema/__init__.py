@@ -38,7 +38,8 @@ Contract
   (numeric and draft-4 boolean forms), multipleOf (powers of ten <= 1: 0.01, 1,
   ...; an integer k unbounded, from 0, or with at most 512 multiples between bounds:
   multiples.py), anyOf, oneOf (branches made exclusive, see exclusive.py),
-  allOf (merged), $ref ($defs, definitions, any JSON pointer, $anchor, $id inside
+  allOf (merged; different patterns: the strings all of them match, a product of their
+  automata, difference.py), $ref ($defs, definitions, any JSON pointer, $anchor, $id inside
   the document; recursion), nullable (OpenAPI), boolean schemas, dependencies /
   dependentRequired / dependentSchemas, if/then/else and not where the negated
   schema is built from type, required, string const/enum, numeric const/enum under

@@ -22,6 +22,7 @@ from .grammar import EMPTY, NOTHING, Ref, alt, normalize, seq
 from .lengths import Glushkov, TooBig
 
 NOT_PATTERNS = "x-furca-not-patterns"
+ALSO_PATTERNS = "x-furca-also-patterns"  # allOf of two patterns: the strings both match (merge.py)
 MAX_STATES = 3000
 _START = -1
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 
-from .difference import NOT_PATTERNS
+from .difference import ALSO_PATTERNS, NOT_PATTERNS
 from .logic import NOT_STRINGS
 
 # Keys the ordinary enum path (scalars.enum_values) handles by itself.
@@ -64,7 +64,7 @@ def finite_values(c, schema: dict, annotations):
     # at the top; anywhere deeper the schema takes the ordinary path
     excluded = schema.get(NOT_STRINGS, [])
     schema = {k: v for k, v in schema.items() if k != NOT_STRINGS}
-    if NOT_STRINGS in json.dumps(schema) or NOT_PATTERNS in json.dumps(schema):
+    if NOT_STRINGS in json.dumps(schema) or NOT_PATTERNS in json.dumps(schema) or ALSO_PATTERNS in json.dumps(schema):
         return None
     validator = _validator(c, schema)
     if validator is None:

@@ -13,6 +13,8 @@ import re
 
 from furca.errors import CompileError
 
+from .difference import ALSO_PATTERNS
+
 FALSE = False
 MAX_ANYOF_PRODUCT = 64
 ALL_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
@@ -107,6 +109,10 @@ def merge(a, b, where: str):
         va = out[k]
         if k not in ("properties", "anyOf", "oneOf") and (va is vb or canon(va) == canon(vb)):
             continue  # (properties are merged below: not serialised here, a whole subtree each)
+        if k == "pattern" and isinstance(va, str) and isinstance(vb, str):
+            also = list(out.get(ALSO_PATTERNS, []))  # the strings both patterns match (difference.py)
+            out[ALSO_PATTERNS] = also + ([vb] if vb not in also else [])
+            continue
         handler = _MERGERS.get(k)
         if handler is None:
             if k in ANNOTATION_LIKE or k not in _VALIDATION:
@@ -205,6 +211,7 @@ _MERGERS = {
     "$defs": lambda x, y, w: x, "definitions": lambda x, y, w: x,
     "x-furca-not-strings": lambda x, y, w: list(x) + [v for v in y if v not in x],
     "x-furca-not-patterns": lambda x, y, w: list(x) + [v for v in y if v not in x],
+    "x-furca-also-patterns": lambda x, y, w: list(x) + [v for v in y if v not in x],
     "allOf": lambda x, y, w: list(x) + list(y),
     "not": lambda x, y, w: {"anyOf": [x, y]},  # not x and not y == not (x or y)
     "propertyNames": lambda x, y, w: merge(x, y, w),  # names valid under both
@@ -218,7 +225,7 @@ _VALIDATION = {
     "minProperties", "required", "properties", "patternProperties", "additionalProperties", "propertyNames",
     "unevaluatedProperties", "dependentRequired", "dependentSchemas", "dependencies", "allOf", "anyOf", "oneOf",
     "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "contentEncoding", "contentMediaType",
-    "contentSchema", "nullable", "x-furca-not-strings", "x-furca-not-patterns",
+    "contentSchema", "nullable", "x-furca-not-strings", "x-furca-not-patterns", "x-furca-also-patterns",
 }
 ANNOTATION_LIKE = {"title", "description", "default", "examples", "example", "$comment", "$schema", "$id", "id",
                     "readOnly", "writeOnly", "deprecated", "$anchor", "discriminator", "markdownDescription"}

@@ -25,12 +25,13 @@ def pattern_grammar(pattern: str, where: str, min_len: int = 0, max_len: int | N
     return bounded_chars(pattern_chars(pattern, where), min_len, max_len, grammar, where, "pattern %r" % pattern)
 
 
-def string_minus(pattern, min_len: int, max_len, names, patterns, grammar, where: str):
+def string_minus(pattern, min_len: int, max_len, names, patterns, grammar, where: str, also_patterns=()):
     """JSON string content of min_len..max_len characters, matching `pattern` (None: any
-    string), none of the strings in `names` and none of the `patterns` (oneOf's other
-    branches, a `not`)."""
+    string) and every one of `also_patterns` (allOf's), none of the strings in `names` and
+    none of the `patterns` (oneOf's other branches, a `not`)."""
     node = pattern_chars(pattern, where + "/pattern") if pattern is not None else ANY
     also = [rep(ANY_CHAR, min_len, max_len)] if min_len or max_len is not None else []
+    also += [pattern_chars(p, where + "/allOf") for p in also_patterns]
     return difference(node, [literal_chars(n) for n in names] + [pattern_chars(p, where) for p in patterns],
                       grammar, where, also=also)
 

@@ -9,7 +9,7 @@ from furca.errors import CompileError
 
 from .formats import format_grammar
 from .keys import key_not_in
-from .difference import NOT_PATTERNS
+from .difference import ALSO_PATTERNS, NOT_PATTERNS
 from .logic import NOT_STRINGS
 from .grammar import NOTHING, alt, chars, cls, complement, lit, normalize, rep, seq
 from .numeric import NUMBER_UNBOUNDED, int_range, number_range
@@ -51,6 +51,11 @@ def string_grammar(c, schema, where):
     pattern = schema.get("pattern")
     if pattern is not None and not isinstance(pattern, str):
         raise CompileError("%s/pattern: must be a string" % where)
+    also = [p for p in schema.get(ALSO_PATTERNS) or () if isinstance(p, str)]
+    if also and (pattern is None or content is not None):
+        c.unsupported("pattern", where, "several patterns with a format" if content is not None else
+                      "patterns of allOf without one of their own")
+        also = []
     if content is not None and pattern is not None:
         both = c.cached(("format-prefix", fmt, pattern), lambda: prefixed(content, pattern, where + "/pattern"))
         if both is None:
@@ -63,13 +68,14 @@ def string_grammar(c, schema, where):
     plain = pattern is None and content is None and not min_len and max_len is None
     if NOT_STRINGS in schema and plain and not excluded_patterns:
         return key_not_in(c, excluded)  # any string but these: the key tries' form
-    if excluded or excluded_patterns:
+    if excluded or excluded_patterns or also:
         if content is not None:
             c.unsupported("not" if excluded else "oneOf", where, "strings excluded from a format")
         else:
             return seq(lit('"'), c.cached(
-                ("string-minus", pattern, min_len, max_len, tuple(excluded), tuple(excluded_patterns)),
-                lambda: string_minus(pattern, min_len, max_len, excluded, excluded_patterns, c.g, where)), lit('"'))
+                ("string-minus", pattern, min_len, max_len, tuple(excluded), tuple(excluded_patterns), tuple(also)),
+                lambda: string_minus(pattern, min_len, max_len, excluded, excluded_patterns, c.g, where, also)),
+                lit('"'))
     if pattern is not None:
         return seq(lit('"'), c.cached(("pattern", pattern, min_len, max_len),
                                       lambda: pattern_grammar(pattern, where + "/pattern", min_len, max_len, c.g)),
@@ -222,7 +228,9 @@ def literal_check(c, schema, where):
     """Does a literal satisfy the rest of `schema`? (jsonschema, refs resolved against the root)."""
     import jsonschema
 
-    rest = {k: v for k, v in schema.items() if k not in ("enum", "const", NOT_STRINGS)}
+    rest = {k: v for k, v in schema.items() if k not in ("enum", "const", NOT_STRINGS, ALSO_PATTERNS)}
+    if schema.get(ALSO_PATTERNS):  # merge.py's internal keyword, as jsonschema reads it
+        rest["allOf"] = list(rest.get("allOf", [])) + [{"pattern": p} for p in schema[ALSO_PATTERNS]]
     if not rest:
         return lambda v: True
     cls_ = jsonschema.Draft4Validator if c.draft4 else \
