@@ -24,8 +24,11 @@ import pytest
 
 from .test_json_schema_helpers import real_tokenizer_accept, Counts, check_case, engine_accept, suite_cases
 
-FLOORS = {"draft2020-12": 226, "draft7": 219}  # passing cases (of 461 and 321)
-MAX_VALID_REJECTED = {"draft2020-12": 36, "draft7": 18}
+FLOORS = {"draft2020-12": 242, "draft7": 235}  # passing cases (of 461 and 321)
+# format "regex" (2026-12-04) moved 4 / 3 cases from compile_error to valid_rejected: its
+# narrowing to what both ECMA-262 and Python's re compile (the suite's named groups,
+# lookbehind, empty classes) and format.json's "only an annotation" case, as every format
+MAX_VALID_REJECTED = {"draft2020-12": 40, "draft7": 21}
 
 
 def _run(draft, accept=None):

@@ -32,7 +32,8 @@ Contract
   draft-7 array `items` + additionalItems, minItems, maxItems, minLength, maxLength,
   pattern (ECMA regex, unanchored unless ^/$), format (date, time, date-time,
   duration, email, idn-email (ASCII domain), uuid, uri, uri-reference, ipv4,
-  ipv6, hostname; formats JSON Schema does not define are ignored; a format with a
+  ipv6, hostname, regex (what both ECMA-262 and Python's re compile, narrowed:
+  formats.py); formats JSON Schema does not define are ignored; a format with a
   pattern only when the pattern is a start-anchored finite prefix such as
   "^https?://", prefix.py), minimum, maximum, exclusiveMinimum, exclusiveMaximum
   (numeric and draft-4 boolean forms), multipleOf (powers of ten <= 1: 0.01, 1,

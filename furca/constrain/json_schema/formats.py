@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from furca.errors import CompileError
 
-from .grammar import alt, chars, cls, lit, normalize, opt, rep, seq
+from .grammar import alt, chars, cls, complement, intersect, lit, normalize, opt, rep, seq
 from .numeric import DIGIT, nonneg_range
 
 HEX = cls(chars("0123456789abcdefABCDEF"))
@@ -170,6 +170,47 @@ def _uri_reference():
     return alt(uri, rel)
 
 
+def _regex(depth: int = 3):
+    """A regular expression valid in both ECMA-262 and Python's `re` (what validators
+    compile it with), as JSON string content: unlike the other formats it writes
+    backslashes and quotes, so this is the JSON text (`\\\\` for one backslash).
+    Narrowed to: literal characters other than the syntax ones (`]`, `{`, `}` only
+    escaped); `.`; the escapes \\d \\D \\w \\W \\s \\S \\n \\r \\t \\f \\v, \\xHH, \\uHHHH and of
+    ASCII punctuation; classes of those (`[ & ~ |` only escaped: Python warns of nested
+    sets; `^`, `-` escaped, first or last) with ASCII
+    ranges in order; groups (plain or `?:`) and lookaheads (`?=`, `?!`, unquantified)
+    nested at most `depth` deep; quantifiers * + ? {n} {n,} {n,m} (n <= 99, n <= m <=
+    9999), lazy or not, after an atom; anchors ^ $ \\b \\B, unquantified."""
+    bs = lit("\\\\")  # one backslash of the regex, as JSON text
+    text = normalize([(0x20, 0x7E), (0xA0, 0xD7FF), (0xE000, 0x10FFFF)])
+    syntax = normalize([(ord(ch), ord(ch)) for ch in '\\^$.|?*+()[]{}"'])
+    quote = lit('\\"')  # a `"` of the regex, as JSON text
+    punct = [lit("\\\\") if c == "\\" else quote if c == '"' else lit(c) for c in '!"#$%&\'()*+,-./:;<=>?@[\\]^`{|}~']
+    escape = seq(bs, alt(cls(chars("dDwWsSnrtfv")), seq(lit("x"), HEX, HEX), seq(lit("u"), HEX, HEX, HEX, HEX),
+                         *punct))
+    # a class: `[`, `^`?, items, `]`; an item is a character, an escape (\\b: backspace
+    # there) or an ASCII range lo-hi with lo <= hi
+    in_class = normalize([(ord(ch), ord(ch)) for ch in ']\\-^"[&~|'])  # [ & ~ |: Python's future set syntax
+    ascii_ok = intersect(normalize([(0x20, 0x7E)]), complement(in_class))
+    ranges = alt(*[seq(lit(chr(lo)), lit("-"), cls(intersect(ascii_ok, normalize([(lo, 0x7E)]))))
+                   for a, b in ascii_ok for lo in range(a, b + 1)])
+    item = alt(cls(intersect(text, complement(in_class))), quote, escape, seq(bs, lit("b")), ranges)
+    klass = seq(lit("["), opt(lit("^")), rep(item, 1, None), opt(lit("-")), lit("]"))  # a last `-`: itself
+    count = alt(*[seq(lit(str(n)), opt(seq(lit(","), opt(nonneg_range(n, 9999))))) for n in range(100)])
+    quant = seq(alt(cls(chars("*+?")), seq(lit("{"), count, lit("}"))), opt(lit("?")))
+    anchor = alt(cls(chars("^$")), seq(bs, cls(chars("bB"))))
+    simple = alt(cls(intersect(text, complement(syntax))), quote, lit("."), escape, klass)
+    body = None
+    for _ in range(depth + 1):
+        atom, terms = simple, [anchor]
+        if body is not None:
+            atom = alt(simple, seq(lit("("), opt(lit("?:")), body, lit(")")))
+            terms.append(seq(lit("(?"), cls(chars("=!")), body, lit(")")))
+        branch = rep(alt(seq(atom, opt(quant)), *terms), 0, None)
+        body = seq(branch, rep(seq(lit("|"), branch), 0, None))
+    return body
+
+
 _BUILDERS = {
     "date": _date,
     "time": _time,
@@ -183,11 +224,12 @@ _BUILDERS = {
     "ipv4": _ipv4,
     "ipv6": _ipv6,
     "hostname": _hostname,
+    "regex": _regex,
 }
 
 # Formats defined by JSON Schema that furca does not enforce: CompileError in strict mode.
 UNSUPPORTED = {"idn-hostname", "iri", "iri-reference", "uri-template", "json-pointer",
-               "relative-json-pointer", "regex"}
+               "relative-json-pointer"}
 
 _CACHE = {}
 
