@@ -15,7 +15,7 @@ import pytest
 from furca.constrain import CompileError, GrammarCompiler
 from furca.constrain.json_schema import schema_to_gbnf, schema_to_ir
 from furca.constrain.matcher import Matcher
-from furca.constrain.unique_values import value_key
+from furca.constrain.value_reader import value_key
 
 from .conftest import BYTE_EOS, allowed_set, byte_info
 from .test_unique_items import _walk_against
