@@ -11,6 +11,16 @@ from __future__ import annotations
 import numpy as np
 
 
+def allowed_ids(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The ids (an int array) whose bits are set in words (one mask row viewed as uint32)."""
+    return ids[((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)]
+
+
+def clear_ids(words: np.ndarray, ids: np.ndarray) -> None:
+    """Clears the bits of ids (an int array) in words (one mask row viewed as uint32)."""
+    np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
+
+
 def allocate_token_bitmask(batch_size: int, vocab_size: int) -> np.ndarray:
     """A bitmask for `Matcher.fill_bitmask`, every token allowed.
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .bitmask import clear_ids
 from .key_trie import is_plain
 from .trie_walks import walk_continue, walk_recording
 
@@ -177,7 +178,7 @@ class KeyTrieMasks:
             stop = int(end[x])
             ids = tok_ids[tok_start[x] : tok_start[stop]]
             if len(ids):
-                np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
+                clear_ids(words, ids)
             if len(roots):
                 roots = roots[(roots < x) | (roots >= stop)]
         if rest:

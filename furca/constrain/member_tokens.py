@@ -17,7 +17,7 @@ from bisect import bisect_left
 
 import numpy as np
 
-from .unique import BACKSLASH, QUOTE, _tables
+from .token_tables import BACKSLASH, QUOTE, _tables
 
 OPEN, CLOSE_OBJ, OPEN_ARR, CLOSE_ARR, COLON, COMMA = 0x7B, 0x7D, 0x5B, 0x5D, 0x3A, 0x2C
 

@@ -41,7 +41,9 @@ from __future__ import annotations
 import numpy as np
 
 from .member_tokens import CLOSE_ARR, CLOSE_OBJ, COLON, COMMA, OPEN, OPEN_ARR, key_index as _key_index
-from .unique import _NONE, BACKSLASH, QUOTE, Items, Watched, _tables
+from .bitmask import allowed_ids
+from .token_tables import _NONE, BACKSLASH, QUOTE, _tables
+from .unique import Items, Watched
 
 _WS = b" \t\n\r"
 _FIRST, _KEY, _AFTER_KEY, _VALUE = 0, 1, 2, 3  # a watched object's phase
@@ -228,8 +230,7 @@ class ObjectSites(Watched):
         if len(ids):
             words = row.view(np.uint32)
             token_bytes = self.automaton.info.token_bytes
-            bits = (words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1
-            for i in ids[bits.astype(bool)].tolist():
+            for i in allowed_ids(words, ids).tolist():
                 if self.blocked_outside(s, token_bytes[i]):
                     words[i >> 5] &= ~np.uint32(1 << (i & 31))
 
@@ -268,8 +269,7 @@ class ObjectSites(Watched):
         cand = plan.cand
         if len(cand) > 48:  # many: the ones the grammar allows found by numpy
             ids = plan.ids
-            w = row.view(np.uint32)
-            cand = ids[((w[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)].tolist()
+            cand = allowed_ids(row.view(np.uint32), ids).tolist()
         step = self.automaton.step
         for i in cand:  # read through where the grammar allows them
             if not words[i >> 5] >> (i & 31) & 1:

@@ -250,7 +250,7 @@ class TokenizerInfo:
         eos_bits[list(self.eos_token_ids)] = True
         self.eos_mask = np.packbits(eos_bits, bitorder="little").view("<i4").copy()
         self._slices = [TokenSlice(self, name, ranges) for name, ranges in SLICES]
-        self._unique_tables = None  # unique.py's token tables, made when a grammar first needs them
+        self._unique_tables = None  # token_tables.py's tables, made when a grammar first needs them
 
     def _split_long(self, limit: int) -> None:
         """short_len: the fewest bytes such that at most ``limit`` tokens are longer (the

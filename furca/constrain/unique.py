@@ -45,84 +45,9 @@ from bisect import bisect_left, bisect_right
 
 import numpy as np
 
+from .bitmask import allowed_ids, clear_ids
 from .matcher import Matcher
-
-QUOTE, BACKSLASH, CLOSE, COMMA = 0x22, 0x5C, 0x5D, 0x2C
-
-
-
-class _TokenTables:
-    """A tokenizer's tokens for the watch, read off its token trie (TokenizerInfo.trie):
-    the ids of the tokens with a given prefix (a walk down the BFS trie, children found
-    by bisection; the node's DFS subtree is a contiguous run of token ids), and of those
-    with one / two / three quote bytes or a comma (counted down the BFS levels). ~5 ms for
-    a 128k vocabulary, once per tokenizer in a process."""
-
-    def __init__(self, info):
-        trie = self.trie = info.trie
-        quotes = np.zeros(trie.num_nodes + 1, dtype=np.int32)  # + the sentinel of tokenless ids
-        commas = np.zeros(trie.num_nodes + 1, dtype=bool)
-        starts = trie.level_start
-        for d in range(1, len(starts) - 1):
-            lo, hi = int(starts[d]), int(starts[d + 1])
-            up = trie.parent[lo:hi]
-            quotes[lo:hi] = quotes[up] + (trie.byte[lo:hi] == QUOTE)
-            commas[lo:hi] = commas[up] | (trie.byte[lo:hi] == COMMA)
-        per_token = quotes[trie.token_node]
-        self.one_quote = np.flatnonzero(per_token >= 1)
-        self.two_quotes = np.flatnonzero(per_token >= 2)
-        self.three_quotes = np.flatnonzero(per_token >= 3)
-        self.comma = np.flatnonzero(commas[trie.token_node])
-        # inside an item of a finite list: a token may close it and write a comma after
-        # which no value is left
-        self.closing = np.union1d(self.two_quotes, np.intersect1d(self.one_quote, self.comma))
-        # BFS children are contiguous and in byte order: found by bisection (memoryviews
-        # give bisect Python ints); a node's DFS index bounds its subtree's token ids
-        self._byte = memoryview(trie.byte)
-        self._first = memoryview(trie.first_child)
-        self._count = memoryview(trie.num_children)
-        self._dfs = memoryview(trie.bfs_to_dfs)
-        self._cache: dict[bytes, np.ndarray] = {}
-
-    def _node(self, data: bytes):
-        """The DFS trie node of data, or None when no token starts with it."""
-        byte, first, count = self._byte, self._first, self._count
-        n = 0
-        for b in data:
-            lo = first[n]
-            hi = lo + count[n]
-            i = bisect_left(byte, b, lo, hi)
-            if i >= hi or byte[i] != b:
-                return None
-            n = i
-        return self._dfs[n]
-
-    def with_prefix(self, prefix: bytes) -> np.ndarray:
-        """The ids of the tokens whose bytes start with prefix (cached)."""
-        hit = self._cache.get(prefix)
-        if hit is None:
-            n = self._node(prefix)
-            if n is None:
-                hit = _NONE
-            else:
-                t = self.trie
-                hit = t.tok_ids[t.tok_start.item(n):t.tok_start.item(t.dfs_end.item(n))]
-            if len(self._cache) >= 8192:
-                self._cache.clear()
-            self._cache[prefix] = hit
-        return hit
-
-
-_NONE = np.zeros(0, dtype=np.int32)
-
-
-def _tables(info) -> _TokenTables:
-    """The watch's tables of a tokenizer, made on first use and kept on its info (two
-    threads making them at once both get equal tables)."""
-    t = info._unique_tables
-    if t is None:
-        t = info._unique_tables = _TokenTables(info)
-    return t
+from .token_tables import BACKSLASH, CLOSE, COMMA, QUOTE, _TokenTables, _tables
 
 
 class Items:
@@ -276,8 +201,22 @@ class UniqueSites(Watched):
         """The watch state after data (accepted from state s0 into s1). w: None (not
         watching) or (used items, body so far or None between items, inside an escape,
         after a comma: an item must follow, the item is bare: an integer)."""
-        return advance_watch(self, w, s0, data, s1, (frozenset(), None, False, False, False),
-                             lambda w, d, i: _read(w, d, i, False))
+        i, n = 0, len(data)
+        while i < n:
+            if w is None:
+                j = data.find(b"[", i)
+                if j < 0:
+                    break
+                i = j + 1
+                if self.classify(self.automaton.step(s0, data[:i]))[0]:
+                    w = (frozenset(), None, False, False, False)
+                continue
+            w, i, how = _read(w, data, i, False)
+            if how == "end":
+                w = None
+        if w is not None and not self.classify(s1)[0]:
+            w = None  # the reading that watched died (another one went on)
+        return w
 
     def blocked(self, w, data: bytes, langs) -> bool:
         """Whether data, read from watch state w inside an array, completes a used item
@@ -340,38 +279,13 @@ class UniqueSites(Watched):
                     lookup(q)
                 cand = np.union1d(cand, t.comma)
         words = row.view(np.uint32)
-        bits = (words[cand >> 5] >> (cand & 31).astype(np.uint32)) & 1
         token_bytes = self.automaton.info.token_bytes
-        read = [i for i in cand[bits.astype(bool)].tolist() if self.blocked(w, token_bytes[i], langs)]
+        read = [i for i in allowed_ids(words, cand).tolist() if self.blocked(w, token_bytes[i], langs)]
         if read:
             out.append(np.array(read, dtype=np.int64))
         if out:
             ids = np.concatenate(out) if len(out) > 1 else out[0]
-            np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
-
-
-def advance_watch(sites, w, s0: int, data: bytes, s1: int, start, read):
-    """The state of a watch over arrays after data (accepted from state s0 into s1): from
-    None (not watching) it starts (start) at a `[` after which some configuration is
-    inside a watched array (sites.classify(state)[0]); read(w, data, i) -> (state,
-    position, how) reads the items until the array ends (how "end"). It stops when no
-    configuration of s1 is inside one (the reading that watched died)."""
-    i, n = 0, len(data)
-    while i < n:
-        if w is None:
-            j = data.find(b"[", i)
-            if j < 0:
-                break
-            i = j + 1
-            if sites.classify(sites.automaton.step(s0, data[:i]))[0]:
-                w = start
-            continue
-        w, i, how = read(w, data, i)
-        if how == "end":
-            w = None
-    if w is not None and not sites.classify(s1)[0]:
-        w = None
-    return w
+            clear_ids(words, ids)
 
 
 _WS = b" \t\n\r"

@@ -42,7 +42,8 @@ from bisect import bisect_left
 
 import numpy as np
 
-from .unique import _NONE, CLOSE, COMMA, QUOTE
+from .bitmask import allowed_ids, clear_ids
+from .token_tables import _NONE, CLOSE, COMMA, QUOTE
 from .value_reader import START, _on_used, _read
 from .value_tokens import ValueTables, _tables_of
 
@@ -243,12 +244,10 @@ class ValueSites:
         if not len(ids):
             return
         words = row.view(np.uint32)
-        bits = (words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1
         tokens = info.token_bytes
-        drop = [i for i in ids[bits.astype(bool)].tolist() if self.blocked(w, s, tokens[i])]
+        drop = [i for i in allowed_ids(words, ids).tolist() if self.blocked(w, s, tokens[i])]
         if drop:
-            d = np.array(drop, dtype=np.int64)
-            np.bitwise_and.at(words, d >> 5, ~(np.uint32(1) << (d & 31).astype(np.uint32)))
+            clear_ids(words, np.array(drop, dtype=np.int64))
 
     def _string_rest(self, used, cur: bytes, t: ValueTables, cand: list) -> None:
         """Candidates inside a string item: for each used string that starts with the text

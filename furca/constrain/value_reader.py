@@ -13,7 +13,7 @@ import json
 from bisect import bisect_left, insort
 from decimal import Decimal
 
-from .unique import BACKSLASH, CLOSE, COMMA, QUOTE
+from .token_tables import BACKSLASH, CLOSE, COMMA, QUOTE
 
 OPEN_OBJ, CLOSE_OBJ, OPEN_ARR = 0x7B, 0x7D, 0x5B
 _WS = frozenset(b" \t\n\r")

@@ -1,5 +1,5 @@
 """The values watch's per-tokenizer tables (unique_values.py), built once a process and
-kept on unique.py's token tables: the tokens by how many levels they close read from
+kept on token_tables.py's tables: the tokens by how many levels they close read from
 inside or outside a string, those that may complete an item between items or after a
 bare one, those with a quote and a backslash, those that may close a string item and
 write a whole item after it, and the tokens that are prefixes of a text (`along`)."""
@@ -9,12 +9,12 @@ from bisect import bisect_left
 
 import numpy as np
 
-from .unique import BACKSLASH, CLOSE, QUOTE, _tables
+from .token_tables import BACKSLASH, CLOSE, QUOTE, _tables
 from .value_reader import CLOSE_OBJ, OPEN_ARR, OPEN_OBJ, START, _read
 
 
 class ValueTables:
-    """A tokenizer's tokens for this watch (built once, kept on unique.py's tables): by the
+    """A tokenizer's tokens for this watch (built once, kept on token_tables.py's tables): by the
     levels they close read from outside / inside a string, the tokens that may complete
     an item between items or after a bare one, those with a quote and a backslash, and
     the tokens that are prefixes of a text (`along`)."""
