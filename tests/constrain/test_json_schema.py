@@ -582,6 +582,27 @@ def test_not_of_numbers():
         schema_to_gbnf({"not": {"enum": [0]}})
 
 
+def test_not_by_keyword_groups_and_refs():
+    """`not` of a schema of several keyword groups (type, enum, counts, bounds, pattern)
+    as the anyOf of each group's complement; `not` and `if` of a $ref (avro's
+    customTypeReference: a string that is no primitive type name, beside a oneOf that
+    names them); counts' complements; allOf parts whose bounds leave no string. Labels
+    checked by jsonschema."""
+    agreed({"not": {"type": "string", "minLength": 3}}, ['"ab"', '""', "1", "null", "[]"], ['"abc"', '"abcd"'])
+    agreed({"type": "array", "not": {"minItems": 2}}, ["[]", "[1]"], ["[1,2]", "[1,2,3]"])
+    agreed({"not": {"type": "object", "maxProperties": 1}}, ['{"a":1,"b":2}', "[]", "0"], ["{}", '{"a":1}'])
+    agreed({"type": "string", "not": {"type": "string", "minLength": 5, "maxLength": 3}}, ['""', '"abcd"'], ["1"])
+    agreed({"type": "string", "not": {"pattern": "^a", "maxLength": 2}}, ['"abc"', '"b"', '""'], ['"a"', '"ab"'])
+    prim = {"type": "string", "enum": ["int", "long"]}
+    avro = {"$defs": {"prim": prim, "custom": {"type": "string", "pattern": "^[a-z]+$", "not": {"$ref": "#/$defs/prim"}}},
+            "oneOf": [{"$ref": "#/$defs/prim"}, {"$ref": "#/$defs/custom"}]}
+    agreed(avro, ['"int"', '"long"', '"record"', '"in"'], ['"Int"', "1", '""'])
+    agreed({"type": "array", "if": {"minItems": 1}, "then": {"minItems": 2}, "else": {"maxItems": 0}},
+           ["[]", "[1,2]"], ["[1]"])
+    agreed({"allOf": [{"minLength": 4}, {"maxLength": 3}]}, ["1", "null", "[]"], ['"abc"', '"abcd"'])
+    agreed({"oneOf": [{"enum": [[1], [1, 2]]}, {"enum": [[1], [3]]}]}, ["[1,2]", "[3]"], ["[1]", "[2]"])
+
+
 def test_not_if_then_else_and_dependencies():
     check({"not": {"type": "string"}}, ["1", "null", "{}"], ['"a"'])
     check({"type": "string", "not": {"enum": ["a", "b"]}}, ['"c"', '"ab"', '""'], ['"a"', '"b"'])
@@ -625,8 +646,8 @@ def test_json_value_and_object_grammars():
     ("uniqueItems", {"type": "array", "uniqueItems": True}),
     ("contains", {"type": "array", "contains": {"type": "integer"}}),
     ("propertyNames", {"type": "object", "propertyNames": {"format": "email"}}),
-    ("if", {"if": {"minLength": 3}, "then": {"maxLength": 5}}),
-    ("not", {"not": {"type": "string", "minLength": 3}}),
+    ("if", {"if": {"uniqueItems": True}, "then": {"maxItems": 5}}),
+    ("not", {"not": {"type": "array", "uniqueItems": True}}),
     ("unevaluatedProperties", {"type": "object", "unevaluatedProperties": False}),
 ])
 def test_unsupported_keywords_name_keyword_and_location(keyword, schema):

@@ -44,8 +44,9 @@ Contract
   the document; recursion), nullable (OpenAPI), boolean schemas, dependencies /
   dependentRequired / dependentSchemas, if/then/else and not where the negated
   schema is built from type, required, string const/enum, numeric const/enum under
-  `type: integer` (integer ranges), numeric bounds, properties, allOf, anyOf
-  (logic.py), not of a schema nothing satisfies (no constraint), allOf of several `not`s (not of their anyOf), uniqueItems
+  `type: integer` (integer ranges), numeric bounds, length / item / member count
+  bounds, pattern, properties, allOf, anyOf and $refs to such schemas, a schema of
+  several of them negated group by group (logic.py), not of a schema nothing satisfies (no constraint), allOf of several `not`s (not of their anyOf), uniqueItems
   when maxItems <= 1, over an enum/const item list of at most 8 values (grammar), or
   over free strings (type string, min/maxLength), a longer string enum list or plain
   integers (compact whitespace): the

@@ -181,7 +181,7 @@ class Compiler:
                     continue
                 self.unsupported(k, where)
 
-    def rewrite(self, schema: dict) -> dict:
+    def rewrite(self, schema: dict, where: str = "#") -> dict:
         """not / if-then-else / dependencies -> allOf parts, where an exact rewrite exists."""
         extra = []
         if any(k in schema for k in ("not", "if", "then", "else", "dependencies", "dependentRequired",
@@ -193,7 +193,7 @@ class Compiler:
                     schema.pop(k, None)
                 extra += deps
             if "if" in schema and ("then" in schema or "else" in schema):
-                part = logic.conditional(schema)
+                part = logic.conditional(dict(schema, **{"if": self.negatable(schema["if"], where + "/if")}))
                 if part is not None:
                     extra.append(part)
                     for k in ("if", "then", "else"):
@@ -202,7 +202,7 @@ class Compiler:
                 for k in ("if", "then", "else"):  # if alone, then/else alone: no constraint
                     schema.pop(k, None)
             if "not" in schema:
-                neg = logic.negate(schema["not"], schema)
+                neg = logic.negate(self.negatable(schema["not"], where + "/not"), schema)
                 if neg is not None:
                     extra.append(neg)
                     del schema["not"]
@@ -211,6 +211,37 @@ class Compiler:
             if extra:
                 schema["allOf"] = list(schema.get("allOf", [])) + extra
         return schema
+
+    def negatable(self, s, where: str, _inside=()):
+        """`s` as logic.negate reads it: its $refs inlined (a recursive one left as it is:
+        negate then gives up) and annotations and unknown keywords dropped, down the
+        keywords negate descends (allOf, anyOf, not, properties)."""
+        if not isinstance(s, dict):
+            return s
+        if "$ref" in s and isinstance(s["$ref"], str) and self.refs is not None:
+            try:
+                ptr, target = self.refs.resolve(s["$ref"], where)
+            except CompileError:
+                return s
+            if ptr in _inside:
+                return s
+            target = self.negatable(target, ptr, _inside + (ptr,))
+            rest = {k: v for k, v in s.items() if k != "$ref"}
+            rest = {} if self.draft7 else self.negatable(rest, where, _inside)
+            return target if not rest else {"allOf": [target, rest]}
+        out = {}
+        for k, v in s.items():
+            if k in ANNOTATIONS or k not in SUPPORTED and k not in UNSUPPORTED:
+                continue
+            if k in ("allOf", "anyOf") and isinstance(v, list):
+                v = [self.negatable(x, "%s/%s/%d" % (where, k, i), _inside) for i, x in enumerate(v)]
+            elif k == "not":
+                v = self.negatable(v, where + "/not", _inside)
+            elif k == "properties" and isinstance(v, dict):
+                v = {n: self.negatable(x, "%s/properties/%s" % (where, n.replace("~", "~0").replace("/", "~1")),
+                                       _inside) for n, x in v.items()}
+            out[k] = v
+        return out
 
     def _never(self, schema) -> bool:
         """Whether schema accepts no value (its grammar is empty), as far as it compiles."""
@@ -223,7 +254,7 @@ class Compiler:
         found = finite.finite_values(self, schema, ANNOTATIONS)
         if found is not None:  # bounded by const/enum: exactly the literals the schema validates
             return scalars.literals(found[0], where, found[1])
-        schema = self.rewrite(schema)
+        schema = self.rewrite(schema, where)
         self.check_keywords(schema, where)
         if all(k in ANNOTATIONS or k not in SUPPORTED and k not in UNSUPPORTED for k in schema):
             return self.any_value()
@@ -254,7 +285,7 @@ class Compiler:
     def resolve_for_merge(self, sub, where):
         """Inline top-level $refs (recursively) so `sub` can be merged."""
         if isinstance(sub, dict):
-            sub = self.rewrite(sub)
+            sub = self.rewrite(sub, where)
             self.check_keywords(sub, where)
             sub = normalize_schema(sub, self.draft7)
         if isinstance(sub, dict) and "$ref" in sub:

@@ -1,7 +1,8 @@
 """oneOf: make the branches exclusive, so that oneOf can be emitted as an alternation.
 
-For every pair of branches (each merged with the keywords beside oneOf) and every
-JSON type both allow, a cheap proof that no instance of that type satisfies both:
+Two branches of literals (enum/const) each lose the literals both hold (exact when the
+literals are all they say). For every other pair of branches (each merged with the
+keywords beside oneOf) and every JSON type both allow, a cheap proof that no instance of that type satisfies both:
 disjoint literal sets (enum/const), disjoint number ranges or length ranges, or, for
 objects, a property both require with disjoint literal values, a required property
 the other branch forbids, or (when undeclared members are off) a required property
@@ -25,7 +26,7 @@ import re
 
 from .difference import NOT_PATTERNS
 from .logic import NOT_STRINGS
-from .merge import ALL_TYPES, ANNOTATION_LIKE, FALSE, json_equal, merge, type_set
+from .merge import ALL_TYPES, ANNOTATION_LIKE, FALSE, json_equal, literal_type, merge, type_set
 
 # A pattern matching exactly one string: ^ literal $ without regex metacharacters
 # (ECMA-262: `$` without the m flag matches only at the end).
@@ -39,7 +40,7 @@ def _types(s):
         return set()
     lits = _literals(s)
     if lits is not None:
-        return {_type_of(v) for v in lits} | ({"number"} if any(_type_of(v) == "integer" for v in lits) else set())
+        return {literal_type(v) for v in lits} | ({"number"} if any(literal_type(v) == "integer" for v in lits) else set())
     ts = type_set(s)
     if ts is None:
         return set(ALL_TYPES)
@@ -48,20 +49,6 @@ def _types(s):
     if "integer" in ts:
         ts = ts | {"number"}
     return ts
-
-
-def _type_of(v):
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int) or isinstance(v, float) and v.is_integer():
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    return "array" if isinstance(v, list) else "object"
 
 
 def _literals(s):
@@ -106,7 +93,7 @@ def _excluded(s) -> list:
     if isinstance(n, dict):
         lits = _literals(n)
         if lits is not None and all(k in ("enum", "const", "type") or k in ANNOTATION_LIKE for k in n):
-            if "type" not in n or all(_type_of(v) in _types(n) for v in lits):
+            if "type" not in n or all(literal_type(v) in _types(n) for v in lits):
                 out.extend(lits)
     return out
 
@@ -266,11 +253,19 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
     need = [set() for _ in merged]
     bounds = [[] for _ in merged]
     not_strings = [set() for _ in merged]
+    shared = [[] for _ in merged]  # literals of two enum/const branches: in neither
     for i in range(len(merged)):
         for j in range(i + 1, len(merged)):
             a, b = merged[i], merged[j]
             if a is FALSE or b is FALSE or _disjoint_values(a, b):
                 continue
+            if any(k in a for k in ("enum", "const")) and any(k in b for k in ("enum", "const")):
+                la, lb = _literals(a), _literals(b)
+                if la is not None and lb is not None:
+                    both = [x for x in la if any(json_equal(x, y) for y in lb)]
+                    shared[i] += both
+                    shared[j] += both
+                    continue
             for t in _groups(_types(a)) & _groups(_types(b)):
                 if _type_disjoint(t, a, b, no_extras):
                     continue
@@ -309,10 +304,17 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
                 drop[i].add(t)
                 drop[j].add(t)
     out = []
-    for m, d, f, u, r, bs, ns in zip(merged, drop, forbid, unlike, need, bounds, not_strings):
+    for m, d, f, u, r, bs, ns, sh in zip(merged, drop, forbid, unlike, need, bounds, not_strings, shared):
         if m is FALSE:
             out.append(FALSE)
             continue
+        if sh:
+            kept = [x for x in _literals(m) if not any(json_equal(x, y) for y in sh)]
+            if not kept:
+                out.append(FALSE)
+                continue
+            m = {k: v for k, v in m.items() if k not in ("enum", "const")}
+            m["enum"] = kept
         extra = {}
         if d:
             keep = _groups(_types(m)) - d
@@ -335,4 +337,4 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
         for b in bs:
             m = merge(m, b, where)
         out.append(merge(m, extra, where) if extra else m)
-    return out, any(drop) or any(forbid) or any(need) or any(bounds) or any(not_strings)
+    return out, any(drop) or any(forbid) or any(need) or any(bounds) or any(not_strings) or any(shared)

@@ -7,8 +7,15 @@ schemas furca enforces, when an exact rewrite exists.
     not S                             -> complement of S, for S built from: booleans, type,
                                          required, const/enum of strings (and of
                                          numbers under `type: integer`: integer
-                                         ranges), numeric bounds, properties,
-                                         allOf, anyOf (and `{}`)
+                                         ranges), numeric bounds, length, item and
+                                         member count bounds, pattern, properties,
+                                         allOf, anyOf, $ref (inlined by the
+                                         compiler first) and `{}`
+
+A schema of several independent keyword groups is the allOf of its groups, so its
+complement is the anyOf of theirs: not {type: string, minLength: 5} is "not a string, or
+a string shorter than 5" (each group alone constrains only its own type: minLength
+holds for every non-string).
 
 "a absent" is `properties: {a: false}`. `x-furca-not-strings` is an internal keyword:
 strings other than the listed ones (other types unconstrained). `negate` returns None
@@ -24,6 +31,15 @@ NOT_STRINGS = "x-furca-not-strings"
 _BOUND_NEGATION = {"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
                    "exclusiveMinimum": "maximum", "exclusiveMaximum": "minimum"}
 _OBJECT_KEYS = {"properties", "required", "additionalProperties", "patternProperties"}
+# a count bound -> (the type it constrains, the bound its negation keeps, the step across)
+_COUNT_NEGATION = {"minLength": ("string", "maxLength", -1), "maxLength": ("string", "minLength", 1),
+                   "minItems": ("array", "maxItems", -1), "maxItems": ("array", "minItems", 1),
+                   "minProperties": ("object", "maxProperties", -1),
+                   "maxProperties": ("object", "minProperties", 1)}
+# keywords whose meaning does not depend on the others': negated group by group
+_KEY_GROUPS = [frozenset(g) for g in (
+    {"type"}, {"const", "enum"}, set(_BOUND_NEGATION), {"pattern"}, _OBJECT_KEYS, {"allOf"},
+    {"anyOf"}, {"not"}, *({k} for k in _COUNT_NEGATION))]
 
 
 def absent(name: str, base: dict) -> dict:
@@ -72,6 +88,24 @@ def negate(s, base=None):
     keys = {k for k in s if k not in ("title", "description", "$comment", "default", "examples")}
     if not keys:
         return False
+    groups = [g & keys for g in _KEY_GROUPS if g & keys]
+    if len(groups) > 1 and sum(len(g) for g in groups) == len(keys):
+        parts = []
+        for g in groups:
+            n = negate({k: s[k] for k in g}, base)
+            if n is None:
+                return None
+            if n is not False:
+                parts += n["anyOf"] if isinstance(n, dict) and list(n) == ["anyOf"] else [n]
+        return False if not parts else parts[0] if len(parts) == 1 else {"anyOf": parts}
+    if len(keys) == 1 and next(iter(keys)) in _COUNT_NEGATION:
+        (k, v), = ((k, s[k]) for k in keys)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            return None
+        t, other, step = _COUNT_NEGATION[k]
+        if v + step < 0:
+            return False  # not of minLength 0: nothing
+        return {"type": t, other: v + step}
     if keys == {"type"}:
         ts = type_set(s)
         if "number" in ts:

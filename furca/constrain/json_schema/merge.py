@@ -142,7 +142,70 @@ def merge(a, b, where: str):
         return FALSE
     if out.get("enum") == []:
         return FALSE
+    if isinstance(out.get("anyOf"), list) and "type" in out:
+        # anyOf branches of other types than the type beside them (a negation's anyOf
+        # merged into a typed schema): dropped, and a single one left merged in
+        ts = _with_numbers(type_set(out))
+        live = [x for x in out["anyOf"] if _may_be(x, ts)]
+        if not live:
+            return FALSE
+        if len(live) == 1:
+            del out["anyOf"]
+            return merge(out, live[0], where)
+        out["anyOf"] = live
+    for lo_k, hi_k, t in _COUNT_BOUNDS:
+        lo, hi = out.get(lo_k), out.get(hi_k)
+        if _num(lo) and _num(hi) and lo > hi and not any(_num(s.get(lo_k)) and _num(s.get(hi_k))
+                                                          and s[lo_k] > s[hi_k] for s in (a, b)):
+            # the bounds of two parts leave no string (array, object): the other types stay
+            # (one schema's own minLength > maxLength is an invalid schema: CompileError)
+            keep = set(type_set(out) or ALL_TYPES) - {t}
+            if not keep:
+                return FALSE
+            out["type"] = sorted(keep)
+            del out[lo_k], out[hi_k]
     return out
+
+
+_COUNT_BOUNDS = (("minLength", "maxLength", "string"), ("minItems", "maxItems", "array"),
+                 ("minProperties", "maxProperties", "object"))
+
+
+def _with_numbers(ts):
+    return ts | {"number"} if "integer" in ts else ts | {"integer"} if "number" in ts else ts
+
+
+def _may_be(x, ts) -> bool:
+    """Whether schema x may accept a value of one of the types ts (False: it cannot)."""
+    if x is False:
+        return False
+    if not isinstance(x, dict) or any(k in x for k in ("$ref", "anyOf", "oneOf", "allOf")):
+        return True
+    xt = type_set(x)
+    if xt is None and ("enum" in x or "const" in x):
+        lits = x["enum"] if "enum" in x else [x["const"]]
+        if isinstance(lits, list):
+            xt = {literal_type(v) for v in lits}
+    return xt is None or bool(_with_numbers(set(xt)) & ts)
+
+
+def literal_type(v) -> str:
+    """The JSON type of a literal value (integral numbers "integer")."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int) or isinstance(v, float) and v.is_integer():
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
+
+
+def _num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _max(x, y, where):

@@ -8,7 +8,13 @@ from urllib.parse import unquote, urldefrag, urljoin
 
 from furca.errors import CompileError
 
-_NO_SUBSCHEMA = {"enum", "const", "examples", "default", "required", "example"}
+# keywords whose value is a schema, an array of schemas, or an object of schemas by name:
+# an `$id` or `$anchor` under any other (unknown) keyword names nothing (the test
+# suite's optional/unknownKeyword.json), though a JSON pointer may still reach there
+_SCHEMA = {"items", "additionalItems", "additionalProperties", "contains", "propertyNames", "if", "then",
+           "else", "not", "unevaluatedItems", "unevaluatedProperties", "contentSchema"}
+_SCHEMAS = {"allOf", "anyOf", "oneOf", "prefixItems"}
+_SCHEMA_MAP = {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"}
 
 
 class RefIndex:
@@ -25,40 +31,53 @@ class RefIndex:
         self.base["#"] = self.root_uri
         self._walk(root, [], self.root_uri, self.root_uri)
 
-    def _walk(self, node, path, base, outer):
+    def _walk(self, node, path, base, outer, kind="schema"):
         """Indexes node (at the pointer "#" + "/".join(path)); outer: the base URI in effect
-        at its parent. `base` records only the pointers where the base URI changes
+        at its parent; kind: "schema", "map" (an object of schemas by name) or "list" (an
+        array of schemas). `base` records only the pointers where the base URI changes
         (`base_at` looks up the nearest one above): no pointer string per node."""
-        if isinstance(node, dict):
-            nid = node.get("$id") if not (self.draft7 and "$ref" in node) else None
-            if nid is None and "$ref" not in node and isinstance(node.get("id"), str) and not isinstance(node.get("id"), dict):
-                nid = node.get("id") if not (path and path[-1] == "properties") else None
-            anchor = node.get("$anchor")
-            if isinstance(nid, str) or isinstance(anchor, str):
-                ptr = "#" + "".join("/" + p for p in path)
-                if isinstance(nid, str):
-                    uri, frag = urldefrag(urljoin(base, nid))
-                    if uri:
-                        base = uri
-                        self.by_uri.setdefault(base, ptr)
-                    if frag and not frag.startswith("/"):  # draft-7 style "$id": "#foo"
-                        self.anchors[(base, frag)] = ptr
-                if isinstance(anchor, str):
-                    self.anchors[(base, anchor)] = ptr
-                if base != outer:
-                    self.base[ptr] = base
-            for k, v in node.items():
-                if k in _NO_SUBSCHEMA or not isinstance(v, (dict, list)):
-                    continue
-                path.append(k.replace("~", "~0").replace("/", "~1"))
-                self._walk(v, path, base, base)
-                path.pop()
-        elif isinstance(node, list):
+        if isinstance(node, list):
             for i, v in enumerate(node):
-                if isinstance(v, (dict, list)):
+                if isinstance(v, dict):
                     path.append(str(i))
                     self._walk(v, path, base, base)
                     path.pop()
+            return
+        if not isinstance(node, dict):
+            return
+        if kind == "map":
+            for k, v in node.items():
+                if isinstance(v, dict):
+                    path.append(k.replace("~", "~0").replace("/", "~1"))
+                    self._walk(v, path, base, base)
+                    path.pop()
+            return
+        nid = node.get("$id") if not (self.draft7 and "$ref" in node) else None
+        if nid is None and "$ref" not in node and isinstance(node.get("id"), str):
+            nid = node["id"]
+        anchor = node.get("$anchor")
+        if isinstance(nid, str) or isinstance(anchor, str):
+            ptr = "#" + "".join("/" + p for p in path)
+            if isinstance(nid, str):
+                uri, frag = urldefrag(urljoin(base, nid))
+                if uri:
+                    base = uri
+                    self.by_uri.setdefault(base, ptr)
+                if frag and not frag.startswith("/"):  # draft-7 style "$id": "#foo"
+                    self.anchors[(base, frag)] = ptr
+            if isinstance(anchor, str):
+                self.anchors[(base, anchor)] = ptr
+            if base != outer:
+                self.base[ptr] = base
+        for k, v in node.items():
+            if not isinstance(v, (dict, list)):
+                continue
+            sub = "map" if k in _SCHEMA_MAP else "schema" if k in _SCHEMA or k in _SCHEMAS else None
+            if sub is None:
+                continue  # not a schema's place (an unknown keyword, enum, default...): its $ids name nothing
+            path.append(k.replace("~", "~0").replace("/", "~1"))
+            self._walk(v, path, base, base, sub)
+            path.pop()
 
     def base_at(self, where: str) -> str:
         p = where
