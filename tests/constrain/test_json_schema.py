@@ -462,6 +462,17 @@ def test_one_of_branches_are_made_exclusive():
         {"properties": {"type": {"enum": ["field", "value"]}, "value": {"type": ["string", "null"]}}}]}
     agreed(tags, ['{"type":"callback","value":"f"}', '{"type":"field","value":null}', '{"type":"value"}'],
            ['{"value":"v"}', "{}", '{"type":"other"}', '{"type":"callback","value":null}'])
+    # object or array branches without a proof: each takes the other's complement (exact;
+    # maskbench-dev o25761 failed as "accepts no JSON value")
+    services = {"type": "object", "required": ["init", "units"], "oneOf": [
+        {"properties": {"init": {"type": "string", "not": {"enum": ["upstart"]}},
+                        "units": {"type": "array", "items": {"required": ["name"]}}}},
+        {"properties": {"init": {"enum": ["upstart"]},
+                        "units": {"type": "array", "items": {"required": ["name", "legacy"]}}}}]}
+    agreed(services, ['{"init":"systemd","units":[{"name":"a"}]}', '{"init":"upstart","units":[{"name":"a","legacy":1}]}'],
+           ['{"init":"upstart","units":[{"name":"a"}]}', '{"init":"systemd","units":[{"legacy":1}]}', "{}"])
+    agreed({"oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "array", "minItems": 2}]},
+           ['["a"]', '[1,2]', '["a",2]', "[]"], ['["a","b"]', "[1]", "1"])
     got = []
     check(overlapping, ["5", "-3"], [], unsupported="warn", warn=got.append)
     assert got and "oneOf" in got[0]
@@ -603,6 +614,27 @@ def test_not_by_keyword_groups_and_refs():
     agreed({"oneOf": [{"enum": [[1], [1, 2]]}, {"enum": [[1], [3]]}]}, ["[1,2]", "[3]"], ["[1]", "[2]"])
 
 
+def test_contains_and_the_complements_of_items():
+    """`contains`: one alternative per count of items before the witness (below minItems,
+    or under maxItems); `not` of items is contains of the complement and back. Labels
+    checked by jsonschema."""
+    agreed({"type": "array", "contains": {"type": "string"}},
+           ['["a"]', '[1,"a"]', '["a",1,2]', '[1,2,"x",3]'], ["[]", "[1]", "[1,2]"])
+    agreed({"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 5}, "minItems": 3},
+           ["[5,1,1]", "[1,5,1]", "[1,1,5]", "[1,1,1,9]", "[9,9,9]"], ["[5,1]", "[1,1,1]", "[5]", '["a",5,5]'])
+    agreed({"type": "array", "items": {"type": "integer"}, "contains": {"const": 0}, "minItems": 2, "maxItems": 3},
+           ["[0,1]", "[1,0]", "[1,0,2]", "[0,0,0]"], ["[0]", "[1,2]", "[0,1,2,3]", "[1,2,3]"])
+    agreed({"contains": False}, ["1", '"a"'], ["[]", "[1]"])
+    agreed({"not": {"items": {"type": "string"}}}, ["[1]", '["a",1]', '[null,"b"]'], ["[]", '["a"]', "1", '"x"'])
+    agreed({"type": "array", "not": {"contains": {"type": "string"}}}, ["[]", "[1,2]"], ['["a"]', '[1,"a"]'])
+    agreed({"type": "array", "if": {"items": {"type": "string"}}, "then": {"maxItems": 1}, "else": {"minItems": 2}},
+           ["[]", '["a"]', "[1,2]", '["a",1]'], ['["a","b"]', "[1]"])
+    with pytest.raises(CompileError, match="contains"):
+        schema_to_gbnf({"type": "array", "contains": {"type": "string"}, "maxItems": 100})
+    with pytest.raises(CompileError, match="minContains"):
+        schema_to_gbnf({"type": "array", "contains": {"type": "string"}, "minContains": 2})
+
+
 def test_not_if_then_else_and_dependencies():
     check({"not": {"type": "string"}}, ["1", "null", "{}"], ['"a"'])
     check({"type": "string", "not": {"enum": ["a", "b"]}}, ['"c"', '"ab"', '""'], ['"a"', '"b"'])
@@ -644,7 +676,7 @@ def test_json_value_and_object_grammars():
 @pytest.mark.parametrize("keyword, schema", [
     ("multipleOf", {"type": "number", "multipleOf": 0.25}),
     ("uniqueItems", {"type": "array", "uniqueItems": True}),
-    ("contains", {"type": "array", "contains": {"type": "integer"}}),
+    ("contains", {"type": "array", "contains": {"type": "integer"}, "maxItems": 40}),
     ("propertyNames", {"type": "object", "propertyNames": {"format": "email"}}),
     ("if", {"if": {"uniqueItems": True}, "then": {"maxItems": 5}}),
     ("not", {"not": {"type": "array", "uniqueItems": True}}),

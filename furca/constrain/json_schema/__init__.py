@@ -29,7 +29,7 @@ Contract
   more than 6 required names, and flexible whitespace, keep the two orders.
 - Supported: type (one or a list), enum, const, properties, required,
   additionalProperties (bool or schema), patternProperties, items, prefixItems,
-  draft-7 array `items` + additionalItems, minItems, maxItems, minLength, maxLength,
+  draft-7 array `items` + additionalItems, contains (without prefixItems), minItems, maxItems, minLength, maxLength,
   pattern (ECMA regex, unanchored unless ^/$), format (date, time, date-time,
   duration, email, idn-email (ASCII domain), uuid, uri, uri-reference, ipv4,
   ipv6, hostname, regex (what both ECMA-262 and Python's re compile, narrowed:
@@ -71,7 +71,8 @@ Contract
   (xgrammar's strict_mode, OpenAI's strict outputs); `additionalProperties` in the
   schema always wins.
 - unsupported="raise" (default): a keyword furca cannot enforce (uniqueItems of tuple items or in GBNF text,
-  contains, propertyNames of other forms, unevaluated*, other multipleOf values, a not/if it cannot
+  contains beside prefixItems or with more than 16 places for its witness, min/maxContains,
+  propertyNames of other forms, unevaluated*, other multipleOf values, a not/if it cannot
   negate, ...), a defined format furca does not check, and allOf parts that cannot
   be merged raise CompileError naming the keyword and its JSON pointer.
   unsupported="warn": unenforceable keywords ignored with `warn(message)` (default

@@ -34,11 +34,12 @@ SUPPORTED = {
     "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties",
     "items", "prefixItems", "additionalItems", "minItems", "maxItems", "minLength", "maxLength", "pattern",
     "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf", "oneOf", "allOf", "$ref",
-    "nullable", "uniqueItems", "minProperties", "maxProperties", "multipleOf", "propertyNames", logic.NOT_STRINGS,
+    "nullable", "uniqueItems", "minProperties", "maxProperties", "multipleOf", "propertyNames", "contains",
+    logic.NOT_STRINGS,
 }
 # Validation keywords furca cannot enforce: CompileError (unsupported="raise") or a warning ("warn").
 UNSUPPORTED = {
-    "contains", "minContains", "maxContains", "if", "then", "else",
+    "minContains", "maxContains", "if", "then", "else",
     "dependentRequired", "dependentSchemas", "dependencies", "not", "unevaluatedProperties",
     "unevaluatedItems", "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
 }
@@ -215,7 +216,7 @@ class Compiler:
     def negatable(self, s, where: str, _inside=()):
         """`s` as logic.negate reads it: its $refs inlined (a recursive one left as it is:
         negate then gives up) and annotations and unknown keywords dropped, down the
-        keywords negate descends (allOf, anyOf, not, properties)."""
+        keywords negate descends (allOf, anyOf, not, properties, items, contains)."""
         if not isinstance(s, dict):
             return s
         if "$ref" in s and isinstance(s["$ref"], str) and self.refs is not None:
@@ -235,8 +236,8 @@ class Compiler:
                 continue
             if k in ("allOf", "anyOf") and isinstance(v, list):
                 v = [self.negatable(x, "%s/%s/%d" % (where, k, i), _inside) for i, x in enumerate(v)]
-            elif k == "not":
-                v = self.negatable(v, where + "/not", _inside)
+            elif k in ("not", "items", "contains"):
+                v = self.negatable(v, "%s/%s" % (where, k), _inside)
             elif k == "properties" and isinstance(v, dict):
                 v = {n: self.negatable(x, "%s/properties/%s" % (where, n.replace("~", "~0").replace("/", "~1")),
                                        _inside) for n, x in v.items()}
@@ -342,7 +343,8 @@ class Compiler:
     def exclusive(self, subs, base, where):
         """oneOf branches merged with `base`, made exclusive (unsupported="raise") or, where
         exclusivity would drop values, as anyOf with a warning (unsupported="warn")."""
-        out, narrowed = exclusive_branches(subs, base, not self.allow_extra, where)
+        complement = lambda s, beside: logic.negate(self.negatable(s, where), beside)  # noqa: E731
+        out, narrowed = exclusive_branches(subs, base, not self.allow_extra, where, complement)
         if narrowed and not self.raise_unsupported:
             self.warn("%s/oneOf: branches may overlap; oneOf's exclusivity is not enforced; treated as anyOf "
                       "(unsupported='warn')" % where)

@@ -17,7 +17,7 @@ from furca.errors import CompileError
 
 from ..deadline import check as check_deadline
 from .grammar import EMPTY, NOTHING, Ref, Seq, alt, lit, opt, rep, seq
-from .merge import canon, json_equal, merge
+from .merge import FALSE, canon, json_equal, merge
 from .difference import difference
 from .names import property_names
 from .regex import literal_chars, pattern_chars, pattern_grammar, pattern_minus_names
@@ -371,6 +371,13 @@ def array_grammar(c, schema, where):
         if distinct is not None:
             return distinct
         c.unsupported("uniqueItems", where, "not with prefixItems / tuple items, nor in GBNF text")
+    if "contains" in schema:
+        if prefix:
+            c.unsupported("contains", where, "not beside prefixItems / tuple items")
+        else:
+            out = _contains_array(c, schema["contains"], tail, min_n, max_n, where)
+            if out is not None:  # (None: too many places, ignored under unsupported="warn")
+                return out
     elems = []
     for i, s in enumerate(prefix):
         v = c.value(s, "%s/prefixItems/%d" % (where, i), hint="item")
@@ -400,6 +407,38 @@ def _plain_array(c, elems, tail, min_n, max_n):
     if nonempty != NOTHING:
         parts.append(seq(lit("["), ws, nonempty, ws, lit("]")))
     return alt(*parts) if parts else NOTHING
+
+
+MAX_CONTAINS_PLACES = 16  # contains: one alternative per count of items before the witness
+
+
+def _contains_array(c, contains, tail, min_n, max_n, where):
+    """`contains` (minContains 1): items of `tail`, at least one of them (the witness, the
+    first or any other: the grammar is ambiguous there) also of `contains`. The count of
+    items before the witness is spelled out while it decides the count after it: one
+    alternative per count below minItems - 1, or per place under maxItems
+    (MAX_CONTAINS_PLACES at most)."""
+    at = where + "/contains"
+    item = c.resolve_for_merge(tail, where + "/items") if isinstance(tail, dict) else tail
+    witness = merge(item, c.resolve_for_merge(contains, at) if isinstance(contains, dict) else contains, at)
+    w = NOTHING if witness is False or witness == FALSE else c.value(witness, at, hint="item")
+    lo = max(min_n, 1)
+    if w == NOTHING or max_n is not None and max_n < lo:
+        return NOTHING
+    t = c.value(tail, where + "/items", hint="item")
+    before = lambda a, b: rep(seq(t, c.comma), a, b)  # noqa: E731
+    after = lambda a, b: rep(seq(c.comma, t), a, b)  # noqa: E731
+    places = lo if max_n is None else max_n
+    if places > MAX_CONTAINS_PLACES:
+        c.unsupported("contains", where, "with more than %d places for its item under minItems/maxItems"
+                      % MAX_CONTAINS_PLACES)
+        return None
+    if max_n is None:  # a items before the witness: exactly a while a < lo - 1, then any
+        bodies = [seq(before(a, a), w, after(lo - 1 - a, None)) for a in range(lo - 1)]
+        bodies.append(seq(before(lo - 1, None), w, after(0, None)))
+    else:
+        bodies = [seq(before(a, a), w, after(max(0, lo - 1 - a), max_n - 1 - a)) for a in range(max_n)]
+    return seq(lit("["), c.ws, alt(*bodies), c.ws, lit("]"))
 
 
 MAX_UNIQUE = 8  # uniqueItems over n literals: one rule per set of values used, 2^n

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import re
 
+from furca.errors import CompileError
+
 from .difference import NOT_PATTERNS
 from .logic import NOT_STRINGS
 from .merge import ALL_TYPES, ANNOTATION_LIKE, FALSE, json_equal, literal_type, merge, type_set
@@ -243,10 +245,34 @@ def _separating_names(a, b):
     return None
 
 
-def exclusive_branches(subs, base, no_extras: bool, where: str):
+MAX_COMPLEMENT_BRANCHES = 16  # a complement's anyOf merged into a oneOf branch, at most
+
+
+def _merge_complements(m, negs, where):
+    """m with the other branches' complements merged in -> (schema, the types to drop
+    instead, when the complements make more than MAX_COMPLEMENT_BRANCHES branches or do
+    not merge: the pair's other side, which took this one's complement, stays exact)."""
+    try:
+        out = m
+        for _, n in negs:
+            out = merge(out, n, where)
+            if out is FALSE:
+                return FALSE, set()
+            if len(out.get("anyOf", ())) > MAX_COMPLEMENT_BRANCHES:
+                raise CompileError("too many branches")
+        return out, set()
+    except CompileError:
+        return m, {t for t, _ in negs}
+
+
+def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None):
     """-> (branches merged with base and made exclusive, whether any was narrowed).
-    A branch that can accept nothing is FALSE."""
+    A branch that can accept nothing is FALSE. complement(s, beside): a schema of exactly
+    the instances s rejects, to be merged into `beside` (logic.negate), or None: a pair
+    of object or array branches without a proof each take the other's complement instead
+    of losing the type (exact), where both complements exist and merge."""
     merged = [merge(base, s, "%s/oneOf/%d" % (where, i)) for i, s in enumerate(subs)]
+    negs = [[] for _ in merged]  # (type, the complement of another branch) to merge in
     drop = [set() for _ in merged]
     forbid = [set() for _ in merged]
     unlike = [set() for _ in merged]
@@ -266,7 +292,8 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
                     shared[i] += both
                     shared[j] += both
                     continue
-            for t in _groups(_types(a)) & _groups(_types(b)):
+            # (objects and arrays first: a complement taken there covers the other types)
+            for t in sorted(_groups(_types(a)) & _groups(_types(b)), key=lambda t: (t not in ("object", "array"), t)):
                 if _type_disjoint(t, a, b, no_extras):
                     continue
                 if t == "object":
@@ -301,13 +328,25 @@ def exclusive_branches(subs, base, no_extras: bool, where: str):
                     unlike[i].add(b["pattern"])
                     unlike[j].add(a["pattern"])
                     continue
+                if t in ("object", "array") and complement is not None:
+                    na, nb = complement(a, b), complement(b, a)
+                    if na is not None and nb is not None:
+                        negs[i].append((t, nb))
+                        negs[j].append((t, na))
+                        break  # each now excludes the other whole: every type of the pair
                 drop[i].add(t)
                 drop[j].add(t)
     out = []
-    for m, d, f, u, r, bs, ns, sh in zip(merged, drop, forbid, unlike, need, bounds, not_strings, shared):
+    for m, d, f, u, r, bs, ns, sh, ng in zip(merged, drop, forbid, unlike, need, bounds, not_strings, shared, negs):
         if m is FALSE:
             out.append(FALSE)
             continue
+        if ng:
+            m, lost = _merge_complements(m, ng, where)
+            d |= lost
+            if m is FALSE:
+                out.append(FALSE)
+                continue
         if sh:
             kept = [x for x in _literals(m) if not any(json_equal(x, y) for y in sh)]
             if not kept:

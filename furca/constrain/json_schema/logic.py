@@ -9,7 +9,8 @@ schemas furca enforces, when an exact rewrite exists.
                                          numbers under `type: integer`: integer
                                          ranges), numeric bounds, length, item and
                                          member count bounds, pattern, properties,
-                                         allOf, anyOf, $ref (inlined by the
+                                         items and contains (each the other's
+                                         complement), allOf, anyOf, $ref (inlined by the
                                          compiler first) and `{}`
 
 A schema of several independent keyword groups is the allOf of its groups, so its
@@ -39,7 +40,7 @@ _COUNT_NEGATION = {"minLength": ("string", "maxLength", -1), "maxLength": ("stri
 # keywords whose meaning does not depend on the others': negated group by group
 _KEY_GROUPS = [frozenset(g) for g in (
     {"type"}, {"const", "enum"}, set(_BOUND_NEGATION), {"pattern"}, _OBJECT_KEYS, {"allOf"},
-    {"anyOf"}, {"not"}, *({k} for k in _COUNT_NEGATION))]
+    {"anyOf"}, {"not"}, {"items"}, {"contains"}, *({k} for k in _COUNT_NEGATION))]
 
 
 def absent(name: str, base: dict) -> dict:
@@ -106,6 +107,12 @@ def negate(s, base=None):
         if v + step < 0:
             return False  # not of minLength 0: nothing
         return {"type": t, other: v + step}
+    if keys == {"items"} and isinstance(s["items"], (dict, bool)):
+        n = negate(s["items"], {})  # an array with an item that fails `items`
+        return n if n is None or n is False else {"type": "array", "contains": n}
+    if keys == {"contains"}:
+        n = negate(s["contains"], {})  # an array none of whose items matches
+        return None if n is None else {"type": "array", "items": n}
     if keys == {"type"}:
         ts = type_set(s)
         if "number" in ts:
