@@ -123,6 +123,19 @@ REGEXES = (["", "^[a-zA-Z0-9_]{3,16}$", "^value1|value2$", "a(b|c)*?d", "\\d+\\.
             "(?<n>a)", "a{1,2", "a]", "{1}"])
 
 
+def test_format_with_a_pattern_is_their_product():
+    """A format beside a pattern that is not a finite prefix: the product of the format's
+    automaton and the pattern's (maskbench-dev o1051, o9517, o64008, stripe-app)."""
+    check({"type": "string", "format": "date", "pattern": "^([0-9]{4})(-([0-9]{2}))?(-([0-9]{2}))?$"},
+          ['"2020-01-31"', '"1999-12-01"'], ['"2020-13-01"', '"2020"', '"20-01-01"', '"2020-02-30x"'])
+    check({"type": "string", "format": "date-time", "pattern": "\\d\\d\\d\\d-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ"},
+          ['"2016-01-05T16:51:00Z"'], ['"2016-01-05T16:51:00+01:00"', '"2016-01-05t16:51:00Z"', '"2016-01-05T25:51:00Z"'])
+    check({"type": "string", "format": "uri", "pattern": "^https?://.*/.+"},
+          ['"https://a.b/c"', '"http://x/y?q=1"'], ['"ftp://a/b"', '"https://a.b/"', '"https://a b/c"', '"https://a/b c"'])
+    with pytest.raises(CompileError, match="format 'uri' together with pattern"):
+        schema_to_gbnf({"type": "string", "format": "uri", "pattern": "^https?://.*/.+", "maxLength": 64})
+
+
 def test_format_regex():
     """format "regex": a narrowed ECMA-262 regex syntax that Python's `re` (what
     validators check it with) also compiles; random generations all compile."""
@@ -612,6 +625,15 @@ def test_not_by_keyword_groups_and_refs():
            ["[]", "[1,2]"], ["[1]"])
     agreed({"allOf": [{"minLength": 4}, {"maxLength": 3}]}, ["1", "null", "[]"], ['"abc"', '"abcd"'])
     agreed({"oneOf": [{"enum": [[1], [1, 2]]}, {"enum": [[1], [3]]}]}, ["[1,2]", "[3]"], ["[1]", "[2]"])
+    # a oneOf whose branches are provably disjoint under the types the schema (or another
+    # allOf part) allows is negated as their anyOf
+    tagged = [{"required": ["k"], "properties": {"k": {"const": "a"}}},
+              {"required": ["k"], "properties": {"k": {"const": "b"}}}]
+    agreed({"not": {"type": "object", "oneOf": tagged}}, ["1", "{}", '{"k":"c"}', "[]"], ['{"k":"a"}', '{"k":"b"}'])
+    agreed({"not": {"allOf": [{"type": "object"}, {"oneOf": tagged}]}}, ["1", "{}", '{"k":"c"}'],
+           ['{"k":"a"}', '{"k":"b"}'])
+    with pytest.raises(CompileError, match="not"):  # without the type: every non-object satisfies both
+        schema_to_gbnf({"not": {"oneOf": tagged}})
 
 
 def test_contains_and_the_complements_of_items():

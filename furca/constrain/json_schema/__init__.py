@@ -34,8 +34,8 @@ Contract
   duration, email, idn-email (ASCII domain), uuid, uri, uri-reference, ipv4,
   ipv6, hostname, regex (what both ECMA-262 and Python's re compile, narrowed:
   formats.py); formats JSON Schema does not define are ignored; a format with a
-  pattern only when the pattern is a start-anchored finite prefix such as
-  "^https?://", prefix.py), minimum, maximum, exclusiveMinimum, exclusiveMaximum
+  pattern: a start-anchored finite prefix such as "^https?://" (prefix.py), else the
+  product of their automata without length bounds (difference.py)), minimum, maximum, exclusiveMinimum, exclusiveMaximum
   (numeric and draft-4 boolean forms), multipleOf (powers of ten <= 1: 0.01, 1,
   ...; an integer k unbounded, from 0, or with at most 512 multiples between bounds:
   multiples.py), anyOf, oneOf (branches made exclusive, see exclusive.py),

@@ -19,7 +19,7 @@ from furca.errors import CompileError
 
 from .encoding import encode_chars
 from .grammar import EMPTY, NOTHING, Ref, alt, normalize, seq
-from .lengths import Glushkov, TooBig
+from .lengths import MAX_POSITIONS, Glushkov, TooBig
 
 NOT_PATTERNS = "x-furca-not-patterns"
 ALSO_PATTERNS = "x-furca-also-patterns"  # allOf of two patterns: the strings both match (merge.py)
@@ -30,8 +30,8 @@ _START = -1
 class _Auto:
     """One pattern's Glushkov automaton: successors and acceptance of position sets."""
 
-    def __init__(self, node, where):
-        self.g = Glushkov()
+    def __init__(self, node, where, max_positions=MAX_POSITIONS):
+        self.g = Glushkov(max_positions)
         try:
             nullable, first, last = self.g.build(node)
         except TooBig:
@@ -49,11 +49,13 @@ class _Auto:
         return [(self.g.classes[p], p) for q in state for p in self.succ[q]]
 
 
-def difference(node, excluded, grammar, where: str, also=()):
+def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_POSITIONS):
     """JSON-encoded IR of the strings of decoded-char IR `node` matched by every node in
-    `also` and by none of the nodes in `excluded`; the rules go into `grammar`."""
+    `also` and by none of the nodes in `excluded`; the rules go into `grammar`.
+    node_positions: `node`'s own limit of automaton positions (a format's grammar is
+    larger than a pattern; the product's states are bounded all the same)."""
     also = list(also)
-    autos = [_Auto(n, where) for n in [node] + also + list(excluded)]
+    autos = [_Auto(node, where, node_positions)] + [_Auto(n, where) for n in also + list(excluded)]
     n_in = 1 + len(also)
     start = tuple(frozenset([_START]) for _ in autos)
     edges, order, todo = {}, [start], [start]

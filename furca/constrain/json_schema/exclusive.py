@@ -245,13 +245,33 @@ def _separating_names(a, b):
     return None
 
 
+def provably_disjoint(subs, types, no_extras: bool) -> bool:
+    """Whether no instance of `types` (None: any) satisfies two of the schemas `subs`, by
+    the proofs exclusive_branches uses (so oneOf of them is their anyOf there)."""
+    try:
+        merged = [merge({"type": sorted(types)} if types is not None else {}, s, "#") for s in subs]
+    except CompileError:
+        return False
+    for i in range(len(merged)):
+        for j in range(i + 1, len(merged)):
+            a, b = merged[i], merged[j]
+            if a is FALSE or b is FALSE or _disjoint_values(a, b):
+                continue
+            if not isinstance(a, dict) or not isinstance(b, dict):
+                return False
+            if not all(_type_disjoint(t, a, b, no_extras) for t in _groups(_types(a)) & _groups(_types(b))):
+                return False
+    return True
+
+
 MAX_COMPLEMENT_BRANCHES = 16  # a complement's anyOf merged into a oneOf branch, at most
 
 
 def _merge_complements(m, negs, where):
     """m with the other branches' complements merged in -> (schema, the types to drop
-    instead, when the complements make more than MAX_COMPLEMENT_BRANCHES branches or do
-    not merge: the pair's other side, which took this one's complement, stays exact)."""
+    instead: every type m shares with those branches, when the complements make more
+    than MAX_COMPLEMENT_BRANCHES branches or do not merge; a pair's proofs stopped at its
+    complement, so each of its types must be dropped, not only the one that took it)."""
     try:
         out = m
         for _, n in negs:
@@ -262,7 +282,7 @@ def _merge_complements(m, negs, where):
                 raise CompileError("too many branches")
         return out, set()
     except CompileError:
-        return m, {t for t, _ in negs}
+        return m, set().union(*(ts for ts, _ in negs))
 
 
 def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None):
@@ -272,7 +292,7 @@ def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None)
     of object or array branches without a proof each take the other's complement instead
     of losing the type (exact), where both complements exist and merge."""
     merged = [merge(base, s, "%s/oneOf/%d" % (where, i)) for i, s in enumerate(subs)]
-    negs = [[] for _ in merged]  # (type, the complement of another branch) to merge in
+    negs = [[] for _ in merged]  # (the types shared, the complement of another branch) to merge in
     drop = [set() for _ in merged]
     forbid = [set() for _ in merged]
     unlike = [set() for _ in merged]
@@ -331,8 +351,9 @@ def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None)
                 if t in ("object", "array") and complement is not None:
                     na, nb = complement(a, b), complement(b, a)
                     if na is not None and nb is not None:
-                        negs[i].append((t, nb))
-                        negs[j].append((t, na))
+                        common = _groups(_types(a)) & _groups(_types(b))
+                        negs[i].append((common, nb))
+                        negs[j].append((common, na))
                         break  # each now excludes the other whole: every type of the pair
                 drop[i].add(t)
                 drop[j].add(t)

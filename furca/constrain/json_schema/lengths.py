@@ -122,16 +122,17 @@ MAX_STATES = 3000
 class Glushkov:
     """Position automaton of a decoded-character IR: build(node) -> (nullable, first,
     last); classes[p] are position p's code points, follow[p] the positions after it.
-    More than MAX_POSITIONS positions raises TooBig."""
+    More than max_positions (MAX_POSITIONS) positions raises TooBig."""
 
-    def __init__(self):
+    def __init__(self, max_positions: int = MAX_POSITIONS):
         self.classes = []  # position -> ranges
         self.follow = []   # position -> set of positions
+        self.max_positions = max_positions
 
     def new(self, ranges):
         self.classes.append(ranges)
         self.follow.append(set())
-        if len(self.classes) > MAX_POSITIONS:
+        if len(self.classes) > self.max_positions:
             raise TooBig()
         return len(self.classes) - 1
 
