@@ -269,9 +269,8 @@ MAX_COMPLEMENT_BRANCHES = 16  # a complement's anyOf merged into a oneOf branch,
 
 def _merge_complements(m, negs, where):
     """m with the other branches' complements merged in -> (schema, the types to drop
-    instead: every type m shares with those branches, when the complements make more
-    than MAX_COMPLEMENT_BRANCHES branches or do not merge; a pair's proofs stopped at its
-    complement, so each of its types must be dropped, not only the one that took it)."""
+    instead: every type of those pairs that no proof settled, when the complements make
+    more than MAX_COMPLEMENT_BRANCHES branches or do not merge)."""
     try:
         out = m
         for _, n in negs:
@@ -312,8 +311,8 @@ def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None)
                     shared[i] += both
                     shared[j] += both
                     continue
-            # (objects and arrays first: a complement taken there covers the other types)
-            for t in sorted(_groups(_types(a)) & _groups(_types(b)), key=lambda t: (t not in ("object", "array"), t)):
+            undecided = set()  # shared types no proof or cut settles
+            for t in _groups(_types(a)) & _groups(_types(b)):
                 if _type_disjoint(t, a, b, no_extras):
                     continue
                 if t == "object":
@@ -348,15 +347,16 @@ def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None)
                     unlike[i].add(b["pattern"])
                     unlike[j].add(a["pattern"])
                     continue
-                if t in ("object", "array") and complement is not None:
-                    na, nb = complement(a, b), complement(b, a)
-                    if na is not None and nb is not None:
-                        common = _groups(_types(a)) & _groups(_types(b))
-                        negs[i].append((common, nb))
-                        negs[j].append((common, na))
-                        break  # each now excludes the other whole: every type of the pair
-                drop[i].add(t)
-                drop[j].add(t)
+                undecided.add(t)
+            if undecided & {"object", "array"} and complement is not None:
+                # each excludes the other whole (so every undecided type), if both complements exist
+                na, nb = complement(a, b), complement(b, a)
+                if na is not None and nb is not None:
+                    negs[i].append((undecided, nb))
+                    negs[j].append((undecided, na))
+                    continue
+            drop[i] |= undecided
+            drop[j] |= undecided
     out = []
     for m, d, f, u, r, bs, ns, sh, ng in zip(merged, drop, forbid, unlike, need, bounds, not_strings, shared, negs):
         if m is FALSE:
