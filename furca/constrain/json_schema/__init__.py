@@ -84,7 +84,7 @@ Contract
   undeclared required names come last), whitespace beyond `max_whitespace` per gap,
   non-canonical escapes inside pattern/format strings and the items of uniqueItems
   string arrays, keys of undeclared members
-  and strings excluded by `not`, enum objects with whitespace, leap seconds other
+  and strings excluded by `not`, enum objects with whitespace, dates in year 0000, leap seconds other
   than 23:59:60 UTC, idn-email with a non-ASCII domain or quoted local part, host
   names of more than 6 labels or with "--" at positions 3-4 (IDNA), values that satisfy several oneOf branches' shared types without a
   proof (dropped; objects: a branch may be made to require a property that tells it

@@ -36,7 +36,10 @@ def _pad2(lo, hi):
 
 
 def _date():
-    year = _d(4)
+    # years 0001-9999: RFC 3339 allows 0000, but Python's date (jsonschema's checker) and
+    # most languages' date types do not, and no caller needs it
+    nz = cls(chars("123456789"))
+    year = alt(seq(lit("000"), nz), seq(lit("00"), nz, DIGIT), seq(lit("0"), nz, _d(2)), seq(nz, _d(3)))
     leap_year = alt(seq(_d(2), alt(seq(lit("0"), cls(chars("48"))), seq(cls(chars("2468")), cls(chars("048"))),
                                    seq(cls(chars("13579")), cls(chars("26"))))),
                     seq(alt(seq(lit("0"), cls(chars("48"))), seq(cls(chars("2468")), cls(chars("048"))),
