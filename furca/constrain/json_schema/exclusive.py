@@ -2,8 +2,8 @@
 
 Two branches of literals (enum/const) each lose the literals both hold (exact when the
 literals are all they say). For every other pair of branches (each merged with the
-keywords beside oneOf) and every JSON type both allow, a cheap proof that no instance of that type satisfies both:
-disjoint literal sets (enum/const), disjoint number ranges or length ranges, or, for
+keywords beside oneOf) and every JSON type both allow, a cheap proof that no instance
+of that type satisfies both: disjoint literal sets (enum/const), disjoint number ranges or length ranges, or, for
 objects, a property both require with disjoint literal values, a required property
 the other branch forbids, or (when undeclared members are off) a required property
 the other branch cannot emit. Without a proof, objects get exclusive by construction
@@ -16,9 +16,10 @@ branch then excludes the other's pattern: `x-furca-not-patterns`, difference.py)
 numbers when both branches bound them by range alone and neither range lies strictly
 inside the other (each branch keeps its numbers outside the other's range: exact
 when both say the same of integers, narrower when one is `integer` and the other
-not), and
-any other shared type is removed from both branches: every instance the result
-accepts satisfies exactly one branch (sound, sometimes narrower).
+not). When objects or arrays are left unsettled, each branch takes the other's
+complement (logic.negate: `a and not b`, exact) where both exist; any other shared type
+is removed from both branches: every instance the result accepts satisfies exactly
+one branch (sound, sometimes narrower).
 """
 from __future__ import annotations
 
