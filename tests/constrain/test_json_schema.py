@@ -656,6 +656,13 @@ def test_contains_and_the_complements_of_items():
         schema_to_gbnf({"type": "array", "contains": {"type": "string"}, "maxItems": 100})
     with pytest.raises(CompileError, match="minContains"):
         schema_to_gbnf({"type": "array", "contains": {"type": "string"}, "minContains": 2})
+    with pytest.raises(CompileError, match="contains.*uniqueItems"):
+        schema_to_gbnf({"type": "array", "contains": {"type": "string"}, "uniqueItems": True})
+    from furca.constrain import GrammarCompiler
+    from .conftest import byte_info
+    with pytest.raises(CompileError, match="contains.*uniqueItems"):  # (watched, not a grammar)
+        GrammarCompiler(byte_info()).compile_json_schema(
+            {"type": "array", "items": {"type": "string"}, "contains": {"const": "a"}, "uniqueItems": True})
 
 
 def test_not_if_then_else_and_dependencies():

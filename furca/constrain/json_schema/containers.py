@@ -358,6 +358,9 @@ def array_grammar(c, schema, where):
     max_n = _nonneg_int(schema, "maxItems", where)
     if max_n is not None and max_n < min_n:
         raise CompileError("%s: minItems %d > maxItems %d" % (where, min_n, max_n))
+    if "contains" in schema and schema.get("uniqueItems") is True and not (max_n is not None and max_n <= 1):
+        c.unsupported("contains", where, "beside uniqueItems")  # (the watches know no witness)
+        schema = {k: v for k, v in schema.items() if k != "contains"}
     if schema.get("uniqueItems") is True and not (max_n is not None and max_n <= 1):
         # the items resolved once for both forms: a grammar over a short literal list, else
         # the matcher's watch (strings, long string lists, integers)
