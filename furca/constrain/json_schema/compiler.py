@@ -16,10 +16,11 @@ import json
 from furca.errors import CompileError
 
 from ..deadline import check as check_deadline
-from . import containers, finite, logic, scalars
-from .exclusive import exclusive_branches, provably_disjoint
+from . import arrays, containers, finite, logic, scalars
+from .exclusive import exclusive_branches
 from .grammar import EMPTY, NOTHING, Cls, Grammar, Lit, Ref, alt, cls, lit, rep, seq
 from .merge import FALSE, ALL_TYPES, merge, normalize_schema, type_set
+from .negatable import Negatable
 from .numeric import INT_UNBOUNDED
 from .refs import RefIndex
 
@@ -43,7 +44,7 @@ UNSUPPORTED = {
     "dependentRequired", "dependentSchemas", "dependencies", "not", "unevaluatedProperties",
     "unevaluatedItems", "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
 }
-NEGATABLE_NODES = 2000  # Compiler.negatable: schemas inlined for one `not`, at most
+_KNOWN = (SUPPORTED | UNSUPPORTED) - ANNOTATIONS  # keywords that validate
 _DRAFT7_URIS = ("draft-07", "draft-06", "draft-04", "draft-03")
 
 
@@ -215,62 +216,8 @@ class Compiler:
         return schema
 
     def negatable(self, s, where: str):
-        """`s` as logic.negate reads it: its $refs inlined (a recursive one left as it is:
-        negate then gives up), annotations and unknown keywords dropped, and a oneOf whose
-        branches are provably disjoint (exclusive.provably_disjoint, under the types the
-        schema and its allOf parts allow) made an anyOf, down the keywords negate
-        descends (allOf, anyOf, not, properties, items, contains); at most
-        NEGATABLE_NODES schemas inlined (shared $refs are copied each time)."""
-        self._negatable_left = NEGATABLE_NODES
-        return self._negatable(s, where, (), None)
-
-    def _negatable(self, s, where, inside, types):
-        if not isinstance(s, dict):
-            return s
-        self._negatable_left -= 1
-        if "$ref" in s and isinstance(s["$ref"], str) and self.refs is not None:
-            try:
-                ptr, target = self.refs.resolve(s["$ref"], where)
-            except CompileError:
-                return s
-            if ptr in inside or self._negatable_left <= 0:
-                return s
-            target = self._negatable(target, ptr, inside + (ptr,), types)
-            rest = {k: v for k, v in s.items() if k != "$ref"}
-            rest = {} if self.draft7 else self._negatable(rest, where, inside, types)
-            return target if not rest else {"allOf": [target, rest]}
-        own = _meet(types, type_set(s))
-        out = {}
-        for k, v in s.items():
-            if k in ANNOTATIONS or k not in SUPPORTED and k not in UNSUPPORTED:
-                continue
-            if k in ("allOf", "anyOf", "oneOf") and isinstance(v, list):
-                v = [self._negatable(x, "%s/%s/%d" % (where, k, i), inside, own if k == "allOf" else None)
-                     for i, x in enumerate(v)]
-            elif k in ("not", "items", "contains"):
-                v = self._negatable(v, "%s/%s" % (where, k), inside, None)
-            elif k == "properties" and isinstance(v, dict):
-                v = {n: self._negatable(x, "%s/properties/%s" % (where, n.replace("~", "~0").replace("/", "~1")),
-                                        inside, None) for n, x in v.items()}
-            out[k] = v
-        if isinstance(out.get("allOf"), list):  # the parts' types hold for each part's oneOf
-            for part in out["allOf"]:
-                if isinstance(part, dict):
-                    own = _meet(own, type_set(part))
-            out["allOf"] = [self._one_of_as_any_of(x, own) for x in out["allOf"]]
-        return self._one_of_as_any_of(out, own)
-
-    def _one_of_as_any_of(self, s, types):
-        if not (isinstance(s, dict) and isinstance(s.get("oneOf"), list)
-                and provably_disjoint(s["oneOf"], _meet(types, type_set(s)), not self.allow_extra)):
-            return s
-        s = dict(s)
-        subs = s.pop("oneOf")
-        if "anyOf" in s:
-            s["allOf"] = list(s.get("allOf", [])) + [{"anyOf": subs}]
-        else:
-            s["anyOf"] = subs
-        return s
+        """`s` as logic.negate reads it (negatable.py)."""
+        return Negatable(self.refs, self.draft7, not self.allow_extra, _KNOWN).prepare(s, where)
 
     def _never(self, schema) -> bool:
         """Whether schema accepts no value (its grammar is empty), as far as it compiles."""
@@ -404,7 +351,7 @@ def _object(c, schema, where):
 
 
 def _array(c, schema, where):
-    return containers.array_grammar(c, schema, where)
+    return arrays.array_grammar(c, schema, where)
 
 
 _TYPE_BUILDERS = {
@@ -531,13 +478,3 @@ def _any_value_body(name, ws, comma, colon):
             _ANY_BODIES[key] = body
     return body
 
-
-def _meet(a, b):
-    """The types both of two type sets (None: every type) allow."""
-    if a is None or b is None:
-        return b if a is None else a
-    a, b = set(a), set(b)
-    out = a & b
-    if "integer" in a and "number" in b or "integer" in b and "number" in a:
-        out.add("integer")
-    return out

@@ -69,7 +69,7 @@ def watched_items(c, tail, min_n, max_n, where, body):
 
 
 def _watched_enum(c, tail, min_n, max_n, where, body):
-    """A string enum/const list of items (more than containers' MAX_UNIQUE values, or
+    """A string enum/const list of items (more than arrays' MAX_UNIQUE values, or
     with keywords beside it): its values that the whole item schema accepts, each in its
     canonical spelling (json.dumps's), as a finite item language."""
     if any(k not in _ENUM_ITEM_KEYS for k in tail):

@@ -29,29 +29,11 @@ from furca.errors import CompileError
 
 from .difference import NOT_PATTERNS
 from .logic import NOT_STRINGS
-from .merge import ALL_TYPES, ANNOTATION_LIKE, FALSE, json_equal, literal_type, merge, type_set
+from .merge import ANNOTATION_LIKE, FALSE, json_equal, literal_type, merge, type_set, value_types
 
 # A pattern matching exactly one string: ^ literal $ without regex metacharacters
 # (ECMA-262: `$` without the m flag matches only at the end).
 _LITERAL_PATTERN = re.compile(r"\^([A-Za-z0-9_ ,:;@#%&=<>'\"!~`-]*)\$")
-
-
-def _types(s):
-    if s is True:
-        return set(ALL_TYPES)
-    if s is False:
-        return set()
-    lits = _literals(s)
-    if lits is not None:
-        return {literal_type(v) for v in lits} | ({"number"} if any(literal_type(v) == "integer" for v in lits) else set())
-    ts = type_set(s)
-    if ts is None:
-        return set(ALL_TYPES)
-    if "number" in ts:
-        ts = ts | {"integer"}
-    if "integer" in ts:
-        ts = ts | {"number"}
-    return ts
 
 
 def _literals(s):
@@ -71,7 +53,7 @@ def _literals(s):
 def _disjoint_values(a, b) -> bool:
     if a is False or b is False:
         return True
-    ta, tb = _types(a), _types(b)
+    ta, tb = value_types(a), value_types(b)
     if not (ta & tb):
         return True
     la, lb = _literals(a), _literals(b)
@@ -96,7 +78,7 @@ def _excluded(s) -> list:
     if isinstance(n, dict):
         lits = _literals(n)
         if lits is not None and all(k in ("enum", "const", "type") or k in ANNOTATION_LIKE for k in n):
-            if "type" not in n or all(literal_type(v) in _types(n) for v in lits):
+            if "type" not in n or all(literal_type(v) in value_types(n) for v in lits):
                 out.extend(lits)
     return out
 
@@ -260,7 +242,7 @@ def provably_disjoint(subs, types, no_extras: bool) -> bool:
                 continue
             if not isinstance(a, dict) or not isinstance(b, dict):
                 return False
-            if not all(_type_disjoint(t, a, b, no_extras) for t in _groups(_types(a)) & _groups(_types(b))):
+            if not all(_type_disjoint(t, a, b, no_extras) for t in _groups(value_types(a)) & _groups(value_types(b))):
                 return False
     return True
 
@@ -313,7 +295,7 @@ def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None)
                     shared[j] += both
                     continue
             undecided = set()  # shared types no proof or cut settles
-            for t in _groups(_types(a)) & _groups(_types(b)):
+            for t in _groups(value_types(a)) & _groups(value_types(b)):
                 if _type_disjoint(t, a, b, no_extras):
                     continue
                 if t == "object":
@@ -378,7 +360,7 @@ def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None)
             m["enum"] = kept
         extra = {}
         if d:
-            keep = _groups(_types(m)) - d
+            keep = _groups(value_types(m)) - d
             if not keep:
                 out.append(FALSE)
                 continue

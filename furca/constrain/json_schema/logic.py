@@ -100,7 +100,8 @@ def negate(s, base=None):
                 parts += n["anyOf"] if isinstance(n, dict) and list(n) == ["anyOf"] else [n]
         return False if not parts else parts[0] if len(parts) == 1 else {"anyOf": parts}
     if len(keys) == 1 and next(iter(keys)) in _COUNT_NEGATION:
-        (k, v), = ((k, s[k]) for k in keys)
+        k = next(iter(keys))
+        v = s[k]
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             return None
         t, other, step = _COUNT_NEGATION[k]

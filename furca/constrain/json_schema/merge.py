@@ -48,7 +48,8 @@ def type_set(schema: dict):
     return ts
 
 
-def _intersect_types(a, b):
+def intersect_types(a, b):
+    """The types both of two type sets (None: every type) allow."""
     if a is None:
         return b
     if b is None:
@@ -123,7 +124,7 @@ def merge(a, b, where: str):
         _merge_object(out, a, b, where)
     if "prefixItems" in a or "prefixItems" in b:
         _merge_arrays(out, a, b, where)
-    ts = _intersect_types(type_set(a), type_set(b))
+    ts = intersect_types(type_set(a), type_set(b))
     if ts is not None:
         out.pop("nullable", None)
         if not ts:
@@ -145,7 +146,7 @@ def merge(a, b, where: str):
     if isinstance(out.get("anyOf"), list) and "type" in out:
         # anyOf branches of other types than the type beside them (a negation's anyOf
         # merged into a typed schema): dropped, and a single one left merged in
-        ts = _with_numbers(type_set(out))
+        ts = value_types(out)
         live = [x for x in out["anyOf"] if _may_be(x, ts)]
         if not live:
             return FALSE
@@ -171,22 +172,24 @@ _COUNT_BOUNDS = (("minLength", "maxLength", "string"), ("minItems", "maxItems", 
                  ("minProperties", "maxProperties", "object"))
 
 
-def _with_numbers(ts):
+def value_types(s) -> set:
+    """The JSON types schema s may accept, by its literals (enum/const) or `type` (all for
+    neither); "integer" and "number" come together."""
+    if s is True:
+        return set(ALL_TYPES)
+    if s is False:
+        return set()
+    lits = [s["const"]] if "const" in s else s.get("enum")
+    ts = {literal_type(v) for v in lits} if isinstance(lits, list) else type_set(s)
+    if ts is None:
+        return set(ALL_TYPES)
     return ts | {"number"} if "integer" in ts else ts | {"integer"} if "number" in ts else ts
 
 
 def _may_be(x, ts) -> bool:
-    """Whether schema x may accept a value of one of the types ts (False: it cannot)."""
-    if x is False:
-        return False
-    if not isinstance(x, dict) or any(k in x for k in ("$ref", "anyOf", "oneOf", "allOf")):
-        return True
-    xt = type_set(x)
-    if xt is None and ("enum" in x or "const" in x):
-        lits = x["enum"] if "enum" in x else [x["const"]]
-        if isinstance(lits, list):
-            xt = {literal_type(v) for v in lits}
-    return xt is None or bool(_with_numbers(set(xt)) & ts)
+    """Whether schema x may accept a value of one of the types ts (False: it cannot; a
+    $ref's target is not read)."""
+    return x is not False and (not isinstance(x, dict) or "$ref" in x or bool(value_types(x) & ts))
 
 
 def literal_type(v) -> str:
