@@ -33,6 +33,14 @@ escape bounding a range (``[\\d-z]``), a ``^`` elsewhere than at the start of a 
 alternative, a python ``$`` elsewhere than at its end (a group that is a whole
 alternative counts as that alternative: ``(^a$)|b``).
 
+With ``parse(..., lookahead=True)`` (JSON Schema patterns) lookaheads are read where they
+are an intersection or a difference of regular languages: right after the ``^`` of a
+top-level alternative (``Branch.looks``: the whole string must, or must not, start with
+a string of the inner pattern, whose own ``$`` and leading ``^`` are understood), a
+positive one ending an alternative without ``$`` (inline: R(?=Y) then anything is R Y
+then anything), and the tempered token ``^((?!X)c)*$`` (no position starts an X).
+A lookahead anywhere else stays a CompileError.
+
 Where the dialects differ (regex_chars.py reads the escapes and bracket classes):
 
 | construct                                | python                          | ecma                                        |
@@ -62,7 +70,7 @@ from dataclasses import dataclass
 from furca.errors import CompileError
 
 from . import ir
-from .regex_anchors import NOTHING, has_end_anchor, split_end
+from .regex_anchors import NOTHING, has_end_anchor, nullable, split_end
 from .regex_chars import DOT, SPACE, char_class, escape
 
 DIALECTS = ("python", "ecma")
@@ -76,21 +84,30 @@ _UNSUPPORTED_FLAGS = "Lmx"
 
 @dataclass(frozen=True)
 class Branch:
-    """One top-level alternative: its tree, and whether ^ / $ anchored its start / end."""
+    """One top-level alternative: its tree, and whether ^ / $ anchored its start / end.
+
+    looks (only with parse(..., lookahead=True)): the lookaheads at the start of a
+    `^`-anchored alternative, ((positive, (Branch, ...)), ...): the whole string must
+    (positive) or must not start with a string of one of those inner alternatives (each
+    start-anchored; `end`: its own `$`)."""
 
     node: tuple
     start: bool
     end: bool
+    looks: tuple = ()
 
 
-def parse(pattern: str, dialect: str = "python", what: str = "regex") -> list[Branch]:
+def parse(pattern: str, dialect: str = "python", what: str = "regex", lookahead: bool = False) -> list[Branch]:
     """The top-level alternatives of `pattern` read in `dialect` ("python" or "ecma").
 
+    lookahead: read `(?=...)` / `(?!...)` where their language is an intersection or a
+    difference of regular languages (see `_Parser._lookaheads`); elsewhere, and always
+    without it, a lookahead is a CompileError like every other lookaround.
     Raises CompileError ("{what} {pattern!r}: {message} at position {i}") for a syntax
     error or a construct that is not regular; ValueError for an unknown dialect."""
     if dialect not in DIALECTS:
         raise ValueError(f"regex dialect must be one of {DIALECTS}, not {dialect!r}")
-    return _Parser(pattern, dialect, what).parse()
+    return _Parser(pattern, dialect, what, lookahead).parse()
 
 
 def seq(items):
@@ -102,8 +119,10 @@ def alt(items):
 
 
 class _Parser:
-    def __init__(self, src, dialect, what):
+    def __init__(self, src, dialect, what, lookahead=False):
         self.s, self.i, self.what = src, 0, what
+        self.lookahead = lookahead
+        self.stripped_extra = 0  # ^ anchors dropped between leading lookaheads
         self.py = dialect == "python"
         self.space, self.dot = SPACE[dialect], DOT[dialect]
         self.icase = self.dotall = False
@@ -150,13 +169,70 @@ class _Parser:
             while k > i and items[k - 1][:2] == ("anchor", "$"):
                 k -= 1
             stripped += i + len(items) - k
-            out.append(Branch(b if (i, k) == (0, len(items)) else seq(items[i:k]), i > 0, k < len(items)))
+            node = b if (i, k) == (0, len(items)) else seq(items[i:k])
+            node, looks = self._lookaheads(node, i > 0, k < len(items))
+            out.append(Branch(node, i > 0, k < len(items), looks))
+        stripped += self.stripped_extra
         if stripped != self.anchors and not self.py:
             out = [part for b in out for part in _split_end(b)]
         if (left := next(_anchors([b.node for b in out]), None)) is not None:
             kind, pos = left
             self.err(f"anchor {kind!r} in the middle of the pattern is not supported", pos)
         return out
+
+    def _lookaheads(self, node, start, end):
+        """(node, looks) of one top-level alternative: the lookaheads right after its `^`
+        become `looks` (an intersection, or a difference, with the strings starting with
+        their inner alternatives); a positive lookahead ending an alternative without `$`
+        is its inner tree inline (R(?=Y) then anything = R Y then anything). Any other
+        lookahead is a CompileError."""
+        items = list(node[1]) if node[0] == "seq" else [node]
+        looks = []
+        if start and end and len(items) == 1 and (tempered := self._tempered(items[0])) is not None:
+            items, looks = tempered
+        while start and items and items[0][0] in ("look", "anchor"):
+            if items[0][0] == "anchor":  # ^ after a lookahead at the start: still position 0
+                if items[0][1] != "^":
+                    break
+                items.pop(0)
+                self.stripped_extra += 1
+                continue
+            _, positive, inner, pos = items.pop(0)
+            inner = _strip_starts(inner)
+            if (left := next(_anchors([inner]), None)) is not None and left[0] != "$":
+                self.err(f"anchor {left[0]!r} inside a lookahead is not supported", left[1])
+            inner_branches = tuple(_split_end(Branch(inner, True, False)))
+            if (left := next(_anchors([b.node for b in inner_branches]), None)) is not None:
+                self.err(f"anchor {left[0]!r} inside a lookahead is not supported", left[1])
+            if (nested := next(_looks([b.node for b in inner_branches]), None)) is not None:
+                self.err("a lookahead inside a lookahead is not supported", nested[3])
+            looks.append((positive, inner_branches))
+        if not end and items and items[-1][0] == "look" and items[-1][1]:
+            items[-1] = items[-1][2]
+        for look in _looks(items):
+            kind = "lookahead" if look[1] else "negative lookahead"
+            self.err(f"{kind} is only supported at the start of an alternative anchored by ^ "
+                     "(or, positive, at the end of one without $)", look[3])
+        return seq(items) if items else ("seq", []), tuple(looks)
+
+    def _tempered(self, node):
+        """A whole alternative `^((?!X)(?!Y)c)*$` (c one character: a "tempered" token):
+        the strings of c* in which no position starts X or Y, i.e. ([c], looks) with the
+        negative lookaheads `.*X`, `.*Y` over the whole string. Exact when X and Y match
+        no empty string (each position < n is then tried, position n cannot match). None
+        when `node` is not of that form."""
+        if node[0] != "rep":
+            return None
+        body = node[1]
+        parts = body[1] if body[0] == "seq" else [body]
+        if len(parts) < 2 or parts[-1][0] != "chars" or \
+                not all(p[0] == "look" and not p[1] for p in parts[:-1]):
+            return None
+        if any(nullable(p[2]) for p in parts[:-1]):
+            return None
+        anything = ("rep", ("chars", [(0, ir.MAX_CODEPOINT)]), 0, None)
+        looks = [("look", False, ("seq", [anything, p[2]]), p[3]) for p in parts[:-1]]
+        return looks + [("rep", parts[-1], node[2], node[3])], []
 
     def alternation(self):
         alts = [self.sequence()]
@@ -182,7 +258,7 @@ class _Parser:
             self.i = self.s.index("}", self.i) + 1
         else:
             return atom
-        if atom[0] == "anchor":
+        if atom[0] in ("anchor", "look"):
             self.err("nothing to repeat", pos)
         if self.peek() == "?":
             self.i += 1  # lazy: same language
@@ -250,6 +326,13 @@ class _Parser:
                 self.i = j + 1
             elif c == "P" and c1 == "=":
                 self.err("backreference (?P=name) is not supported (not a regular language)", start)
+            elif c in ("=", "!") and self.lookahead:
+                self.i += 1
+                inner = self.alternation()
+                if self.peek() != ")":
+                    self.err("missing ), unterminated subpattern", start)
+                self.i += 1
+                return ("look", c == "=", inner, start)
             elif c in ("=", "!") or c == "<":
                 kind = {"=": "lookahead", "!": "negative lookahead"}.get(c) or (
                     "lookbehind" if c1 == "=" else "negative lookbehind")
@@ -295,7 +378,7 @@ def _split_end(b: Branch) -> list[Branch]:
     if not has_end_anchor(b.node):
         return [b]
     free, end = split_end(b.node)
-    return [Branch(n, b.start, e) for n, e in ((free, b.end), (end, True)) if n != NOTHING]
+    return [Branch(n, b.start, e, b.looks) for n, e in ((free, b.end), (end, True)) if n != NOTHING]
 
 
 def _anchors(nodes):
@@ -308,3 +391,28 @@ def _anchors(nodes):
         elif n[0] == "rep":
             yield from _anchors([n[1]])
 
+
+
+def _looks(nodes):
+    """Every lookahead node in the trees, in order."""
+    for n in nodes:
+        if n[0] == "look":
+            yield n
+        elif n[0] in ("seq", "alt"):
+            yield from _looks(n[1])
+        elif n[0] == "rep":
+            yield from _looks([n[1]])
+
+
+
+def _strip_starts(node):
+    """A lookahead's tree with the `^` opening each of its alternatives dropped (at the
+    start of the input, where the lookahead stands, `^` holds)."""
+    alts = node[1] if node[0] == "alt" else [node]
+    out = []
+    for a in alts:
+        items = list(a[1]) if a[0] == "seq" else [a]
+        while items and items[0][:2] == ("anchor", "^"):
+            items.pop(0)
+        out.append(seq(items) if items else ("seq", []))
+    return alt(out)

@@ -339,4 +339,4 @@ def _pattern_key(c, p, names, where, allowed=None):
     if names:
         return c.cached(("pattern-minus-names", p, tuple(sorted(names))),
                         lambda: pattern_minus_names(p, names, c.g, at))
-    return c.cached(("pattern", p, 0, None), lambda: pattern_grammar(p, at))
+    return c.cached(("pattern", p, 0, None), lambda: pattern_grammar(p, at, grammar=c.g))

@@ -12,6 +12,12 @@ which every automaton moves alike, and intervals leading to the same state share
 class. A state accepts when A's set accepts and no B's does. Only states that can still
 reach acceptance are kept, written as right-linear rules (state ::= char state' | "").
 More than MAX_STATES states -> CompileError.
+
+A node may also be a `Bool`: an and / or / not of decoded-character IR nodes (a pattern
+with lookaheads, regex.py: `^(?!X)R` is R and not "X then anything"). Its leaves join
+the product like the others, and a state accepts by the whole formula; a state is
+dropped as soon as the formula is false whatever the dead automata (those whose position
+set is empty) are still to read.
 """
 from __future__ import annotations
 
@@ -24,7 +30,38 @@ from .lengths import MAX_POSITIONS, Glushkov, TooBig
 NOT_PATTERNS = "x-furca-not-patterns"
 ALSO_PATTERNS = "x-furca-also-patterns"  # allOf of two patterns: the strings both match (merge.py)
 MAX_STATES = 3000
+# a lookahead's leaves may be larger than a pattern (a negated list of ~80 reserved words
+# is ~600 positions); the product's states are bounded all the same
+BOOL_POSITIONS = 2000
 _START = -1
+
+
+class Bool:
+    """op "and" / "or" / "not" over `parts` (decoded-character IR nodes or Bools)."""
+
+    __slots__ = ("op", "parts")
+
+    def __init__(self, op: str, parts: tuple):
+        self.op, self.parts = op, tuple(parts)
+
+    def __repr__(self):
+        return "Bool(%s, %r)" % (self.op, self.parts)
+
+
+def both(*parts):
+    """The strings of every part (a Bool unless there is one part)."""
+    return parts[0] if len(parts) == 1 else Bool("and", parts)
+
+
+def either(*parts):
+    """The strings of some part: IR alt when no part is a Bool."""
+    if not any(isinstance(p, Bool) for p in parts):
+        return alt(*parts)
+    return parts[0] if len(parts) == 1 else Bool("or", parts)
+
+
+def negation(part):
+    return Bool("not", (part,))
 
 
 class _Auto:
@@ -51,18 +88,29 @@ class _Auto:
 
 def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_POSITIONS):
     """JSON-encoded IR of the strings of decoded-char IR `node` matched by every node in
-    `also` and by none of the nodes in `excluded`; the rules go into `grammar`.
-    node_positions: `node`'s own limit of automaton positions (a format's grammar is
-    larger than a pattern; the product's states are bounded all the same)."""
-    also = list(also)
-    autos = [_Auto(node, where, node_positions)] + [_Auto(n, where) for n in also + list(excluded)]
-    n_in = 1 + len(also)
+    `also` and by none of the nodes in `excluded`; the rules go into `grammar`. Any of
+    them may be a Bool. node_positions: the limit of automaton positions of `node`'s
+    leaves (a format's grammar is larger than a pattern; the product's states are
+    bounded all the same)."""
+    autos = []
+
+    def leaves(f, positions=MAX_POSITIONS):
+        """f with its IR leaves numbered: ("leaf", i) / (op, [...])."""
+        if isinstance(f, Bool):
+            return (f.op, [leaves(x, max(positions, BOOL_POSITIONS)) for x in f.parts])
+        autos.append(_Auto(f, where, positions))
+        return ("leaf", len(autos) - 1)
+
+    parts = [leaves(node, node_positions)] + [leaves(n) for n in also]
+    if excluded:
+        parts.append(("not", [("or", [leaves(n) for n in excluded])]))
+    formula = ("and", parts)
     start = tuple(frozenset([_START]) for _ in autos)
     edges, order, todo = {}, [start], [start]
     seen = {start}
     while todo:
         s = todo.pop()
-        out = edges[s] = _step(autos, s, n_in)
+        out = edges[s] = _step(autos, s, formula)
         for t in out:
             if t not in seen:
                 seen.add(t)
@@ -73,8 +121,7 @@ def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_
                                        % (where, MAX_STATES))
 
     def accepting(s):
-        return all(a.accepts(x) for a, x in zip(autos[:n_in], s[:n_in])) and \
-            not any(a.accepts(x) for a, x in zip(autos[n_in:], s[n_in:]))
+        return _holds(formula, [a.accepts(x) for a, x in zip(autos, s)])
 
     live = {s for s in order if accepting(s)}
     changed = True
@@ -95,19 +142,33 @@ def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_
     return Ref(names[start])
 
 
-def _step(autos, state, n_in=1):
-    """{next state: code-point ranges} for the code points some automaton moves on;
-    the sets of the first n_in automata (A and those it is intersected with) may not be
-    empty (a string one of them cannot continue is never accepted)."""
+def _step(autos, state, formula):
+    """{next state: code-point ranges} for the code points some automaton moves on; a
+    state whose formula is false whatever its live automata read next is left out (a
+    string that an automaton it needs cannot continue is never accepted)."""
     moves = [a.moves(x) for a, x in zip(autos, state)]
     cuts = sorted({b for ms in moves for r, _ in ms for lo, hi in r for b in (lo, hi + 1)})
     out = {}
     for lo, hi in zip(cuts, cuts[1:]):
         nxt = tuple(frozenset(p for r, p in ms if _covers(r, lo)) for ms in moves)
-        if not all(nxt[:n_in]):
+        if _holds(formula, [None if x else False for x in nxt]) is False:
             continue
         out.setdefault(nxt, []).append((lo, hi - 1))
     return out
+
+
+def _holds(f, values):
+    """f under the leaves' values: True, False or None (not known yet), three-valued."""
+    op, parts = f
+    if op == "leaf":
+        return values[parts]
+    if op == "not":
+        v = _holds(parts[0], values)
+        return None if v is None else not v
+    got = [_holds(x, values) for x in parts]
+    if op == "and":
+        return False if False in got else None if None in got else True
+    return True if True in got else None if None in got else False
 
 
 def _covers(ranges, cp) -> bool:

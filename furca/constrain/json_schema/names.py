@@ -18,6 +18,7 @@ import re
 from furca.errors import CompileError
 
 from .grammar import alt, rep
+from .difference import either
 from .merge import json_equal
 from .regex import ANY_CHAR, literal_chars, pattern_chars
 
@@ -101,7 +102,7 @@ def _union(c, parts, kw, where):
         return NO_NAME
     if any(len(g.nodes) != 1 for g in some) or (kw == "oneOf" and len(some) > 1):
         return None
-    return Names([alt(*(g.nodes[0] for g in some))], lambda n: any(g.ok(n) for g in some),
+    return Names([either(*(g.nodes[0] for g in some))], lambda n: any(g.ok(n) for g in some),
                  ("union", tuple(g.key for g in some)))
 
 

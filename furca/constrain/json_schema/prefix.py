@@ -53,8 +53,8 @@ def pattern_words(pattern: str, where: str):
 def _anchored_words(pattern, where, end: bool):
     """The words of `pattern` when every alternative starts with ^ (and ends with $
     exactly when `end`) and they are a finite set of at most MAX_WORDS, else None."""
-    branches = parse(pattern, "ecma", where)
-    if not branches or not all(b.start and b.end == end for b in branches):
+    branches = parse(pattern, "ecma", where, lookahead=True)
+    if not branches or not all(b.start and b.end == end and not b.looks for b in branches):
         return None
     words = set()
     for b in branches:

@@ -6,12 +6,21 @@ gives the JSON-Schema meaning: a pattern is unanchored ("abc" means "contains ab
 a top-level alternative not anchored by `^` / `$` gets `.*` (any character, newlines
 too) at that end; minLength/maxLength apply where they can; and every character is
 encoded as it appears inside a JSON string (`"` as \\", controls escaped).
+
+Lookaheads right after a `^` are read (regex_syntax's `looks`): `^(?=Y)(?!X)R` is the
+strings of R (padded) that start with a string of Y and not with one of X, a
+`difference.Bool` of the three IR nodes, which difference.py's product construction
+takes wherever it takes a pattern (`(?!X)` as a whole-string difference is exact:
+the lookahead is tried at position 0 only). A positive lookahead ending an unanchored
+alternative is inline (regex_syntax); other lookaheads stay CompileErrors.
 """
 from __future__ import annotations
 
+from furca.errors import CompileError
+
 from ..regex_syntax import parse
 from .grammar import EMPTY, MAX_CP, alt, cls, rep, seq
-from .difference import difference
+from .difference import Bool, both, difference, either, negation
 from .lengths import bounded_chars
 
 ANY_CHAR = cls(((0, MAX_CP),))  # one character, any code point
@@ -22,7 +31,13 @@ def pattern_grammar(pattern: str, where: str, min_len: int = 0, max_len: int | N
     """JSON string content (without quotes) whose decoded value matches `pattern`
     (unanchored, as JSON Schema means it) and has min_len..max_len characters.
     `grammar` receives helper rules when the length bound needs an automaton."""
-    return bounded_chars(pattern_chars(pattern, where), min_len, max_len, grammar, where, "pattern %r" % pattern)
+    node = pattern_chars(pattern, where)
+    if isinstance(node, Bool):
+        if grammar is None:
+            raise CompileError("%s: pattern %r with a lookahead cannot be enforced here" % (where, pattern))
+        also = [rep(ANY_CHAR, min_len, max_len)] if min_len or max_len is not None else []
+        return difference(node, [], grammar, where, also=also)
+    return bounded_chars(node, min_len, max_len, grammar, where, "pattern %r" % pattern)
 
 
 def string_minus(pattern, min_len: int, max_len, names, patterns, grammar, where: str, also_patterns=()):
@@ -48,9 +63,15 @@ def literal_chars(name: str):
 
 
 def pattern_chars(pattern: str, where: str):
-    """Decoded-character IR of the strings `pattern` matches (unanchored ends padded)."""
-    return alt(*[seq(EMPTY if b.start else ANY, chars_ir(b.node), EMPTY if b.end else ANY)
-                 for b in parse(pattern, "ecma", where)])
+    """Decoded-character IR of the strings `pattern` matches (unanchored ends padded);
+    a difference.Bool of such nodes when it has lookaheads (see the module)."""
+    return either(*[_branch_chars(b) for b in parse(pattern, "ecma", where, lookahead=True)])
+
+
+def _branch_chars(b):
+    node = seq(EMPTY if b.start else ANY, chars_ir(b.node), EMPTY if b.end else ANY)
+    looks = [alt(*[seq(chars_ir(x.node), EMPTY if x.end else ANY) for x in inner]) for _, inner in b.looks]
+    return both(node, *[y if positive else negation(y) for y, (positive, _) in zip(looks, b.looks)])
 
 
 def chars_ir(node):
