@@ -708,6 +708,38 @@ def test_not_if_then_else_and_dependencies():
           ['{"a":1,"b":5}', '{"b":1}', '{"a":1}'], ['{"a":1,"b":4}'])
 
 
+def test_if_chains_over_one_member_expand_to_few_branches():
+    """allOf of if/then on one member's values, without `required` (minecraft-recipe,
+    typo3, ui5 in maskbench-dev): each if holds when the member is absent, so the
+    expansion is 2^n branches unless the merge drops those that require the member and
+    leave it no value, the negated consts' literals of other types, repeated anyOf lists
+    and repeated branches. Was "allOf of anyOf lists expands to 128 branches"."""
+    common = {"anyOf": [{"properties": {"group": {"type": "string"}}, "required": ["group"]},
+                        {"properties": {"category": {"enum": ["misc", "food"]}}, "required": ["category"]}]}
+    kinds = ["k%d" % i for i in range(8)]
+    schema = {"type": "object", "properties": {"type": {"type": "string"}, "n": {"type": "integer"}},
+              "allOf": [{"if": {"properties": {"type": {"const": k}}},
+                         "then": dict(common, properties={"n": {"minimum": i}})} for i, k in enumerate(kinds)]}
+    agreed(schema, ['{"type":"k3","n":3,"category":"food"}', '{"type":"k0","n":0,"group":"x"}',
+                    '{"type":"other","n":-5}', '{"n":7,"group":"g"}', '{"type":"k7","n":9,"group":"g"}'],
+           ['{"type":"k3","n":2,"group":"g"}', '{"n":6,"group":"g"}', '{"type":"k1","n":0,"group":"g"}',
+            '{"type":5}', '{"type":"k2","n":2,"category":1}', '{"type":"k2","n":2}', '{"n":7}'])
+    # a member both branches require, a $ref's const on one side and a oneOf's on the
+    # other: disjoint only once the $ref is inlined (o17383; was "accepts no JSON value")
+    def obj(t):
+        return {"type": "object", "properties": {"type": {"const": t}}, "required": ["type"]}
+    base = {"type": "object", "properties": {"annotation": {"type": "object"}}, "required": ["annotation"]}
+    schema = {"definitions": {
+        "base": base, "set": {"oneOf": [obj("s1"), obj("s2")]},
+        "fn": {"type": "object", "properties": {"type": {"const": "fn"}, "args": {
+            "type": "array", "items": {"oneOf": [obj("o"), {"$ref": "#/definitions/set"}]}}}, "required": ["type"]}},
+        "oneOf": [{"allOf": [{"$ref": "#/definitions/base"},
+                             {"properties": {"annotation": {"oneOf": [obj("d1"), obj("d2")]}}}]},
+                  {"allOf": [{"$ref": "#/definitions/base"}, {"properties": {"annotation": {"$ref": "#/definitions/fn"}}}]}]}
+    agreed(schema, ['{"annotation":{"type":"d1"}}', '{"annotation":{"type":"fn","args":[{"type":"s2"}]}}'],
+           ['{"annotation":{"type":"s1"}}', '{"annotation":{"type":"fn","args":[{"type":"d1"}]}}', "{}"])
+
+
 # ----------------------------------------------------------------- whitespace, JSON mode
 def test_whitespace_modes():
     schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}}

@@ -198,6 +198,7 @@ class Compiler:
             if "if" in schema and ("then" in schema or "else" in schema):
                 part = logic.conditional(dict(schema, **{"if": self.negatable(schema["if"], where + "/if")}))
                 if part is not None:
+                    part = self._merged_branches(part, where)
                     extra.append(part)
                     for k in ("if", "then", "else"):
                         schema.pop(k, None)
@@ -214,6 +215,21 @@ class Compiler:
             if extra:
                 schema["allOf"] = list(schema.get("allOf", [])) + extra
         return schema
+
+    def _merged_branches(self, part, where):
+        """if/then/else's anyOf [{allOf [if, then]}, {allOf [not if, else]}] with each
+        branch merged now where it merges (else left for later): a chain of ifs on one
+        member's values then expands to branches whose conflicts merge() sees and drops
+        (`required` type with two consts for it), instead of 2^n unmerged allOfs."""
+        branches = []
+        for i, b in enumerate(part["anyOf"]):
+            try:
+                m = self.resolve_for_merge(b, "%s/if" % where)
+            except CompileError:
+                m = b
+            if m is not FALSE:
+                branches.append(m)
+        return {"anyOf": branches or [False]}
 
     def negatable(self, s, where: str):
         """`s` as logic.negate reads it (negatable.py)."""
@@ -319,7 +335,8 @@ class Compiler:
         """oneOf branches merged with `base`, made exclusive (unsupported="raise") or, where
         exclusivity would drop values, as anyOf with a warning (unsupported="warn")."""
         complement = lambda s, beside: logic.negate(self.negatable(s, where), beside)  # noqa: E731
-        out, narrowed = exclusive_branches(subs, base, not self.allow_extra, where, complement)
+        resolve = lambda s: self.resolve_for_merge(s, where)  # noqa: E731
+        out, narrowed = exclusive_branches(subs, base, not self.allow_extra, where, complement, resolve)
         if narrowed and not self.raise_unsupported:
             self.warn("%s/oneOf: branches may overlap; oneOf's exclusivity is not enforced; treated as anyOf "
                       "(unsupported='warn')" % where)

@@ -50,7 +50,7 @@ def _literals(s):
     return None
 
 
-def _disjoint_values(a, b) -> bool:
+def _disjoint_values(a, b, resolve=None, depth=0) -> bool:
     if a is False or b is False:
         return True
     ta, tb = value_types(a), value_types(b)
@@ -65,7 +65,53 @@ def _disjoint_values(a, b) -> bool:
         gone = _excluded(other)
         if lits is not None and gone and all(any(json_equal(x, y) for y in gone) for x in lits):
             return True
-    return False
+    return _deep_disjoint(a, b, resolve, depth)
+
+
+MAX_PROOF_DEPTH = 3  # members inside members, when their $refs must be inlined to compare them
+MAX_PROOF_BRANCHES = 8  # anyOf / oneOf branches of one side, each proved against the other's
+
+
+def _deep_disjoint(a, b, resolve, depth) -> bool:
+    """a and b disjoint once their $refs and allOfs are inlined (`resolve`, the compiler's),
+    branch by branch of a top-level anyOf / oneOf: what the cheap proofs cannot see when a
+    member's schema is a $ref (maskbench-dev o17383: an `annotation` both require, a oneOf
+    of objects on one side and a $ref to an object with another `type` const on the
+    other)."""
+    if resolve is None or depth >= MAX_PROOF_DEPTH or not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    try:
+        xs, ys = _branches(resolve(a)), _branches(resolve(b))
+    except CompileError:
+        return False
+    if xs is None or ys is None:
+        return False
+    for x in xs:
+        for y in ys:
+            if x is FALSE or y is FALSE or _disjoint_values(x, y, resolve, depth + 1):
+                continue
+            if not isinstance(x, dict) or not isinstance(y, dict):
+                return False
+            if not all(_type_disjoint(t, x, y, False, resolve, depth + 1)
+                       for t in _groups(value_types(x)) & _groups(value_types(y))):
+                return False
+    return True
+
+
+def _branches(s):
+    """s as the list of its anyOf / oneOf branches (each merged with the rest of s), or
+    None when there are too many (or s is not a schema object)."""
+    if s is FALSE:
+        return [FALSE]
+    if not isinstance(s, dict) or ("anyOf" in s and "oneOf" in s):
+        return None
+    for kw in ("anyOf", "oneOf"):
+        if isinstance(s.get(kw), list):
+            if len(s[kw]) > MAX_PROOF_BRANCHES:
+                return None
+            rest = {k: v for k, v in s.items() if k != kw}
+            return [merge(rest, x, "#") for x in s[kw]]
+    return [s]
 
 
 def _excluded(s) -> list:
@@ -178,7 +224,7 @@ def _groups(types):
     return {_GROUPS.get(t, t) for t in types}
 
 
-def _type_disjoint(t, a, b, no_extras) -> bool:
+def _type_disjoint(t, a, b, no_extras, resolve=None, depth=0) -> bool:
     if t == "number":
         (alo, ahi), (blo, bhi) = _range(a), _range(b)
         return ahi is not None and blo is not None and ahi < blo or bhi is not None and alo is not None and bhi < alo
@@ -189,7 +235,7 @@ def _type_disjoint(t, a, b, no_extras) -> bool:
     if t == "object":
         ra, rb = set(a.get("required", [])), set(b.get("required", []))
         pa, pb = a.get("properties", {}), b.get("properties", {})
-        if any(k in pa and k in pb and _disjoint_values(pa[k], pb[k]) for k in ra & rb):
+        if any(k in pa and k in pb and _disjoint_values(pa[k], pb[k], resolve, depth) for k in ra & rb):
             return True
         for x, y, rx in ((a, b, ra), (b, a, rb)):
             py = y.get("properties", {})
@@ -267,12 +313,13 @@ def _merge_complements(m, negs, where):
         return m, set().union(*(ts for ts, _ in negs))
 
 
-def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None):
+def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None, resolve=None):
     """-> (branches merged with base and made exclusive, whether any was narrowed).
     A branch that can accept nothing is FALSE. complement(s, beside): a schema of exactly
     the instances s rejects, to be merged into `beside` (logic.negate), or None: a pair
     of object or array branches without a proof each take the other's complement instead
-    of losing the type (exact), where both complements exist and merge."""
+    of losing the type (exact), where both complements exist and merge. resolve(s): s
+    with its $refs and allOfs inlined, for proofs that look inside members (or None)."""
     merged = [merge(base, s, "%s/oneOf/%d" % (where, i)) for i, s in enumerate(subs)]
     negs = [[] for _ in merged]  # (the types shared, the complement of another branch) to merge in
     drop = [set() for _ in merged]
@@ -285,7 +332,7 @@ def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None)
     for i in range(len(merged)):
         for j in range(i + 1, len(merged)):
             a, b = merged[i], merged[j]
-            if a is FALSE or b is FALSE or _disjoint_values(a, b):
+            if a is FALSE or b is FALSE or _disjoint_values(a, b, resolve):
                 continue
             if any(k in a for k in ("enum", "const")) and any(k in b for k in ("enum", "const")):
                 la, lb = _literals(a), _literals(b)
@@ -296,7 +343,7 @@ def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None)
                     continue
             undecided = set()  # shared types no proof or cut settles
             for t in _groups(value_types(a)) & _groups(value_types(b)):
-                if _type_disjoint(t, a, b, no_extras):
+                if _type_disjoint(t, a, b, no_extras, resolve):
                     continue
                 if t == "object":
                     fi = set(b.get("required", [])) - set(a.get("required", []))

@@ -103,11 +103,15 @@ def merge(a, b, where: str):
         return {"allOf": [a, b]}
     a, b = normalize_bounds(a), normalize_bounds(b)
     out = dict(a)
+    lists = []  # anyOf / oneOf on both sides: expanded last, after the checks that drop the merge
     for k, vb in b.items():
         if k not in out:
             out[k] = vb
             continue
         va = out[k]
+        if k in ("anyOf", "oneOf"):
+            lists.append((k, va, vb))
+            continue
         if k not in ("properties", "anyOf", "oneOf") and (va is vb or canon(va) == canon(vb)):
             continue  # (properties are merged below: not serialised here, a whole subtree each)
         if k == "pattern" and isinstance(va, str) and isinstance(vb, str):
@@ -130,8 +134,14 @@ def merge(a, b, where: str):
         if not ts:
             return FALSE
         out["type"] = sorted(ts)
-    for key in ("enum", "const"):
-        pass
+    req = out.get("required")
+    if isinstance(req, list) and any(out.get("properties", {}).get(r) is False for r in req):
+        # a required member that no value may take (two parts' consts for it): no object
+        # (if/then chains over one member's values expand to such branches)
+        keep = set(type_set(out) or ALL_TYPES) - {"object"}
+        if not keep:
+            return FALSE
+        out["type"] = sorted(keep)
     if "enum" in a and "enum" in b:
         vals = [x for x in a["enum"] if any(json_equal(x, y) for y in b["enum"])]
         out["enum"] = vals
@@ -141,8 +151,17 @@ def merge(a, b, where: str):
         del out["enum"]
     if "const" in a and "const" in b and not json_equal(a["const"], b["const"]):
         return FALSE
+    if ts is not None and isinstance(out.get("enum"), list):
+        # literals of the types the other part allows (integral numbers are numbers too)
+        out["enum"] = [v for v in out["enum"] if literal_type(v) in ts or
+                       literal_type(v) == "integer" and "number" in ts]
+    if ts is not None and "const" in out and not (literal_type(out["const"]) in ts or
+                                                  literal_type(out["const"]) == "integer" and "number" in ts):
+        return FALSE
     if out.get("enum") == []:
         return FALSE
+    for k, va, vb in lists:
+        out[k] = _anyof(va, vb, where)
     if isinstance(out.get("anyOf"), list) and "type" in out:
         # anyOf branches of other types than the type beside them (a negation's anyOf
         # merged into a typed schema): dropped, and a single one left merged in
@@ -230,14 +249,17 @@ def _same(x, y, where):
 
 
 def _anyof(x, y, where):
+    if canon(x) == canon(y):
+        return x  # A and A: A (if/then chains repeat one anyOf in several thens)
     if len(x) * len(y) > MAX_ANYOF_PRODUCT:
         raise CompileError("%s: allOf of anyOf lists expands to %d branches (limit %d)"
                            % (where, len(x) * len(y), MAX_ANYOF_PRODUCT))
-    out = []
+    out, seen = [], set()
     for p in x:
         for q in y:
             m = merge(p, q, where)
-            if m is not FALSE:
+            if m is not FALSE and (key := canon(m)) not in seen:
+                seen.add(key)
                 out.append(m)
     return out or [False]
 
