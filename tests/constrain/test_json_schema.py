@@ -329,6 +329,18 @@ def test_pattern_properties():
     check(schema, ['{}', '{"x-a":1,"x-b":2}'], ['{"x-a":"s"}', '{"y":1}'])
 
 
+def test_keys_no_pattern_names_take_additional_properties_alone():
+    """An undeclared key that no patternProperties pattern names takes
+    additionalProperties alone (x-wing's `upgrades`: `^[0-9a-z]+$` keys hold arrays, a
+    key with a capital anything); was merged with the patterns' schema."""
+    agreed({"type": "object", "patternProperties": {"^[a-z]+$": {"type": "integer"}},
+            "additionalProperties": {"type": "string"}},
+           ['{"ab":1,"Ab":"s"}', '{"X":"y"}', "{}"], ['{"ab":"s"}', '{"Ab":1}'])
+    agreed({"type": "object", "properties": {"Id": {"type": "boolean"}}, "patternProperties": {"^[a-z]": {"type": "integer"}},
+            "additionalProperties": {"type": "string"}, "propertyNames": {"maxLength": 3}},
+           ['{"Id":true,"abc":1,"ABC":"s"}'], ['{"Id":"s"}', '{"ABCD":"s"}', '{"Ab":1}'])
+
+
 def test_declared_names_a_pattern_matches_with_another_schema():
     """A declared name that a patternProperties pattern also matches takes both schemas
     as a declared member and never comes as an extra member (whose value schema is the
@@ -583,6 +595,12 @@ def test_integer_multiples():
     agreed({"type": "integer", "multipleOf": 1000}, ["0", "1000", "-3000", "1234000"], ["100", "1001"])
     with pytest.raises(CompileError, match="multipleOf"):  # a lower bound above 0 and no upper one
         schema_to_gbnf({"type": "integer", "minimum": 5, "multipleOf": 3})
+    # a fraction other than 10^-k between bounds: its multiples listed (o74461: a 0-100
+    # skill value in quarters), trailing zeros allowed
+    agreed({"type": "number", "minimum": 0, "maximum": 100, "multipleOf": 0.25},
+           ["0", "0.25", "2.5", "2.50", "100", "100.0", "99.75", "3"], ["0.3", "100.25", "-0.25", "1.1", "0.125"])
+    agreed({"type": "number", "exclusiveMinimum": -1, "exclusiveMaximum": 1.5, "multipleOf": 0.3},
+           ["-0.9", "0", "0.3", "0.60"], ["-1.2", "1.5", "0.1"])
 
 
 def test_strings_excluded_from_constrained_strings():
@@ -618,8 +636,8 @@ def test_all_of_two_patterns():
 
 def test_not_of_numbers():
     """`not` of integers under `type: integer` (integer ranges around them, winget's
-    InstallerSuccessCodes), of numeric bounds, and of a schema nothing satisfies. Labels
-    checked by jsonschema."""
+    InstallerSuccessCodes), of other numbers, of numeric bounds, and of a schema nothing
+    satisfies. Labels checked by jsonschema."""
     agreed({"type": "integer", "not": {"enum": [0]}}, ["1", "-1", "10"], ["0", "1.5", '"a"'])
     agreed({"type": "integer", "not": {"enum": [2, 3, 5, 2.0, "x", None]}}, ["1", "4", "6", "-2", "0"],
            ["2", "3", "5"])
@@ -630,8 +648,13 @@ def test_not_of_numbers():
     agreed({"type": "integer", "not": {"maximum": 10, "minimum": 5}}, ["4", "11"], ["5", "10", "7"])
     agreed({"not": {"allOf": [{"type": "string"}, {"type": "number"}]}}, ["1", '"a"', "null"], [])
     agreed({"type": "integer", "not": {"type": "string", "enum": [1, "a"], "minLength": 2}}, ["1", "0"], ['"a"'])  # empty
-    with pytest.raises(CompileError, match="not"):  # non-numbers other than these: no integer base
-        schema_to_gbnf({"not": {"enum": [0]}})
+    # numbers other than these without `type: integer`: the open intervals between them
+    # (chrome-manifest's `if: {properties: {manifest_version: {const: 3}}}`)
+    agreed({"not": {"enum": [0]}}, ["1", "-0.5", '"0"', "null"], ["0", "0.0"])
+    agreed({"not": {"enum": [1, 2.5, "a"]}}, ["1.5", "3", "0", '"b"', "2.6"], ["1", "2.5", '"a"', "1.0"])
+    agreed({"type": "object", "properties": {"v": {"type": "number"}, "x": {}},
+            "if": {"properties": {"v": {"const": 3}}}, "then": {"required": ["x"]}, "else": {"properties": {"x": False}}},
+           ['{"v":3,"x":1}', '{"v":2}', '{"v":3.5}', '{"x":1}'], ['{"v":3}', '{"v":2,"x":1}', '{"v":3.0}'])
 
 
 def test_not_by_keyword_groups_and_refs():
@@ -641,6 +664,12 @@ def test_not_by_keyword_groups_and_refs():
     names them); counts' complements; allOf parts whose bounds leave no string. Labels
     checked by jsonschema."""
     agreed({"not": {"type": "string", "minLength": 3}}, ['"ab"', '""', "1", "null", "[]"], ['"abc"', '"abcd"'])
+    # not oneOf: none of the branches or two at once (o39084's `instanceof` branch, an
+    # unknown keyword, takes every value: its oneOf beside `type: string` is "not a string")
+    agreed({"not": {"oneOf": [{"type": "string"}, {"maxLength": 2}]}}, ['"ab"', '""'], ['"abc"', "1", "null"])
+    agreed({"oneOf": [{"instanceof": "RegExp"}, {"type": "string"},
+                      {"type": "array", "minItems": 1, "items": {"oneOf": [{"instanceof": "RegExp"}, {"type": "string"}]}}]},
+           ["1", '["a"]', "[]", '[1,"b"]'], ['"s"', "[1]", "[1,2]"])
     agreed({"type": "array", "not": {"minItems": 2}}, ["[]", "[1]"], ["[1,2]", "[1,2,3]"])
     agreed({"not": {"type": "object", "maxProperties": 1}}, ['{"a":1,"b":2}', "[]", "0"], ["{}", '{"a":1}'])
     agreed({"type": "string", "not": {"type": "string", "minLength": 5, "maxLength": 3}}, ['""', '"abcd"'], ["1"])
@@ -660,8 +689,8 @@ def test_not_by_keyword_groups_and_refs():
     agreed({"not": {"type": "object", "oneOf": tagged}}, ["1", "{}", '{"k":"c"}', "[]"], ['{"k":"a"}', '{"k":"b"}'])
     agreed({"not": {"allOf": [{"type": "object"}, {"oneOf": tagged}]}}, ["1", "{}", '{"k":"c"}'],
            ['{"k":"a"}', '{"k":"b"}'])
-    with pytest.raises(CompileError, match="not"):  # without the type: every non-object satisfies both
-        schema_to_gbnf({"not": {"oneOf": tagged}})
+    # without the type every non-object satisfies both: "none or two of them" then
+    agreed({"not": {"oneOf": tagged}}, ["1", "{}", '{"k":"c"}', "null"], ['{"k":"a"}', '{"k":"b"}'])
 
 
 def test_contains_and_the_complements_of_items():
@@ -692,6 +721,49 @@ def test_contains_and_the_complements_of_items():
             {"type": "array", "items": {"type": "string"}, "contains": {"const": "a"}, "uniqueItems": True})
 
 
+def test_not_of_pattern_properties_additional_properties_and_property_names():
+    """Their complements are objects with some member named so and valued otherwise
+    (x-furca-some-member, witnesses.py): Swagger 2.0's `responses` (not only vendor
+    extensions), `not propertyNames`, oneOf of closed objects (each branch takes the
+    other's complement instead of losing objects), several such members at once."""
+    agreed({"type": "object", "minProperties": 1, "additionalProperties": False,
+            "patternProperties": {"^([0-9]{3})$|^(default)$": {"type": "integer"}, "^x-": {}},
+            "not": {"type": "object", "additionalProperties": False, "patternProperties": {"^x-": {}}}},
+           ['{"200":1}', '{"x-a":1,"200":2}', '{"default":3,"x-b":5}'], ['{}', '{"x-a":1}', '{"200":"s"}', '{"abc":1}'])
+    agreed({"not": {"propertyNames": {"maxLength": 3}}}, ['{"abcd":1}', '{"a":1,"abcde":2}'],
+           ['{}', '{"abc":1}', "1", '"x"'])
+    agreed({"type": "object", "not": {"propertyNames": {"pattern": "^a"}}}, ['{"b":1}', '{"a":1,"b":2}'],
+           ["{}", '{"ab":1}'])
+    agreed({"type": "object", "properties": {"a": {"type": "integer"}, "b": {}},
+            "not": {"additionalProperties": False, "properties": {"a": {}, "b": {}}}},
+           ['{"a":1,"c":2}', '{"zz":null}'], ['{"a":1}', "{}", '{"a":1,"b":2}'])
+    agreed({"type": "object", "properties": {"a": {"type": ["integer", "string"]}},
+            "not": {"patternProperties": {"^a": {"type": "string"}}}},
+           ['{"ab":1}', '{"a":1,"ax":"s"}', '{"a":"s","ay":null}'], ['{"a":"s"}', "{}", '{"ab":"x"}', '{"b":1}'])
+    agreed({"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+                      {"type": "object", "properties": {"b": {"type": "integer"}}, "additionalProperties": False}]},
+           ['{"a":1}', '{"b":2}'], ["{}", '{"a":1,"b":2}', '{"c":1}'])
+    # two members needed (or one meeting both), among the declared ones or the extras
+    agreed({"type": "object", "properties": {"k": {"type": "string"}},
+            "allOf": [{"not": {"propertyNames": {"pattern": "^[a-m]"}}},
+                      {"not": {"propertyNames": {"maxLength": 2}}}]},
+           ['{"zzz":1}', '{"z":1,"abc":2}', '{"k":"v","nop":3}', '{"k":"v","q":1,"abc":2}'],
+           ['{"z":1}', '{"abc":1}', '{"k":"v"}', "{}"])
+
+
+def test_refs_to_the_draft_metaschemas():
+    """A $ref into the draft 4 / 6 / 7 metaschema (Swagger 2.0's `schema` definition
+    takes its members' schemas from draft 4's) reads the metaschema that comes with
+    jsonschema; other remote documents stay a CompileError."""
+    agreed({"type": "object", "properties": {
+        "title": {"$ref": "http://json-schema.org/draft-04/schema#/properties/title"},
+        "max": {"$ref": "http://json-schema.org/draft-04/schema#/properties/maxLength"},
+        "n": {"$ref": "http://json-schema.org/draft-07/schema#/definitions/nonNegativeInteger"}}},
+        ['{"title":"t","max":3}', '{"n":0}'], ['{"title":1}', '{"max":-1}', '{"n":-2}', '{"max":1.5}'])
+    with pytest.raises(CompileError, match="remote references"):
+        schema_to_gbnf({"$ref": "http://example.com/schema.json#/definitions/x"})
+
+
 def test_not_if_then_else_and_dependencies():
     check({"not": {"type": "string"}}, ["1", "null", "{}"], ['"a"'])
     check({"type": "string", "not": {"enum": ["a", "b"]}}, ['"c"', '"ab"', '""'], ['"a"', '"b"'])
@@ -706,6 +778,15 @@ def test_not_if_then_else_and_dependencies():
     check({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
            "properties": {"a": {}, "b": {"type": "integer"}}, "dependencies": {"a": {"properties": {"b": {"minimum": 5}}}}},
           ['{"a":1,"b":5}', '{"b":1}', '{"a":1}'], ['{"a":1,"b":4}'])
+    # drafts 4 and 6 have no if/then/else: ignored there, as validators do (o3385, o39097)
+    for draft, passing, failing in (("draft-04", ['{"a":1}', '{"a":1,"b":2}', "{}"], ["1"]),
+                                    ("draft-06", ['{"a":1}'], ["[]"]),
+                                    ("draft-07", ['{"a":1,"b":2}', "{}"], ['{"a":1}', "1"])):
+        schema = {"$schema": "http://json-schema.org/%s/schema#" % draft, "type": "object",
+                  "if": {"required": ["a"]}, "then": {"required": ["b"]}}
+        v = jsonschema.validators.validator_for(schema)(schema)
+        assert all(v.is_valid(json.loads(x)) for x in passing) and not any(v.is_valid(json.loads(x)) for x in failing)
+        check(schema, passing, failing)
 
 
 def test_if_chains_over_one_member_expand_to_few_branches():

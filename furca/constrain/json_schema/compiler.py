@@ -36,7 +36,7 @@ SUPPORTED = {
     "items", "prefixItems", "additionalItems", "minItems", "maxItems", "minLength", "maxLength", "pattern",
     "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf", "oneOf", "allOf", "$ref",
     "nullable", "uniqueItems", "minProperties", "maxProperties", "multipleOf", "propertyNames", "contains",
-    logic.NOT_STRINGS,
+    logic.NOT_STRINGS, logic.SOME_MEMBER,
 }
 # Validation keywords furca cannot enforce: CompileError (unsupported="raise") or a warning ("warn").
 UNSUPPORTED = {
@@ -70,6 +70,10 @@ class Compiler:
         self.draft7 = isinstance(schema_uri, str) and any(d in schema_uri for d in _DRAFT7_URIS)
         # draft-04 and -03: `integer` has no fraction part (1.0 is a number, not an integer)
         self.draft4 = self.draft7 and any(d in schema_uri for d in _DRAFT7_URIS[2:])
+        # drafts 6 and older have no if/then/else: validators ignore them there, as any
+        # unknown keyword (maskbench-dev o3385, o39097: draft-04 schemas whose valid
+        # instances break their `then`)
+        self.no_conditionals = self.draft7 and any(d in schema_uri for d in _DRAFT7_URIS[1:])
         self.refs = RefIndex(root, self.draft7) if isinstance(root, dict) else None
         self.inlining = []  # pointers of $ref targets being merged (cycle guard)
         self.pending, self.recursed = set(), set()
@@ -195,6 +199,9 @@ class Compiler:
                 for k in ("dependencies", "dependentRequired", "dependentSchemas"):
                     schema.pop(k, None)
                 extra += deps
+            if self.no_conditionals:
+                for k in ("if", "then", "else"):
+                    schema.pop(k, None)
             if "if" in schema and ("then" in schema or "else" in schema):
                 part = logic.conditional(dict(schema, **{"if": self.negatable(schema["if"], where + "/if")}))
                 if part is not None:

@@ -19,8 +19,10 @@ from ..deadline import check as check_deadline
 from .grammar import EMPTY, NOTHING, Ref, Seq, alt, lit, opt, rep, seq
 from .merge import canon, merge
 from .difference import difference
+from .logic import SOME_MEMBER
 from .names import property_names
-from .regex import literal_chars, pattern_chars, pattern_grammar, pattern_minus_names
+from .witnesses import extras_end, meet, some_member_object, witness_ways
+from .regex import ANY, literal_chars, pattern_chars, pattern_grammar, pattern_minus_names
 from .scalars import _nonneg_int, literal
 from .keys import key_not_in
 from .orders import two_orders_body
@@ -28,16 +30,21 @@ from . import any_order
 from .prefix import pattern_words
 
 
-def _members_grammar(c, members, extra, where):
+def _members_grammar(c, members, extra, where, end=None):
     """Body between the braces (no surrounding whitespace), non-empty.
 
-    members: [(member_ir, required)] in order; extra: IR of one extra member or None.
+    members: [(member_ir, required)] in order; extra: IR of one extra member or None;
+    end: (the extra members alone, the extra members after a declared one) when they
+    are not the plain ones (witnesses.extras_end).
     A_i = first member chosen at i or later (no comma before it);
     B_i = the rest after something was emitted (each member with a leading comma).
     """
     comma = c.comma
     extra = _shared(c, extra)
     tail = rep(seq(comma, extra), 0, None) if extra is not None else EMPTY
+    only_extras = seq(extra, tail) if extra is not None else NOTHING
+    if end is not None:
+        only_extras, tail = end
     n = len(members)
     first_req = next((i for i, (_, r) in enumerate(members) if r), n)
     needed = {i + 1 for i in range(min(first_req + 1, n))}
@@ -51,7 +58,7 @@ def _members_grammar(c, members, extra, where):
         if i in needed and i < n - 1 and _big(b[i]):
             b[i] = c.g.share(c.g.new_name("obj-rest"), b[i])
     # A_n: only extras (non-empty)
-    a = seq(extra, tail) if extra is not None else NOTHING
+    a = only_extras
     for i in range(min(first_req, n - 1) if n else -1, -1, -1):
         m, req = members[i]
         here = seq(m, b[i + 1])
@@ -63,7 +70,15 @@ def _big(node):
     return isinstance(node, Seq) and len(node.items) > 2
 
 
-def object_grammar(c, schema, where):
+def object_grammar(c, schema, where, witnesses=()):
+    """witnesses: [(names, value)], requirements the extra members must meet (an extra
+    member named in `names`, None: any, with a value `value` accepts; witnesses.py)."""
+    if not witnesses and SOME_MEMBER in schema:
+        props, _ = _declare_finite_patterns(c, schema.get("properties", {}), schema.get("patternProperties", {}),
+                                            where)
+        declared = list(props) + [r for r in schema.get("required", []) if r not in props]
+        return some_member_object(c, schema, where, declared, lambda s, ws: object_grammar(c, s, where, ws)
+                                  if ws else c.value(s, where))
     props = schema.get("properties", {})
     if not isinstance(props, dict):
         raise CompileError("%s/properties: must be an object" % where)
@@ -119,6 +134,9 @@ def object_grammar(c, schema, where):
              for p in patterns}
     extras = _extra_branches(c, names, patterns, additional, where, pattern_schema, clash, allowed)
     extra = alt(*[seq(key, colon, value) for key, value, _kind in extras]) if extras else None
+    if witnesses:
+        return _witness_object(c, schema, where, witnesses, members, extra, allowed, additional, patterns,
+                               pattern_schema, clash, names)
 
     min_p = _nonneg_int(schema, "minProperties", where) or 0
     max_p = _nonneg_int(schema, "maxProperties", where)
@@ -167,6 +185,34 @@ def object_grammar(c, schema, where):
     nonempty = seq(lit("{"), ws, body, ws, lit("}")) if body != NOTHING else NOTHING
     empty = seq(lit("{"), ws, lit("}")) if num_req == 0 and min_p == 0 else NOTHING
     return alt(empty, nonempty)
+
+
+def _witness_object(c, schema, where, witnesses, members, extra, allowed, additional, patterns, pattern_schema,
+                    clash, names):
+    """The objects of object_grammar whose extra members meet `witnesses`: a witness's
+    member is one of the extras' ways with the names met and the values merged with
+    the witness's (witnesses.py)."""
+    if extra is None:
+        return NOTHING
+
+    def one_way(wnames, wvalue):
+        w_additional = additional if additional is False else merge(
+            c.resolve_for_merge(additional, where), wvalue, where + "/additionalProperties")
+        w_pattern = None if pattern_schema is None else merge(
+            c.resolve_for_merge(pattern_schema, where), wvalue, where + "/patternProperties")
+        # a FALSE value leaves its way out (_extra_branches skips values without a grammar)
+        ways = _extra_branches(c, names, patterns, w_additional, where, w_pattern, clash, meet(allowed, wnames))
+        return alt(*[seq(key, c.colon, value) for key, value, _kind in ways])
+
+    ways = witness_ways(c, witnesses, where, one_way)
+    if not ways:
+        return NOTHING
+    if (_nonneg_int(schema, "minProperties", where) or 0) > 1 or "maxProperties" in schema:
+        # (minProperties 1 holds already: a witness is a member)
+        c.unsupported("not", where, "a member named otherwise beside minProperties/maxProperties")
+    body = _members_grammar(c, [(m, r) for m, r, _ in members], extra, where,
+                            end=extras_end(c, _shared(c, extra), ways, len(witnesses)))
+    return seq(lit("{"), c.ws, body, c.ws, lit("}")) if body != NOTHING else NOTHING
 
 
 def _orders(members, required):
@@ -299,8 +345,9 @@ def _extra_branches(c, declared, patterns, additional, where, pattern_schema, cl
     With patternProperties: a key matching pattern p, other than the declared names in
     clash[p], takes `pattern_schema` (every pattern's schema merged when they differ,
     since a key may match several); any other undeclared key takes additionalProperties
-    merged with it (it may match patterns too). Sound; narrower than JSON Schema where
-    schemas differ. `allowed` (names.Names, propertyNames) bounds every extra key."""
+    (exact: those keys are the difference of all keys and the patterns' and declared
+    ones, where that automaton is small enough and the order is not "any"; else merged
+    with pattern_schema). Sound; narrower than JSON Schema where schemas differ. `allowed` (names.Names, propertyNames) bounds every extra key."""
     if allowed is not None and allowed.nodes is None:
         return []
     branches = []
@@ -312,12 +359,21 @@ def _extra_branches(c, declared, patterns, additional, where, pattern_schema, cl
             branches.append((key, value, "pattern"))
     if additional is not False:
         schema = additional
+        key = None
         if pattern_schema is not None:
             schema = merge(c.resolve_for_merge(additional, where), c.resolve_for_merge(pattern_schema, where),
                            where + "/additionalProperties")
+            if c.member_order != "any" and canon(schema) != canon(c.resolve_for_merge(additional, where)):
+                # the keys no pattern names take additionalProperties alone (exact), when
+                # their automaton is small enough (any member order keeps the merged
+                # value: its watch needs keys that never run out of completions)
+                key = _unnamed_key(c, declared, patterns, allowed, where)
+                schema = additional if key is not None else schema
         value = c.value(schema, where + "/additionalProperties", hint="additional-value")
         if value != NOTHING:
-            if allowed is None:
+            if key is not None:
+                pass
+            elif allowed is None:
                 key = key_not_in(c, declared)
             else:
                 at = "%s/propertyNames" % where
@@ -327,6 +383,20 @@ def _extra_branches(c, declared, patterns, additional, where, pattern_schema, cl
                                        also=allowed.nodes[1:])), lit('"'))
             branches.append((key, value, "additional"))
     return branches
+
+
+def _unnamed_key(c, declared, patterns, allowed, where):
+    """A quoted key that is no declared name and that no pattern names (within
+    `allowed`), or None when that difference outgrows its state limit."""
+    at = "%s/additionalProperties" % where
+    try:
+        return seq(lit('"'), c.cached(
+            ("names-minus-patterns", tuple(declared), tuple(patterns), allowed.key if allowed else None),
+            lambda: difference(allowed.nodes[0] if allowed else ANY,
+                               [literal_chars(n) for n in declared] + [pattern_chars(p, at) for p in patterns],
+                               c.g, at, also=allowed.nodes[1:] if allowed else ())), lit('"'))
+    except CompileError:
+        return None
 
 
 def _pattern_key(c, p, names, where, allowed=None):

@@ -24,10 +24,11 @@ from __future__ import annotations
 from furca.errors import CompileError
 
 from .encoding import encode_chars
-from .grammar import EMPTY, NOTHING, Ref, alt, normalize, seq
+from .grammar import EMPTY, MAX_CP, NOTHING, Ref, alt, cls, normalize, rep, seq
 from .lengths import MAX_POSITIONS, Glushkov, TooBig
 
 NOT_PATTERNS = "x-furca-not-patterns"
+_ANY_STRING = rep(cls(((0, MAX_CP),)), 0, None)
 ALSO_PATTERNS = "x-furca-also-patterns"  # allOf of two patterns: the strings both match (merge.py)
 MAX_STATES = 3000
 # a lookahead's leaves may be larger than a pattern (a negated list of ~80 reserved words
@@ -102,6 +103,8 @@ def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_
         return ("leaf", len(autos) - 1)
 
     parts = [leaves(node, node_positions)] + [leaves(n) for n in also]
+    if isinstance(node, Bool):  # a negation may accept characters no automaton moves on
+        parts.insert(0, leaves(_ANY_STRING))
     if excluded:
         parts.append(("not", [("or", [leaves(n) for n in excluded])]))
     formula = ("and", parts)

@@ -4,7 +4,7 @@ Two branches of literals (enum/const) each lose the literals both hold (exact wh
 literals are all they say). For every other pair of branches (each merged with the
 keywords beside oneOf) and every JSON type both allow, a cheap proof that no instance
 of that type satisfies both: disjoint literal sets (enum/const), disjoint number ranges or length ranges, or, for
-objects, a property both require with disjoint literal values, a required property
+objects, a property one requires that both give disjoint values, a required property
 the other branch forbids, or (when undeclared members are off) a required property
 the other branch cannot emit. Without a proof, objects get exclusive by construction
 when each branch requires a property the other does not (each branch then forbids
@@ -16,9 +16,10 @@ branch then excludes the other's pattern: `x-furca-not-patterns`, difference.py)
 numbers when both branches bound them by range alone and neither range lies strictly
 inside the other (each branch keeps its numbers outside the other's range: exact
 when both say the same of integers, narrower when one is `integer` and the other
-not). When objects or arrays are left unsettled, each branch takes the other's
-complement (logic.negate: `a and not b`, exact) where both exist; any other shared type
-is removed from both branches: every instance the result accepts satisfies exactly
+not). When types are left unsettled, each branch takes the other's complement
+(logic.negate: `a and not b`, exact; the complement of the branch's own keywords, the
+base being in both) where both exist and merge; otherwise the unsettled types are
+removed from both branches: every instance the result accepts satisfies exactly
 one branch (sound, sometimes narrower).
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ from furca.errors import CompileError
 
 from .difference import NOT_PATTERNS
 from .logic import NOT_STRINGS
-from .merge import ANNOTATION_LIKE, FALSE, json_equal, literal_type, merge, type_set, value_types
+from .merge import ANNOTATION_LIKE, FALSE, constraint_for, json_equal, literal_type, merge, type_set, value_types
 
 # A pattern matching exactly one string: ^ literal $ without regex metacharacters
 # (ECMA-262: `$` without the m flag matches only at the end).
@@ -220,6 +221,15 @@ def _pattern_only(s) -> bool:
     return isinstance(s.get("pattern"), str) and not any(k in s for k in _NOT_PATTERN_ONLY)
 
 
+def _lengths_or_patterns(a, b) -> bool:
+    """Whether the strings of a and b are bounded by length or by patterns, not both: the
+    product of a pattern with a length counter outgrows difference.py's state limit
+    (maskbench-dev o9804, `{1,255}` against maxLength 255), so such a pair's strings
+    are not made exclusive by complements."""
+    keys = set(a) | set(b)
+    return not (keys & {"minLength", "maxLength"} and keys & {"pattern", NOT_PATTERNS, "format"})
+
+
 def _groups(types):
     return {_GROUPS.get(t, t) for t in types}
 
@@ -235,7 +245,10 @@ def _type_disjoint(t, a, b, no_extras, resolve=None, depth=0) -> bool:
     if t == "object":
         ra, rb = set(a.get("required", [])), set(b.get("required", []))
         pa, pb = a.get("properties", {}), b.get("properties", {})
-        if any(k in pa and k in pb and _disjoint_values(pa[k], pb[k], resolve, depth) for k in ra & rb):
+        # a member one of them requires, both constraining its value disjointly (the other's
+        # constraint holds whenever the member is there: Swagger 2.0's fileSchema requires
+        # `type: file`, its schema lets `type` out but never as "file")
+        if any(_disjoint_members(a, b, k, resolve, depth) for k in ra | rb):
             return True
         for x, y, rx in ((a, b, ra), (b, a, rb)):
             py = y.get("properties", {})
@@ -245,6 +258,18 @@ def _type_disjoint(t, a, b, no_extras, resolve=None, depth=0) -> bool:
                     return True
         return no_extras and _misses(a, b) and _misses(b, a)
     return False
+
+
+def _disjoint_members(a, b, k, resolve, depth) -> bool:
+    """Whether the values a and b allow for member k are disjoint: each side's
+    `properties` entry, else its matching patternProperties, else additionalProperties
+    (composer's repositories: an object of one `false` member against ones requiring a
+    string `type`)."""
+    try:
+        ca, cb = constraint_for(a, k, "#"), constraint_for(b, k, "#")
+    except CompileError:
+        return False
+    return ca is not None and cb is not None and _disjoint_values(ca, cb, resolve, depth)
 
 
 def _forbids(y, k) -> bool:
@@ -313,12 +338,19 @@ def _merge_complements(m, negs, where):
         return m, set().union(*(ts for ts, _ in negs))
 
 
+def _complement(complement, sub, merged, beside):
+    """A schema of the instances of `beside` (which holds oneOf's base) that `merged` (sub
+    and base) rejects: the complement of sub alone, else of merged, else None."""
+    n = complement(sub, beside)
+    return n if n is not None else complement(merged, beside)
+
+
 def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None, resolve=None):
     """-> (branches merged with base and made exclusive, whether any was narrowed).
     A branch that can accept nothing is FALSE. complement(s, beside): a schema of exactly
     the instances s rejects, to be merged into `beside` (logic.negate), or None: a pair
-    of object or array branches without a proof each take the other's complement instead
-    of losing the type (exact), where both complements exist and merge. resolve(s): s
+    of branches with types no proof settles each take the other's complement instead of
+    losing those types (exact), where both complements exist and merge. resolve(s): s
     with its $refs and allOfs inlined, for proofs that look inside members (or None)."""
     merged = [merge(base, s, "%s/oneOf/%d" % (where, i)) for i, s in enumerate(subs)]
     negs = [[] for _ in merged]  # (the types shared, the complement of another branch) to merge in
@@ -378,9 +410,12 @@ def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None,
                     unlike[j].add(a["pattern"])
                     continue
                 undecided.add(t)
-            if undecided & {"object", "array"} and complement is not None:
-                # each excludes the other whole (so every undecided type), if both complements exist
-                na, nb = complement(a, b), complement(b, a)
+            if undecided and complement is not None and ("string" not in undecided or _lengths_or_patterns(a, b)):
+                # each excludes the other whole (so every undecided type), if both complements
+                # exist: b and not a == b and not subs[i] (b holds base already), and the
+                # branch's own keywords are more often negatable than base's with them
+                na = _complement(complement, subs[i], a, b)
+                nb = _complement(complement, subs[j], b, a)
                 if na is not None and nb is not None:
                     negs[i].append((undecided, nb))
                     negs[j].append((undecided, na))

@@ -5,12 +5,13 @@ schemas furca enforces, when an exact rewrite exists.
     dependentSchemas / dependencies   -> anyOf [a absent, required [a] and the schema]
     if I then T else E                -> anyOf [I and T, not(I) and E]
     not S                             -> complement of S, for S built from: booleans, type,
-                                         required, const/enum of strings (and of
-                                         numbers under `type: integer`: integer
-                                         ranges), numeric bounds, length, item and
+                                         required, const/enum (numbers: the open
+                                         intervals between them, integer ranges
+                                         under `type: integer`), numeric bounds, length, item and
                                          member count bounds, pattern, properties,
                                          items and contains (each the other's
-                                         complement), allOf, anyOf, $ref (inlined by the
+                                         complement), allOf, anyOf, oneOf (none or
+                                         two of them), $ref (inlined by the
                                          compiler first) and `{}`
 
 A schema of several independent keyword groups is the allOf of its groups, so its
@@ -19,7 +20,11 @@ a string shorter than 5" (each group alone constrains only its own type: minLeng
 holds for every non-string).
 
 "a absent" is `properties: {a: false}`. `x-furca-not-strings` is an internal keyword:
-strings other than the listed ones (other types unconstrained). `negate` returns None
+strings other than the listed ones (other types unconstrained). So is
+`x-furca-some-member` ([{names, value}]: objects with, for each entry, a member whose
+name the `names` schema (a propertyNames schema) and whose value `value` accepts;
+containers.py builds it): the complement of patternProperties, additionalProperties
+and propertyNames (some member with a name they cover and a value they reject). `negate` returns None
 when it cannot complement a schema exactly; the caller then reports the keyword.
 """
 from __future__ import annotations
@@ -28,9 +33,11 @@ from .difference import NOT_PATTERNS
 from .merge import ALL_TYPES, type_set
 
 NOT_STRINGS = "x-furca-not-strings"
+SOME_MEMBER = "x-furca-some-member"
 # a numeric bound and the bound its negation keeps (draft 6+: numeric exclusive bounds)
 _BOUND_NEGATION = {"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
                    "exclusiveMinimum": "maximum", "exclusiveMaximum": "minimum"}
+MAX_ONE_OF_NEGATED = 6  # branches of a negated oneOf (its complement has a part per pair)
 _OBJECT_KEYS = {"properties", "required", "additionalProperties", "patternProperties"}
 # a count bound -> (the type it constrains, the bound its negation keeps, the step across)
 _COUNT_NEGATION = {"minLength": ("string", "maxLength", -1), "maxLength": ("string", "minLength", 1),
@@ -40,7 +47,8 @@ _COUNT_NEGATION = {"minLength": ("string", "maxLength", -1), "maxLength": ("stri
 # keywords whose meaning does not depend on the others': negated group by group
 _KEY_GROUPS = [frozenset(g) for g in (
     {"type"}, {"const", "enum"}, set(_BOUND_NEGATION), {"pattern"}, _OBJECT_KEYS, {"allOf"},
-    {"anyOf"}, {"not"}, {"items"}, {"contains"}, *({k} for k in _COUNT_NEGATION))]
+    {"anyOf"}, {"oneOf"}, {"not"}, {"items"}, {"contains"}, {"propertyNames"},
+    *({k} for k in _COUNT_NEGATION))]
 
 
 def absent(name: str, base: dict) -> dict:
@@ -114,6 +122,9 @@ def negate(s, base=None):
     if keys == {"contains"}:
         n = negate(s["contains"], {})  # an array none of whose items matches
         return None if n is None else {"type": "array", "items": n}
+    if keys == {"propertyNames"}:
+        n = negate(s["propertyNames"], {})  # an object with a member so named
+        return n if n is None or n is False else {"type": "object", SOME_MEMBER: [{"names": n, "value": True}]}
     if keys == {"type"}:
         ts = type_set(s)
         if "number" in ts:
@@ -131,15 +142,15 @@ def negate(s, base=None):
         numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if not all(v is None or isinstance(v, (str, bool)) for v in values if not any(v is x for x in numbers)):
             return None
-        if numbers and "number" in (type_set(base) or ALL_TYPES):
-            return None  # numbers other than these: only as integer ranges, where no other number may be
         strings = [v for v in values if isinstance(v, str)]
         kept = [v for v in (True, False, None) if not any(v is x for x in values)]
         parts = [{"type": ["object", "array"] + ([] if numbers else ["number", "integer"])}]
         parts.append({"type": "string", NOT_STRINGS: strings} if strings else {"type": "string"})
         if kept:
             parts.append({"enum": kept})
-        if numbers:
+        if numbers and "number" in (type_set(base) or ALL_TYPES):
+            parts += _numbers_but(sorted(set(numbers)))  # the open intervals between them
+        elif numbers:
             parts += _integers_but(sorted({int(v) for v in numbers if float(v).is_integer()}))
         return {"anyOf": parts}
     if keys and keys <= set(_BOUND_NEGATION) | {"type"}:
@@ -156,17 +167,45 @@ def negate(s, base=None):
     if keys <= {"anyOf"}:
         subs = [negate(x, base) for x in s["anyOf"]]
         return None if any(x is None for x in subs) else {"allOf": subs}
-    if keys <= _OBJECT_KEYS | {"type"} and s.get("type", "object") == "object" \
-            and "additionalProperties" not in s and "patternProperties" not in s:
+    if keys == {"oneOf"} and isinstance(s["oneOf"], list) and 0 < len(s["oneOf"]) <= MAX_ONE_OF_NEGATED:
+        # not exactly one: none of them, or two of them at once
+        subs = s["oneOf"]
+        negs = [negate(x, base) for x in subs]
+        if any(x is None for x in negs):
+            return None
+        pairs = [{"allOf": [subs[i], subs[j]]} for i in range(len(subs)) for j in range(i + 1, len(subs))]
+        return {"anyOf": [{"allOf": negs}] + pairs}
+    if keys <= _OBJECT_KEYS | {"type"} and s.get("type", "object") == "object":
         # objects failing: some required member absent, or some member present with a bad value
+        props, pats = s.get("properties", {}), s.get("patternProperties", {})
+        if not isinstance(props, dict) or not isinstance(pats, dict) or \
+                not isinstance(s.get("required", []), list):
+            return None
         branches = [absent(r, base) for r in s.get("required", [])]
-        for name, sub in s.get("properties", {}).items():
+        for name, sub in props.items():
             n = negate(sub, {})
             if n is None:
                 return None
             if n is not False:
                 branches.append({"required": [name], "properties": {name: n},
                                  **({} if "properties" in base else {"additionalProperties": True})})
+        for p, sub in pats.items():  # a member the pattern names (declared or not) with a bad value
+            n = negate(sub, {})
+            if n is None:
+                return None
+            if n is not False:
+                branches.append({SOME_MEMBER: [{"names": {"type": "string", "pattern": p}, "value": n}]})
+        if "additionalProperties" in s:  # an undeclared member no pattern names, with a bad value
+            n = negate(s["additionalProperties"], {})
+            if n is None:
+                return None
+            if n is not False:
+                names = {"type": "string"}
+                if props:
+                    names[NOT_STRINGS] = list(props)
+                if pats:
+                    names[NOT_PATTERNS] = list(pats)
+                branches.append({SOME_MEMBER: [{"names": names, "value": n}]})
         objects = [dict(b, type="object") for b in branches]
         others = [t for t in ALL_TYPES if t != "object"] if "type" in s else []
         if others:
@@ -175,6 +214,17 @@ def negate(s, base=None):
             return False
         return objects[0] if len(objects) == 1 else {"anyOf": objects}
     return None
+
+
+def _numbers_but(excluded: list) -> list:
+    """Number schemas covering every number but the sorted `excluded` ones (the open
+    intervals between them; 3 and 3.0 are one number)."""
+    parts = [{"type": "number", "exclusiveMaximum": excluded[0]}]
+    for lo, hi in zip(excluded, excluded[1:]):
+        if lo != hi:
+            parts.append({"type": "number", "exclusiveMinimum": lo, "exclusiveMaximum": hi})
+    parts.append({"type": "number", "exclusiveMinimum": excluded[-1]})
+    return parts
 
 
 def _integers_but(excluded: list) -> list:

@@ -300,6 +300,7 @@ _MERGERS = {
     "x-furca-not-strings": lambda x, y, w: list(x) + [v for v in y if v not in x],
     "x-furca-not-patterns": lambda x, y, w: list(x) + [v for v in y if v not in x],
     "x-furca-also-patterns": lambda x, y, w: list(x) + [v for v in y if v not in x],
+    "x-furca-some-member": lambda x, y, w: list(x) + [v for v in y if canon(v) not in {canon(u) for u in x}],
     "allOf": lambda x, y, w: list(x) + list(y),
     "not": lambda x, y, w: {"anyOf": [x, y]},  # not x and not y == not (x or y)
     "propertyNames": lambda x, y, w: merge(x, y, w),  # names valid under both
@@ -314,6 +315,7 @@ _VALIDATION = {
     "unevaluatedProperties", "dependentRequired", "dependentSchemas", "dependencies", "allOf", "anyOf", "oneOf",
     "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "contentEncoding", "contentMediaType",
     "contentSchema", "nullable", "x-furca-not-strings", "x-furca-not-patterns", "x-furca-also-patterns",
+    "x-furca-some-member",
 }
 ANNOTATION_LIKE = {"title", "description", "default", "examples", "example", "$comment", "$schema", "$id", "id",
                     "readOnly", "writeOnly", "deprecated", "$anchor", "discriminator", "markdownDescription"}
@@ -326,7 +328,7 @@ def _pattern_match(pattern, name):
         raise CompileError("cannot evaluate patternProperties pattern %r" % pattern)
 
 
-def _constraint_for(side: dict, key: str, where: str):
+def constraint_for(side: dict, key: str, where: str):
     """The schema `side` imposes on property `key` (None = none)."""
     props = side.get("properties", {})
     if key in props:
@@ -353,7 +355,7 @@ def _merge_object(out: dict, a: dict, b: dict, where: str):
     names = list(a.get("properties", {})) + [k for k in b.get("properties", {}) if k not in a.get("properties", {})]
     props = {}
     for k in names:
-        ca, cb = _constraint_for(a, k, where), _constraint_for(b, k, where)
+        ca, cb = constraint_for(a, k, where), constraint_for(b, k, where)
         if ca is None:
             props[k] = cb
         elif cb is None:

@@ -6,8 +6,10 @@ leading to the next remainder) accept exactly the multiples (`multiples`). With 
 bounds and at most MAX_LISTED multiples between them, the multiples are listed as
 literals instead (`integer_multiples` decides). Integers only: a number schema takes
 the same grammar (1.0 and 4e1 spellings are a narrowing, as for bounded numbers).
-Anything else (a fractional multipleOf other than 10^-n, a bound beside an unbounded
-side other than 0) stays unsupported.
+A fractional multipleOf other than 10^-n (0.25) between two bounds lists its multiples
+too (scalars._listed_multiples: each in its shortest decimal spelling, trailing zeros
+allowed). Anything else (such a fraction without both bounds, a bound beside an
+unbounded side other than 0) stays unsupported.
 """
 from __future__ import annotations
 

@@ -7,9 +7,10 @@ difference.py), and a predicate for the declared names. The forms enforced exact
 `enum` / `const` (string values; `anyOf` / `oneOf` of such lists: their union, a name in
 several oneOf lists left out), `pattern`, `minLength` / `maxLength`, `type: string`,
 `false` (no member at all), a schema of other types only (no name), and `anyOf` of
-those forms whose parts are one pattern, list or length bound each (`oneOf`: when
-one part at most allows names). Anything else (a `format`, a `not`, ...) is
-`unsupported("propertyNames")`.
+those forms (`oneOf`: the names exactly one part allows), and the internal keywords of negations
+(`x-furca-not-strings`, `x-furca-not-patterns`: names other than these, matching none
+of those; logic.negate writes them for "some member named otherwise"). Anything else
+(a `format`, a `not`, ...) is `unsupported("propertyNames")`.
 """
 from __future__ import annotations
 
@@ -18,12 +19,14 @@ import re
 from furca.errors import CompileError
 
 from .grammar import alt, rep
-from .difference import either
+from .difference import NOT_PATTERNS, both, either, negation
+from .logic import NOT_STRINGS
 from .merge import json_equal
 from .regex import ANY_CHAR, literal_chars, pattern_chars
 
 _ANNOTATIONS = {"title", "description", "$comment", "examples", "default"}
-_STRING_KEYS = {"type", "pattern", "minLength", "maxLength"} | _ANNOTATIONS
+MAX_ONE_OF = 4  # parts of a oneOf of names (each part's names less the others')
+_STRING_KEYS = {"type", "pattern", "minLength", "maxLength", NOT_STRINGS, NOT_PATTERNS} | _ANNOTATIONS
 
 
 class Names:
@@ -84,14 +87,24 @@ def property_names(c, schema, where):
     if lo or hi is not None:
         nodes.append(rep(ANY_CHAR, lo, hi))
         checks.append(lambda n: len(n) >= lo and (hi is None or len(n) <= hi))
+    others = [v for v in schema.get(NOT_STRINGS) or () if isinstance(v, str)]
+    if others:
+        nodes.append(negation(alt(*(literal_chars(n) for n in others))))
+        checks.append(lambda n: n not in others)
+    missed = [p for p in schema.get(NOT_PATTERNS) or () if isinstance(p, str)]
+    if missed:
+        nodes.append(negation(either(*(pattern_chars(p, where + "/pattern") for p in missed))))
+        rxs = [re.compile(p) for p in missed]
+        checks.append(lambda n: not any(rx.search(n) for rx in rxs))
     if not nodes:
         return None
-    return Names(nodes, lambda n: all(f(n) for f in checks), ("strings", pattern, lo, hi))
+    return Names(nodes, lambda n: all(f(n) for f in checks),
+                 ("strings", pattern, lo, hi, tuple(others), tuple(missed)))
 
 
 def _union(c, parts, kw, where):
-    """Names of anyOf / oneOf `parts` when each allows the names of one IR node (or none;
-    for oneOf, at most one part allows any: its names are then exclusive), else None."""
+    """Names of anyOf / oneOf `parts` (for oneOf, the names exactly one part allows:
+    each part's less the others', up to MAX_ONE_OF parts), else None."""
     if not isinstance(parts, list):
         return None
     got = [property_names(c, p, "%s/%d" % (where, i)) for i, p in enumerate(parts)]
@@ -100,9 +113,14 @@ def _union(c, parts, kw, where):
     some = [g for g in got if g.nodes is not None]
     if not some:
         return NO_NAME
-    if any(len(g.nodes) != 1 for g in some) or (kw == "oneOf" and len(some) > 1):
-        return None
-    return Names([either(*(g.nodes[0] for g in some))], lambda n: any(g.ok(n) for g in some),
+    nodes = [both(*g.nodes) for g in some]
+    if kw == "oneOf" and len(some) > 1:  # the names of exactly one part
+        if len(some) > MAX_ONE_OF:
+            return None
+        exactly = [both(x, negation(either(*(y for j, y in enumerate(nodes) if j != i)))) for i, x in enumerate(nodes)]
+        return Names([either(*exactly)], lambda n: sum(1 for g in some if g.ok(n)) == 1,
+                     ("one-of", tuple(g.key for g in some)))
+    return Names([either(*nodes)], lambda n: any(g.ok(n) for g in some),
                  ("union", tuple(g.key for g in some)))
 
 

@@ -2,7 +2,8 @@
 negate then gives up), annotations and unknown keywords dropped, and a oneOf whose
 branches are provably disjoint (exclusive.provably_disjoint, under the types the schema
 and its allOf parts allow) made an anyOf, down the keywords negate descends (allOf,
-anyOf, not, properties, items, contains). At most MAX_NODES schemas are inlined for one
+anyOf, not, properties, patternProperties, additionalProperties, propertyNames, items,
+contains). At most MAX_NODES schemas are inlined for one
 `not` (a $ref shared by several places is copied at each).
 """
 from __future__ import annotations
@@ -48,10 +49,10 @@ class Negatable:
             if k in ("allOf", "anyOf", "oneOf") and isinstance(v, list):
                 v = [self._prepare(x, "%s/%s/%d" % (where, k, i), inside, own if k == "allOf" else None)
                      for i, x in enumerate(v)]
-            elif k in ("not", "items", "contains"):
+            elif k in ("not", "items", "contains", "additionalProperties", "propertyNames"):
                 v = self._prepare(v, "%s/%s" % (where, k), inside, None)
-            elif k == "properties" and isinstance(v, dict):
-                v = {n: self._prepare(x, "%s/properties/%s" % (where, n.replace("~", "~0").replace("/", "~1")),
+            elif k in ("properties", "patternProperties") and isinstance(v, dict):
+                v = {n: self._prepare(x, "%s/%s/%s" % (where, k, n.replace("~", "~0").replace("/", "~1")),
                                       inside, None) for n, x in v.items()}
             out[k] = v
         if isinstance(out.get("allOf"), list):  # the parts' types hold for each part's oneOf

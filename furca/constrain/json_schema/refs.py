@@ -1,6 +1,11 @@
 """$ref resolution inside one schema document: JSON pointers, $anchor, and $id-based URIs.
 
-Remote references (a URI that no `$id` in the document names) raise CompileError.
+Remote references (a URI that no `$id` in the document names) raise CompileError, but
+for the metaschemas of drafts 4, 6 and 7 (a schema whose members are schemas, as
+Swagger 2.0's `#/definitions/schema` refers to draft 4's `properties/title`): their
+documents come with `jsonschema` (jsonschema_specifications), and a reference to one
+grafts it under REMOTE in a shallow copy of the root, so that its pointers are the
+index's like any other.
 """
 from __future__ import annotations
 
@@ -15,6 +20,9 @@ _SCHEMA = {"items", "additionalItems", "additionalProperties", "contains", "prop
            "else", "not", "unevaluatedItems", "unevaluatedProperties", "contentSchema"}
 _SCHEMAS = {"allOf", "anyOf", "oneOf", "prefixItems"}
 _SCHEMA_MAP = {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"}
+REMOTE = "x-furca-remote"  # where a known remote document is grafted (a key of the root's copy)
+_KNOWN_REMOTE = ("http://json-schema.org/draft-04/schema", "http://json-schema.org/draft-06/schema",
+                 "http://json-schema.org/draft-07/schema")
 
 
 class RefIndex:
@@ -102,6 +110,8 @@ class RefIndex:
             doc_ptr = self.by_uri[uri]
         elif not uri or uri == self.root_uri:
             doc_ptr = "#"
+        elif (doc_ptr := self._graft(uri)) is not None:
+            pass
         else:
             raise CompileError("%s: $ref %r is not in this document (remote references are not supported)" % (where, ref))
         if frag and not frag.startswith("/"):
@@ -124,6 +134,25 @@ class RefIndex:
             raise CompileError("%s: $ref %r does not point to a schema" % (where, ref))
         return ptr, target
 
+    def _graft(self, uri: str):
+        """The pointer of known remote document `uri` (grafted now if it is not yet), or None."""
+        key = uri.replace("https://", "http://", 1)
+        if key not in _KNOWN_REMOTE or not isinstance(self.root, dict):
+            return None
+        from jsonschema_specifications import REGISTRY
+        if REMOTE not in self.root:
+            self.root = dict(self.root, **{REMOTE: {}})
+        name = str(len(self.root[REMOTE]))
+        ptr = "#/%s/%s" % (REMOTE, name)
+        # its own "#..." refs made pointers from the root: a subschema of it inlined
+        # elsewhere (a merge, a proof) still finds what they name
+        doc = _rebased(REGISTRY.contents(key + "#"), ptr)
+        self.root[REMOTE][name] = doc
+        self.by_uri[uri] = self.by_uri[key] = ptr
+        self.base[ptr] = key
+        self._walk(doc, [REMOTE, name], key, key)
+        return ptr
+
     def _follow(self, doc_ptr, frag):
         """(pointer, node) of JSON pointer `frag` below doc_ptr, or the part it lacks."""
         target = self.get(doc_ptr)
@@ -145,3 +174,16 @@ class RefIndex:
             part = part.replace("~1", "/").replace("~0", "~")
             node = node[int(part)] if isinstance(node, list) else node[part]
         return node
+
+
+def _rebased(node, ptr: str):
+    """A copy of `node` whose "#..." $refs point from the root where `ptr` holds it."""
+    if isinstance(node, list):
+        return [_rebased(v, ptr) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _rebased(v, ptr) for k, v in node.items()}
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#") and not ref.startswith("#/" + REMOTE):
+        out["$ref"] = ptr + ref[1:]
+    return out

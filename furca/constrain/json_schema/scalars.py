@@ -156,8 +156,9 @@ def decimal_places(c, schema, where):
     _, digits, exp = d.as_tuple()
     if digits == (1,) and exp <= 0:
         return -exp
-    c.unsupported("multipleOf", where, "only powers of ten <= 1 (0.01, 1, ...) and integers "
-                  "(unbounded, from 0, or at most %d multiples between bounds) are enforced" % MAX_LISTED)
+    c.unsupported("multipleOf", where, "only powers of ten <= 1 (0.01, 1, ...), integers (unbounded, from 0, "
+                  "or at most %d multiples between bounds) and other fractions between bounds (at most %d "
+                  "multiples) are enforced" % (MAX_LISTED, MAX_LISTED))
     return None
 
 
@@ -191,10 +192,37 @@ def integer_grammar(c, schema, where):
     return int_range(ilo, ihi)
 
 
+def _listed_multiples(schema, where):
+    """A fractional multipleOf that is no power of ten (0.25) between two bounds: its
+    multiples listed (at most MAX_LISTED), each in its shortest decimal spelling with
+    any trailing zeros ("2.5", "2.50"; "3", "3.0"), or None."""
+    d = _multiple_of(schema, where)
+    if d is None or d == d.to_integral_value() or d.as_tuple().digits == (1,):
+        return None
+    lo, lo_strict, hi, hi_strict = bounds(schema, where)
+    if lo is None or hi is None:
+        return None
+    first, last = (lo / d).to_integral_value(rounding="ROUND_CEILING"), (hi / d).to_integral_value(rounding="ROUND_FLOOR")
+    first += 1 if lo_strict and first * d == lo else 0
+    last -= 1 if hi_strict and last * d == hi else 0
+    if last - first + 1 > MAX_LISTED:
+        return None
+    spellings = []
+    for k in range(int(first), int(last) + 1):
+        text = format((k * d).normalize(), "f")
+        text = "0" if text == "-0" else text
+        zeros = rep(lit("0"), 0, None)
+        spellings.append(seq(lit(text), zeros) if "." in text else alt(lit(text), seq(lit(text + ".0"), zeros)))
+    return alt(*spellings)
+
+
 def number_grammar(c, schema, where):
     stepped = _stepped(c, schema, where)  # integral multiples, written as integers
     if stepped is not None:
         return stepped
+    listed = _listed_multiples(schema, where)
+    if listed is not None:
+        return listed
     room = decimal_places(c, schema, where)
     lo, lo_strict, hi, hi_strict = bounds(schema, where)
     if lo is None and hi is None and room is None:
