@@ -341,6 +341,19 @@ def test_keys_no_pattern_names_take_additional_properties_alone():
            ['{"Id":true,"abc":1,"ABC":"s"}'], ['{"Id":"s"}', '{"ABCD":"s"}', '{"Ab":1}'])
 
 
+def test_pattern_keys_by_region_of_the_patterns_naming_them():
+    """Several patternProperties of different schemas: a key takes the schemas of the
+    patterns that name it (each region of keys apart, extras.py), where before every
+    pattern key took all of them merged (o60038's icons: `^/` keys hold strings, `^[^/]`
+    keys objects: no key at all before)."""
+    agreed({"type": "object", "patternProperties": {"^/": {"type": "string"}, "^[^/]": {"type": "object"}},
+            "additionalProperties": False},
+           ['{"/a":"x","b":{}}', '{"/":"y"}', "{}"], ['{"/a":{}}', '{"b":"x"}', '{"":1}'])
+    agreed({"type": "object", "properties": {"ab": {"type": "integer"}},
+            "patternProperties": {"a": {"type": "integer"}, "b": {"minimum": 5}}},
+           ['{"ab":5,"xa":1,"xb":"s","abc":6}', '{"b":7}'], ['{"xa":"s"}', '{"xb":3}', '{"ba":4}', '{"ab":"s"}'])
+
+
 def test_declared_names_a_pattern_matches_with_another_schema():
     """A declared name that a patternProperties pattern also matches takes both schemas
     as a declared member and never comes as an extra member (whose value schema is the
@@ -762,6 +775,16 @@ def test_refs_to_the_draft_metaschemas():
         ['{"title":"t","max":3}', '{"n":0}'], ['{"title":1}', '{"max":-1}', '{"n":-2}', '{"max":1.5}'])
     with pytest.raises(CompileError, match="remote references"):
         schema_to_gbnf({"$ref": "http://example.com/schema.json#/definitions/x"})
+
+
+def test_one_of_by_enums_a_pattern_narrows():
+    """oneOf branches whose discriminating member is an enum merged with a `pattern`
+    (xstate's machine schema: every state node's `type` is one enum of five, each branch
+    adds `pattern: compound` ...): the literals the pattern leaves are disjoint."""
+    base = {"type": "object", "properties": {"type": {"enum": ["atomic", "compound", "final"]}}, "required": ["type"]}
+    nodes = [{"allOf": [base, {"properties": {"type": {"pattern": t}, "x": {"type": "integer"}}}]}
+             for t in ("atomic", "compound", "final")]
+    agreed({"oneOf": nodes}, ['{"type":"atomic"}', '{"type":"final","x":1}'], ['{"type":"other"}', '{"type":"atomic","x":"s"}'])
 
 
 def test_not_if_then_else_and_dependencies():

@@ -18,13 +18,11 @@ from furca.errors import CompileError
 from ..deadline import check as check_deadline
 from .grammar import EMPTY, NOTHING, Ref, Seq, alt, lit, opt, rep, seq
 from .merge import canon, merge
-from .difference import difference
+from .extras import extra_branches, pattern_schema_of
 from .logic import SOME_MEMBER
 from .names import property_names
 from .witnesses import extras_end, meet, some_member_object, witness_ways
-from .regex import ANY, literal_chars, pattern_chars, pattern_grammar, pattern_minus_names
 from .scalars import _nonneg_int, literal
-from .keys import key_not_in
 from .orders import two_orders_body
 from . import any_order
 from .prefix import pattern_words
@@ -127,12 +125,12 @@ def object_grammar(c, schema, where, witnesses=()):
             continue
         members.append((seq(lit(literal(name)), colon, v), req, name))
         values[name] = v
-    pattern_schema = _pattern_schema(c, patterns, where)
+    pattern_schema = pattern_schema_of(c, patterns, where)
     # a declared name a pattern matches, whose value schema is not the extra members':
     # the pattern's keys leave it out (else it could come again as an extra member)
     clash = {p: [n for n, sub in finals.items() if _search(p, n, where) and canon(sub) != canon(pattern_schema)]
              for p in patterns}
-    extras = _extra_branches(c, names, patterns, additional, where, pattern_schema, clash, allowed)
+    extras = extra_branches(c, names, patterns, additional, where, pattern_schema, clash, allowed)
     extra = alt(*[seq(key, colon, value) for key, value, _kind in extras]) if extras else None
     if witnesses:
         return _witness_object(c, schema, where, witnesses, members, extra, allowed, additional, patterns,
@@ -196,12 +194,9 @@ def _witness_object(c, schema, where, witnesses, members, extra, allowed, additi
         return NOTHING
 
     def one_way(wnames, wvalue):
-        w_additional = additional if additional is False else merge(
-            c.resolve_for_merge(additional, where), wvalue, where + "/additionalProperties")
-        w_pattern = None if pattern_schema is None else merge(
-            c.resolve_for_merge(pattern_schema, where), wvalue, where + "/patternProperties")
-        # a FALSE value leaves its way out (_extra_branches skips values without a grammar)
-        ways = _extra_branches(c, names, patterns, w_additional, where, w_pattern, clash, meet(allowed, wnames))
+        # a FALSE value leaves its way out (extra_branches skips values without a grammar)
+        ways = extra_branches(c, names, patterns, additional, where, pattern_schema, clash, meet(allowed, wnames),
+                               also=wvalue)
         return alt(*[seq(key, c.colon, value) for key, value, _kind in ways])
 
     ways = witness_ways(c, witnesses, where, one_way)
@@ -322,91 +317,3 @@ def _undeclared(name, patterns, additional, where):
         if _search(p, name, where):
             return True  # merged with the pattern's schema by the caller
     return additional
-
-
-def _pattern_schema(c, patterns, where):
-    """The value schema of a pattern-matched extra member: the patterns' schemas merged
-    when they differ (a key may match several), None without patternProperties."""
-    if not patterns:
-        return None
-    schemas = list(patterns.values())
-    pattern_schema = schemas[0]
-    for s in schemas[1:]:
-        if canon(s) != canon(pattern_schema):
-            pattern_schema = merge(c.resolve_for_merge(pattern_schema, where),
-                                   c.resolve_for_merge(s, where), where + "/patternProperties")
-    return pattern_schema
-
-
-def _extra_branches(c, declared, patterns, additional, where, pattern_schema, clash, allowed=None):
-    """The ways of writing one extra member: [(key IR, value IR, "pattern" or
-    "additional")], none when no extra member is allowed.
-
-    With patternProperties: a key matching pattern p, other than the declared names in
-    clash[p], takes `pattern_schema` (every pattern's schema merged when they differ,
-    since a key may match several); any other undeclared key takes additionalProperties
-    (exact: those keys are the difference of all keys and the patterns' and declared
-    ones, where that automaton is small enough and the order is not "any"; else merged
-    with pattern_schema). Sound; narrower than JSON Schema where schemas differ. `allowed` (names.Names, propertyNames) bounds every extra key."""
-    if allowed is not None and allowed.nodes is None:
-        return []
-    branches = []
-    if patterns:
-        value = c.value(pattern_schema, where + "/patternProperties", hint="pattern-value")
-        if value != NOTHING:
-            key = alt(*[seq(lit('"'), _pattern_key(c, p, clash.get(p), where, allowed), lit('"'))
-                        for p in patterns])
-            branches.append((key, value, "pattern"))
-    if additional is not False:
-        schema = additional
-        key = None
-        if pattern_schema is not None:
-            schema = merge(c.resolve_for_merge(additional, where), c.resolve_for_merge(pattern_schema, where),
-                           where + "/additionalProperties")
-            if c.member_order != "any" and canon(schema) != canon(c.resolve_for_merge(additional, where)):
-                # the keys no pattern names take additionalProperties alone (exact), when
-                # their automaton is small enough (any member order keeps the merged
-                # value: its watch needs keys that never run out of completions)
-                key = _unnamed_key(c, declared, patterns, allowed, where)
-                schema = additional if key is not None else schema
-        value = c.value(schema, where + "/additionalProperties", hint="additional-value")
-        if value != NOTHING:
-            if key is not None:
-                pass
-            elif allowed is None:
-                key = key_not_in(c, declared)
-            else:
-                at = "%s/propertyNames" % where
-                key = seq(lit('"'), c.cached(
-                    ("names-minus-declared", allowed.key, tuple(declared)),
-                    lambda: difference(allowed.nodes[0], [literal_chars(n) for n in declared], c.g, at,
-                                       also=allowed.nodes[1:])), lit('"'))
-            branches.append((key, value, "additional"))
-    return branches
-
-
-def _unnamed_key(c, declared, patterns, allowed, where):
-    """A quoted key that is no declared name and that no pattern names (within
-    `allowed`), or None when that difference outgrows its state limit."""
-    at = "%s/additionalProperties" % where
-    try:
-        return seq(lit('"'), c.cached(
-            ("names-minus-patterns", tuple(declared), tuple(patterns), allowed.key if allowed else None),
-            lambda: difference(allowed.nodes[0] if allowed else ANY,
-                               [literal_chars(n) for n in declared] + [pattern_chars(p, at) for p in patterns],
-                               c.g, at, also=allowed.nodes[1:] if allowed else ())), lit('"'))
-    except CompileError:
-        return None
-
-
-def _pattern_key(c, p, names, where, allowed=None):
-    """The key content a patternProperties pattern admits, less `names`, within `allowed`."""
-    at = "%s/patternProperties" % where
-    if allowed is not None:
-        return c.cached(("pattern-in-names", p, tuple(sorted(names or ())), allowed.key),
-                        lambda: difference(pattern_chars(p, at), [literal_chars(n) for n in names or ()], c.g, at,
-                                           also=allowed.nodes))
-    if names:
-        return c.cached(("pattern-minus-names", p, tuple(sorted(names))),
-                        lambda: pattern_minus_names(p, names, c.g, at))
-    return c.cached(("pattern", p, 0, None), lambda: pattern_grammar(p, at, grammar=c.g))

@@ -41,14 +41,27 @@ def _literals(s):
     if not isinstance(s, dict):
         return None
     if "const" in s:
-        return [s["const"]]
+        return _matching([s["const"]], s.get("pattern"))
     if "enum" in s and isinstance(s["enum"], list):
-        return s["enum"]
+        return _matching(s["enum"], s.get("pattern"))
     if s.get("type") == "string" and isinstance(s.get("pattern"), str):
         m = _LITERAL_PATTERN.fullmatch(s["pattern"])
         if m:
             return [m.group(1)]
     return None
+
+
+def _matching(values, pattern):
+    """The literals a `pattern` beside them leaves (strings it does not match go; other
+    types stay): xstate's state nodes, an enum of five types merged with `pattern:
+    compound`, then disjoint from each other."""
+    if not isinstance(pattern, str) or not all(v.isascii() for v in values if isinstance(v, str)):
+        return values  # (Python's re and ECMA-262 part on non-ASCII text: \d, \s, case folding)
+    try:
+        rx = re.compile(pattern)
+    except re.error:
+        return values
+    return [v for v in values if not isinstance(v, str) or rx.search(v)]
 
 
 def _disjoint_values(a, b, resolve=None, depth=0) -> bool:
