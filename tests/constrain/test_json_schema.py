@@ -801,6 +801,8 @@ def test_not_if_then_else_and_dependencies():
     check({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
            "properties": {"a": {}, "b": {"type": "integer"}}, "dependencies": {"a": {"properties": {"b": {"minimum": 5}}}}},
           ['{"a":1,"b":5}', '{"b":1}', '{"a":1}'], ['{"a":1,"b":4}'])
+    # an empty `dependencies` says nothing (o62779: was "keyword 'dependencies' is not supported")
+    agreed({"type": "object", "properties": {"a": {}}, "dependencies": {}}, ['{"a":1}', "{}"], ["1"])
     # drafts 4 and 6 have no if/then/else: ignored there, as validators do (o3385, o39097)
     for draft, passing, failing in (("draft-04", ['{"a":1}', '{"a":1,"b":2}', "{}"], ["1"]),
                                     ("draft-06", ['{"a":1}'], ["[]"]),

@@ -194,19 +194,17 @@ class Compiler:
         if any(k in schema for k in ("not", "if", "then", "else", "dependencies", "dependentRequired",
                                      "dependentSchemas")):
             schema = dict(schema)
-            deps = logic.dependencies(schema)
-            if deps:
-                for k in ("dependencies", "dependentRequired", "dependentSchemas"):
-                    schema.pop(k, None)
-                extra += deps
+            extra += logic.dependencies(schema)
+            for k in ("dependencies", "dependentRequired", "dependentSchemas"):
+                if isinstance(schema.get(k), dict):  # rewritten whole (an empty one: nothing)
+                    del schema[k]
             if self.no_conditionals:
                 for k in ("if", "then", "else"):
                     schema.pop(k, None)
             if "if" in schema and ("then" in schema or "else" in schema):
                 part = logic.conditional(dict(schema, **{"if": self.negatable(schema["if"], where + "/if")}))
                 if part is not None:
-                    part = self._merged_branches(part, where)
-                    extra.append(part)
+                    extra.append(logic.merged_branches(part, lambda b: self.resolve_for_merge(b, where + "/if")))
                     for k in ("if", "then", "else"):
                         schema.pop(k, None)
             elif "if" not in schema or ("then" not in schema and "else" not in schema):
@@ -222,21 +220,6 @@ class Compiler:
             if extra:
                 schema["allOf"] = list(schema.get("allOf", [])) + extra
         return schema
-
-    def _merged_branches(self, part, where):
-        """if/then/else's anyOf [{allOf [if, then]}, {allOf [not if, else]}] with each
-        branch merged now where it merges (else left for later): a chain of ifs on one
-        member's values then expands to branches whose conflicts merge() sees and drops
-        (`required` type with two consts for it), instead of 2^n unmerged allOfs."""
-        branches = []
-        for i, b in enumerate(part["anyOf"]):
-            try:
-                m = self.resolve_for_merge(b, "%s/if" % where)
-            except CompileError:
-                m = b
-            if m is not FALSE:
-                branches.append(m)
-        return {"anyOf": branches or [False]}
 
     def negatable(self, s, where: str):
         """`s` as logic.negate reads it (negatable.py)."""

@@ -28,12 +28,12 @@ from .grammar import EMPTY, MAX_CP, NOTHING, Ref, alt, cls, normalize, rep, seq
 from .lengths import MAX_POSITIONS, Glushkov, TooBig
 
 NOT_PATTERNS = "x-furca-not-patterns"
-_ANY_STRING = rep(cls(((0, MAX_CP),)), 0, None)
 ALSO_PATTERNS = "x-furca-also-patterns"  # allOf of two patterns: the strings both match (merge.py)
 MAX_STATES = 3000
 # a lookahead's leaves may be larger than a pattern (a negated list of ~80 reserved words
 # is ~600 positions); the product's states are bounded all the same
 BOOL_POSITIONS = 2000
+_ANY_STRING = rep(cls(((0, MAX_CP),)), 0, None)
 _START = -1
 
 

@@ -7,8 +7,10 @@ schemas furca enforces, when an exact rewrite exists.
     not S                             -> complement of S, for S built from: booleans, type,
                                          required, const/enum (numbers: the open
                                          intervals between them, integer ranges
-                                         under `type: integer`), numeric bounds, length, item and
-                                         member count bounds, pattern, properties,
+                                         under `type: integer`), numeric bounds,
+                                         length, item and member count bounds,
+                                         pattern, properties, patternProperties,
+                                         additionalProperties, propertyNames,
                                          items and contains (each the other's
                                          complement), allOf, anyOf, oneOf (none or
                                          two of them), $ref (inlined by the
@@ -23,14 +25,17 @@ holds for every non-string).
 strings other than the listed ones (other types unconstrained). So is
 `x-furca-some-member` ([{names, value}]: objects with, for each entry, a member whose
 name the `names` schema (a propertyNames schema) and whose value `value` accepts;
-containers.py builds it): the complement of patternProperties, additionalProperties
-and propertyNames (some member with a name they cover and a value they reject). `negate` returns None
-when it cannot complement a schema exactly; the caller then reports the keyword.
+witnesses.py builds it): the complement of patternProperties, additionalProperties and
+propertyNames (some member with a name they cover and a value they reject). `negate`
+returns None when it cannot complement a schema exactly; the caller then reports the
+keyword.
 """
 from __future__ import annotations
 
+from furca.errors import CompileError
+
 from .difference import NOT_PATTERNS
-from .merge import ALL_TYPES, type_set
+from .merge import ALL_TYPES, FALSE, type_set
 
 NOT_STRINGS = "x-furca-not-strings"
 SOME_MEMBER = "x-furca-some-member"
@@ -83,6 +88,23 @@ def conditional(schema: dict):
     if neg is None:
         return None
     return {"anyOf": [{"allOf": [cond, then]}, {"allOf": [neg, els]}]}
+
+
+def merged_branches(part: dict, resolve) -> dict:
+    """conditional's anyOf [{allOf [if, then]}, {allOf [not if, else]}] with each branch
+    merged now where it merges (resolve: the compiler's resolve_for_merge; else left for
+    later): a chain of ifs on one member's values then expands to branches whose
+    conflicts merge() sees and drops (`required` type with two consts for it), instead of
+    2^n unmerged allOfs."""
+    branches = []
+    for b in part["anyOf"]:
+        try:
+            b = resolve(b)
+        except CompileError:
+            pass
+        if b is not FALSE:
+            branches.append(b)
+    return {"anyOf": branches or [False]}
 
 
 def negate(s, base=None):
