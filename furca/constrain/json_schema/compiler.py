@@ -17,7 +17,7 @@ from furca.errors import CompileError
 
 from ..deadline import check as check_deadline
 from . import arrays, containers, finite, logic, scalars
-from .exclusive import exclusive_branches
+from .exclusive import ProofResolver, exclusive_branches
 from .grammar import EMPTY, NOTHING, Cls, Grammar, Lit, Ref, alt, cls, lit, rep, seq
 from .merge import FALSE, ALL_TYPES, merge, normalize_schema, type_set
 from .negatable import Negatable
@@ -325,7 +325,7 @@ class Compiler:
         """oneOf branches merged with `base`, made exclusive (unsupported="raise") or, where
         exclusivity would drop values, as anyOf with a warning (unsupported="warn")."""
         complement = lambda s, beside: logic.negate(self.negatable(s, where), beside)  # noqa: E731
-        resolve = lambda s: self.resolve_for_merge(s, where)  # noqa: E731
+        resolve = ProofResolver(lambda s: self.resolve_for_merge(s, where), where)
         out, narrowed = exclusive_branches(subs, base, not self.allow_extra, where, complement, resolve)
         if narrowed and not self.raise_unsupported:
             self.warn("%s/oneOf: branches may overlap; oneOf's exclusivity is not enforced; treated as anyOf "

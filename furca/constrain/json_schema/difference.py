@@ -87,19 +87,22 @@ class _Auto:
         return [(self.g.classes[p], p) for q in state for p in self.succ[q]]
 
 
-def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_POSITIONS):
+def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_POSITIONS, limit=None):
     """JSON-encoded IR of the strings of decoded-char IR `node` matched by every node in
     `also` and by none of the nodes in `excluded`; the rules go into `grammar`. Any of
     them may be a Bool. node_positions: the limit of automaton positions of `node`'s
     leaves (a format's grammar is larger than a pattern; the product's states are
-    bounded all the same)."""
+    bounded all the same). limit: (positions of every leaf, states), tighter bounds for
+    a caller with a cheaper fallback (CompileError past them)."""
     autos = []
+
+    leaf_positions, max_states = limit or (None, MAX_STATES)
 
     def leaves(f, positions=MAX_POSITIONS):
         """f with its IR leaves numbered: ("leaf", i) / (op, [...])."""
         if isinstance(f, Bool):
             return (f.op, [leaves(x, max(positions, BOOL_POSITIONS)) for x in f.parts])
-        autos.append(_Auto(f, where, positions))
+        autos.append(_Auto(f, where, positions if leaf_positions is None else leaf_positions))
         return ("leaf", len(autos) - 1)
 
     parts = [leaves(node, node_positions)] + [leaves(n) for n in also]
@@ -119,9 +122,9 @@ def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_
                 seen.add(t)
                 order.append(t)
                 todo.append(t)
-                if len(seen) > MAX_STATES:
+                if len(seen) > max_states:
                     raise CompileError("%s: pattern excluding another needs more than %d states"
-                                       % (where, MAX_STATES))
+                                       % (where, max_states))
 
     def accepting(s):
         return _holds(formula, [a.accepts(x) for a, x in zip(autos, s)])

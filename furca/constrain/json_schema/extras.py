@@ -37,6 +37,11 @@ def pattern_schema_of(c, patterns, where):
 
 
 MAX_PATTERN_REGIONS = 4  # patterns whose key regions (2^n - 1 of them) are built apart
+# the exact keys (regions, keys no pattern names) only where their automata are small:
+# (positions of each pattern, states); past them the merged form, which needs no
+# automaton of its own (o64731's `^[a-zA-Z0-9_-]{0,250}$`: its complement's 250 counted
+# states cost a 37 ms compile and a 37 ms first key mask)
+EXACT_LIMIT = (64, 256)
 
 
 def _pattern_regions(c, declared, patterns, where, allowed, also):
@@ -65,7 +70,7 @@ def _pattern_regions(c, declared, patterns, where, allowed, also):
                            lambda: difference(both(*[pattern_chars(p, at) for p in inside]),
                                               [pattern_chars(p, at) for p in outside] +
                                               [literal_chars(n) for n in declared],
-                                              c.g, at, also=allowed.nodes if allowed else ()))
+                                              c.g, at, also=allowed.nodes if allowed else (), limit=EXACT_LIMIT))
         except CompileError:
             return None
         if key == NOTHING:
@@ -141,7 +146,7 @@ def _unnamed_key(c, declared, patterns, allowed, where):
             ("names-minus-patterns", tuple(declared), tuple(patterns), allowed.key if allowed else None),
             lambda: difference(allowed.nodes[0] if allowed else ANY,
                                [literal_chars(n) for n in declared] + [pattern_chars(p, at) for p in patterns],
-                               c.g, at, also=allowed.nodes[1:] if allowed else ())), lit('"'))
+                               c.g, at, also=allowed.nodes[1:] if allowed else (), limit=EXACT_LIMIT)), lit('"'))
     except CompileError:
         return None
 
