@@ -1,6 +1,6 @@
 """A schema as logic.negate reads it: its $refs inlined (a recursive one left as it is:
 negate then gives up), annotations and unknown keywords dropped, and a oneOf whose
-branches are provably disjoint (exclusive.provably_disjoint, under the types the schema
+branches are provably disjoint (proofs.provably_disjoint, under the types the schema
 and its allOf parts allow) made an anyOf, down the keywords negate descends (allOf,
 anyOf, not, properties, patternProperties, additionalProperties, propertyNames, items,
 contains). At most MAX_NODES schemas are inlined for one
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from furca.errors import CompileError
 
-from .exclusive import provably_disjoint
+from .proofs import provably_disjoint
 from .merge import intersect_types, type_set
 
 MAX_NODES = 2000
