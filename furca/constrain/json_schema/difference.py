@@ -33,7 +33,8 @@ MAX_STATES = 3000
 # a lookahead's leaves may be larger than a pattern (a negated list of ~80 reserved words
 # is ~600 positions); the product's states are bounded all the same
 BOOL_POSITIONS = 2000
-_ANY_STRING = rep(cls(((0, MAX_CP),)), 0, None)
+ANY_CHAR = cls(((0, MAX_CP),))  # one character, any code point
+ANY = rep(ANY_CHAR, 0, None)  # any string
 _START = -1
 
 
@@ -107,7 +108,7 @@ def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_
 
     parts = [leaves(node, node_positions)] + [leaves(n) for n in also]
     if isinstance(node, Bool):  # a negation may accept characters no automaton moves on
-        parts.insert(0, leaves(_ANY_STRING))
+        parts.insert(0, leaves(ANY))
     if excluded:
         parts.append(("not", [("or", [leaves(n) for n in excluded])]))
     formula = ("and", parts)

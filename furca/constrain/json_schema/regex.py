@@ -19,12 +19,10 @@ from __future__ import annotations
 from furca.errors import CompileError
 
 from ..regex_syntax import parse
-from .grammar import EMPTY, MAX_CP, alt, cls, rep, seq
-from .difference import Bool, both, difference, either, negation
+from .grammar import EMPTY, alt, cls, rep, seq
+from .difference import ANY, ANY_CHAR, Bool, both, difference, either, negation
 from .lengths import bounded_chars
 
-ANY_CHAR = cls(((0, MAX_CP),))  # one character, any code point
-ANY = rep(ANY_CHAR, 0, None)
 
 
 def pattern_grammar(pattern: str, where: str, min_len: int = 0, max_len: int | None = None, grammar=None):
