@@ -90,6 +90,28 @@ def time_full_decode_steps(runner, batch_size: int) -> list[float]:
     return times
 
 
+def random_weights_model(hf_config: dict, tokenizer, *, device, dtype, seed: int = 0,
+                         context_length: int = 2048):
+    """A `LoadedModel` of ``hf_config``'s architecture with random weights (N(0, 0.05),
+    norms 1) on ``device``: for timings where the weights' values do not matter, on a
+    machine the real weights cannot reach. ``tokenizer``: a furca `Tokenizer`."""
+    from furca.runtime.loader import LoadedModel
+    from furca.runtime.model_config import ModelConfig
+    from furca.runtime.models import get_model_class
+
+    config = ModelConfig.from_hf_dict(hf_config)
+    model = get_model_class(config.architecture)(config, dtype=dtype, device=device).eval()
+    gen = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.fill_(1.0)
+            else:
+                p.copy_(torch.randn(p.shape, device=device, generator=gen, dtype=torch.float32) * 0.05)
+    return LoadedModel(model=model, config=config, tokenizer=tokenizer, generation_defaults={},
+                       context_length=context_length, model_path=Path("random-weights"))
+
+
 def wait_healthy(proc, url: str, timeout: float = 600.0, log: str | None = None) -> None:
     """Poll ``url``/health until 200; SystemExit if the server process `proc` exits first
     (naming `log`, its output file) or `timeout` passes."""

@@ -19,6 +19,15 @@ applying the masks to the logits, accepting the tokens.
 
     .venv/bin/python bench/constrained_step.py [--steps 24] [--rounds 3] [--threads N]
         [--jump-forward] [--disable-overlap-masks] [--disable-early-masks] [--mask-wait-ms 2]
+        [--random-weights MODEL_DIR]
+
+``--random-weights MODEL_DIR``: the config and tokenizer of MODEL_DIR (an HF-format
+directory: ``furca pull`` writes the default model's to ~/.cache/furca/models/) with random
+weights, bf16 on CUDA where there is one: for the GPU check (bench/gpu_check.sh), whose
+machine the default model's weights do not reach. The greedy outputs, so the grammar paths
+walked, are then not the real model's; the schemas and prompts are the same. On CUDA the
+forward timer sees kernel launches only (the masks overlap the GPU's work, so nothing
+syncs there): the step ratio is the figure, not "the rest of the step".
 
 Jump-forward is off by default, so that every step of both sides computes one token per
 request (forced tokens would make the constrained steps heavier forwards, not slower
@@ -48,7 +57,7 @@ def prompt_of(name: str, schema: dict) -> str:
 
 
 def pick_schemas(engine: Engine, data: Path, n: int, steps: int) -> list[tuple[str, dict]]:
-    """The first ``n`` schemas of ``data`` (sorted by name) that compile and whose greedy
+    """The first ``n`` schemas of ``data`` (sorted by name), of the first 3n that compile, whose greedy
     output runs the whole ``steps`` tokens (so every timed step has all ``n`` rows)."""
     compiled = []
     for path in sorted(data.glob("*.json")):
@@ -59,7 +68,7 @@ def pick_schemas(engine: Engine, data: Path, n: int, steps: int) -> list[tuple[s
         except Exception:  # noqa: BLE001 - a schema furca does not compile is skipped
             continue
         compiled.append((path.stem, schema))
-        if len(compiled) == 2 * n:
+        if len(compiled) == 3 * n:
             break
     outs = engine.generate([prompt_of(*c) for c in compiled],
                            sampling_params=[{"max_new_tokens": steps, "temperature": 0.0,
@@ -96,6 +105,8 @@ def main() -> None:
     ap.add_argument("--disable-overlap-masks", action="store_true")
     ap.add_argument("--disable-early-masks", action="store_true")
     ap.add_argument("--mask-wait-ms", type=float, default=None)
+    ap.add_argument("--random-weights", metavar="MODEL_DIR", default=None,
+                    help="MODEL_DIR's config and tokenizer with random weights (the GPU check)")
     add_threads_arg(ap)
     args = ap.parse_args()
     set_threads(args)
@@ -107,7 +118,22 @@ def main() -> None:
         opts["early_masks"] = False
     if args.mask_wait_ms is not None:
         opts["mask_wait_ms"] = args.mask_wait_ms
-    with Engine(**opts) as engine:
+    model = None
+    if args.random_weights:
+        import torch
+
+        from _util import random_weights_model
+
+        from furca.runtime.loader.hf import read_json
+        from furca.runtime.tokenizer import Tokenizer
+
+        cuda = torch.cuda.is_available()
+        model_dir = Path(args.random_weights)
+        model = random_weights_model(read_json(model_dir / "config.json"), Tokenizer.from_pretrained(model_dir),
+                                     device="cuda" if cuda else "cpu",
+                                     dtype=torch.bfloat16 if cuda else torch.float32)
+    with Engine(model, **opts) as engine:
+        device = str(engine.scheduler.runner.device)
         schemas = pick_schemas(engine, Path(args.data), BATCH, args.steps)  # also the warm-up
         prompts = [prompt_of(*c) for c in schemas]
         base = {"max_new_tokens": args.steps, "temperature": 0.0}
@@ -154,7 +180,7 @@ def main() -> None:
         parts["early_per_step"] = round(sum(m.num_early for m in masks) / len(masks), 3)
         print("constrained step, median per step: " + ", ".join(f"{k} {v}" for k, v in parts.items()))
     record = dict(bench="constrained_step", steps=args.steps, rounds=args.rounds, jump_forward=args.jump_forward,
-                  overlap=not args.disable_overlap_masks, early=not args.disable_early_masks, mask_wait_ms=args.mask_wait_ms,
+                  random_weights=bool(args.random_weights), device=device, overlap=not args.disable_overlap_masks, early=not args.disable_early_masks, mask_wait_ms=args.mask_wait_ms,
                   plain_ms=round(wall["plain"], 2), constrained_ms=round(wall["json_schema"], 2),
                   ratio=round(ratio, 3), cpu_ratio=round(cpu_ratio, 3), plain_forward_ms=round(fwd["plain"], 2),
                   constrained_forward_ms=round(fwd["json_schema"], 2), plain_rest_ms=round(rest["plain"], 3),

@@ -17,10 +17,16 @@
 #                     decode attention over an fp8 (e4m3) vs a bf16 KV pool: ms, GB/s,
 #                     speed-up, error (bench/gpu_kv_fp8.py; sm_89+, else skipped)
 #   bench.txt         that script's log
+#   constrained_step.txt  32 concurrent json_schema requests (MaskBench schemas) against
+#                     the same 32 unconstrained: decode step time ratio, mask fill / wait /
+#                     apply / accept per step (bench/constrained_step.py, random weights with
+#                     the default model's config and tokenizer from GPU_MODEL_DIR, default
+#                     .gpu-model: the files `furca pull` writes less model.safetensors;
+#                     skipped with a message where that folder is missing)
 #   tp.txt            TP=2 vs one GPU, decode tokens/s and collective time per step
 #                     (bench/tp.py); skipped with a message on a machine with one GPU
-# Budget: about 2 minutes of tests and 2.5 of benchmarks (each under a timeout), so the
-# whole check ends within 5 minutes (8 with two or more GPUs: the TP run). Exit status:
+# Budget: about 2 minutes of tests, 2.5 of kernel benchmarks and 1.5 of the constrained step (each under a timeout), so the
+# whole check ends within 7 minutes (8 with two or more GPUs: the TP run). Exit status:
 # non-zero if any part failed.
 set -uo pipefail
 
@@ -61,6 +67,18 @@ env ${SMOKE:+TRITON_INTERPRET=1} timeout "$TEST_TIMEOUT" "$PY" -m pytest -q -p n
 # 2. the measurements
 timeout 170 "$PY" bench/gpu_kernels.py $SMOKE --out "$RESULTS_DIR" 2>&1 | tee "$RESULTS_DIR/bench.txt"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "gpu_kernels.py FAILED (or timed out)"; status=1; }
+
+# 2b. constrained decoding beside the forward pass: 32 json_schema requests vs 32 plain ones
+GPU_MODEL_DIR="${GPU_MODEL_DIR:-.gpu-model}"
+if [[ -f "$GPU_MODEL_DIR/config.json" && -f "$GPU_MODEL_DIR/tokenizer.json" ]]; then
+    args=(--random-weights "$GPU_MODEL_DIR")
+    [[ -n "$SMOKE" ]] && args+=(--rounds 1 --steps 4)
+    timeout 150 "$PY" bench/constrained_step.py "${args[@]}" 2>&1 | tee "$RESULTS_DIR/constrained_step.txt"
+    [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "constrained_step.py FAILED (or timed out)"; status=1; }
+else
+    echo "constrained step skipped: no $GPU_MODEL_DIR/config.json and tokenizer.json (copy them from ~/.cache/furca/models/SmolLM2-135M-Instruct)" \
+        | tee "$RESULTS_DIR/constrained_step.txt"
+fi
 
 # 3. tensor parallelism: TP=2 against one GPU (bench/tp.py, NCCL), where there are two or more
 NGPU=$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)

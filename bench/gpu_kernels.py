@@ -314,23 +314,13 @@ def tiny_vocab_tokenizer(vocab: int):
 
 
 def random_model(hf_config: dict, dtype, seed: int = 0):
-    from furca.runtime.loader import LoadedModel
-    from furca.runtime.model_config import ModelConfig
-    from furca.runtime.models import get_model_class
+    from _util import random_weights_model  # bench/, beside this script
+
     from furca.runtime.tokenizer import Tokenizer
 
-    config = ModelConfig.from_hf_dict(hf_config)
-    model = get_model_class(config.architecture)(config, dtype=dtype, device=DEVICE).eval()
-    gen = torch.Generator(device=DEVICE).manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.fill_(1.0)
-            else:
-                p.copy_(torch.randn(p.shape, device=DEVICE, generator=gen, dtype=torch.float32) * 0.05)
-    tokenizer = Tokenizer(tiny_vocab_tokenizer(config.vocab_size))
-    return LoadedModel(model=model, config=config, tokenizer=tokenizer, generation_defaults={},
-                       context_length=2048, model_path=Path("random-weights"))
+    vocab = hf_config["vocab_size"]
+    return random_weights_model(hf_config, Tokenizer(tiny_vocab_tokenizer(vocab)), device=DEVICE, dtype=dtype,
+                                seed=seed)
 
 
 SMOLLM2_135M = {  # HuggingFaceTB/SmolLM2-135M config.json (the parts furca reads)

@@ -182,7 +182,7 @@ def launch_all() -> None:
     the GPU bench use (CPU tensors: under `_capturing` nothing runs)."""
     import torch
 
-    from furca.kernels.decode_attention import decode_attention
+    from furca.kernels.decode_attention import decode_attention, default_num_stages
     from furca.kernels.extend_attention import default_blocks, extend_attention
     from furca.kernels.store_kv import store_kv
     from furca.kernels.token_bitmask import apply_token_bitmask_
@@ -191,7 +191,8 @@ def launch_all() -> None:
     gen = torch.Generator().manual_seed(0)
     cuda = torch.device("cuda")  # only named: the tensors stay on the CPU
     # fp8 (e4m3) KV pools, read with fp16 / bf16 queries: sm_89+ only (Triton has no e4m3 before)
-    sm89 = driver.active.get_current_target().arch >= 89
+    arch = driver.active.get_current_target().arch
+    sm89 = arch >= 89
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         fp8_pool = sm89 and dtype != torch.float32
         for (num_heads, num_kv, head_dim), pool_dtype in [(s, d) for s in HEAD_SHAPES
@@ -203,7 +204,8 @@ def launch_all() -> None:
                 indices = torch.arange(1, 21, dtype=idx_dtype)
                 indptr = torch.tensor([0, 8, 20], dtype=idx_dtype)
                 q = torch.randn(2, num_heads, head_dim, generator=gen).to(dtype)
-                decode_attention(q, k_buf, v_buf, indptr, indices, 0.125)
+                decode_attention(q, k_buf, v_buf, indptr, indices, 0.125,  # what a GPU launch picks
+                                 num_stages=default_num_stages(k_buf.element_size(), (arch // 10, arch % 10)))
                 qo = torch.tensor([0, 3, 10], dtype=idx_dtype)
                 qx = torch.randn(10, num_heads, head_dim, generator=gen).to(dtype)
                 kx = torch.randn(10, num_kv, head_dim, generator=gen).to(dtype)

@@ -51,6 +51,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from furca.runtime.request import Req
@@ -190,8 +191,13 @@ class MaskFiller:
             for job in jobs:
                 job.run(self.faults)
         wait_s = time.perf_counter() - began
-        bitmask = torch.full((len(reqs), self.words), -1, dtype=torch.int32)
-        rows = bitmask.numpy()  # shares memory: a row copied here costs a numpy copy, not a torch op
+        # numpy, not torch.full: a batch's bitmask (32 rows x 1,536 words for a 49k vocabulary)
+        # is past torch's grain size, so torch.full wakes the intra-op OpenMP team, whose
+        # threads then spin (2.3 ms of process CPU per call at 2 threads, against 0.1 ms). On an
+        # H200 host (16 cores) the constrained steps took 4.5x the plain steps' CPU time, 127
+        # against 28 ms per step, for 1 ms of mask fill (bench/results/gpu.md, 2026-12-04).
+        rows = np.full((len(reqs), self.words), -1, dtype=np.int32)
+        bitmask = torch.from_numpy(rows)  # shares memory: a row copied in costs a numpy copy
         index = {r: i for i, r in enumerate(reqs)}
         late, errors, fill_s, num_early = [], [], 0.0, 0
         for job in jobs:

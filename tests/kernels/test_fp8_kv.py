@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_cases import DEVICE, IS_INTERPRETED, assert_close, indptr, make_pool, shuffled_slots
+from kernel_cases import DEVICE, IS_INTERPRETED, TOLERANCES, assert_close, indptr, make_pool, shuffled_slots
 
 from furca.kernels._triton import KernelArgumentError
 from furca.kernels.decode_attention import decode_attention, decode_attention_ref
@@ -91,7 +91,15 @@ def test_extend_reads_an_fp8_pool_and_rounds_the_new_kv_as_stored(q_dtype):
     args = (q, k, v, k_buf, v_buf, indptr([n for _, n in reqs]), indptr([p + n for p, n in reqs]), kv_indices)
     got = extend_attention(*args, 0.125, block_m=16, block_n=16)
     want = extend_attention_ref(*args, 0.125)
-    assert_close(got, want, q_dtype)
+    # Each output is a softmax-weighted sum of V values up to +-448 that nearly cancel; the
+    # kernel rounds the weights to the query dtype before P @ V (as flash attention does),
+    # so its error scales with sum(p * |v|), not with the (small) result: bf16's 2^-8 times
+    # 448 times a weight of a few percent is ~0.05 (seen on an H200). Bound it so.
+    atol, rtol = TOLERANCES[q_dtype]
+    mass = extend_attention_ref(q, k, v.abs(), k_buf, v_buf.float().abs().to(FP8), *args[5:], 0.125).float()
+    err = (got.float() - want.float()).abs()
+    assert not got.isnan().any() and (err <= atol + rtol * mass).all(), \
+        f"max error {err.max():.4g}; worst error / (atol + rtol * mass) {(err / (atol + rtol * mass)).max():.3g}"
     # the reference's new K/V really are the saturated ones: unrounded K/V differ
     unrounded = extend_attention_ref(q, k.float(), v.float(), k_buf.float(), v_buf.float(), *args[5:], 0.125)
     assert (unrounded.float() - want.float()).abs().max() > 1.0
