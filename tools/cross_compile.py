@@ -209,7 +209,8 @@ def launch_all() -> None:
                 qo = torch.tensor([0, 3, 10], dtype=idx_dtype)
                 qx = torch.randn(10, num_heads, head_dim, generator=gen).to(dtype)
                 kx = torch.randn(10, num_kv, head_dim, generator=gen).to(dtype)
-                bm, bn, warps, stages = default_blocks(cuda, head_dim, dtype)  # what a GPU launch picks (q's dtype)
+                # what a GPU launch of this arch picks (q's dtype)
+                bm, bn, warps, stages = default_blocks(cuda, head_dim, dtype, (arch // 10, arch % 10))
                 extend_attention(qx, kx, kx.clone(), k_buf, v_buf, qo, indptr, indices, 0.125, max_qo_len=7,
                                  block_m=bm, block_n=bn, num_warps=warps, num_stages=stages)
             store_kv(k_buf, v_buf, torch.arange(3, 13), kx, kx.clone())

@@ -156,15 +156,24 @@ def _extend_attention_kernel(
                  out.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_d[None, :])
 
 
-def default_blocks(device: torch.device, head_dim: int, dtype: torch.dtype) -> tuple[int, int, int, int]:
-    """``(BLOCK_M, BLOCK_N, num_warps, num_stages)``. On CUDA, fp32 tiles are smaller:
-    exact fp32 dots run on FMA units, not tensor cores, and need far more registers
-    (128x64 or 64x64 tiles spill kilobytes per thread on sm_80 and sm_90;
-    ``python tools/cross_compile.py`` checks every default)."""
+def default_blocks(device: torch.device, head_dim: int, dtype: torch.dtype,
+                   capability: tuple[int, int] | None = None) -> tuple[int, int, int, int]:
+    """``(BLOCK_M, BLOCK_N, num_warps, num_stages)``; ``capability``: the CUDA device's
+    (None: asked of ``device``). On CUDA, fp32 tiles are smaller: exact fp32 dots run on
+    FMA units, not tensor cores, and need far more registers (128x64 or 64x64 tiles
+    spill kilobytes per thread on sm_80 and sm_90; ``python tools/cross_compile.py``
+    checks every default). On sm_90+ 16-bit tiles are 128x128: on an H200
+    (bench/results/gpu.md, 2026-12-04; 32 q / 8 KV heads, D 128, bf16) 128x128 at 8
+    warps beat 128x64 at 8 warps by 12-21% on every shape measured (B4 x 4096 new: 2.01
+    against 2.53 ms; 3072 cached + 1024 new: 1.25 against 1.42; B16 x 512 + 512: 0.51
+    against 0.58), not yet re-run as the default; its up to 165 KB of shared memory
+    (the cross-compile's figure, D 128) is over sm_80's 163 KB, so older GPUs keep 128x64."""
     if device.type == "cuda" and dtype == torch.float32:
         return 32, 32, 8, 2
     if device.type == "cuda" and head_dim <= 128:
-        return 128, 64, 8, 2
+        if capability is None:
+            capability = torch.cuda.get_device_capability(device)
+        return (128, 128, 8, 2) if capability >= (9, 0) else (128, 64, 8, 2)
     return 64, 64, 4, 2 if head_dim <= 128 else 1
 
 
