@@ -272,6 +272,24 @@ def test_number_bounds_allow_trailing_zeros_and_no_exponent():
           ["1.49", "2.01", "1.5e0", "1"])
 
 
+def test_numbers_bounded_on_one_side_take_an_exponent_that_cannot_cross_the_bound():
+    """o57716's `{"type": "number", "minimum": 0}` e-values written 1e-06: any exponent
+    past a bound 0 that 0 meets, a non-negative one past another bound (a value like
+    1e-400, which parsers round to 0, never crosses it), none when bounded on both sides.
+    Labels checked by jsonschema."""
+    agreed({"type": "number", "minimum": 0}, ["1e-06", "0e5", "2.5E+3", "0", "3.25"], ["-1e-06", "-2", "-0.5e1"])
+    agreed({"type": "number", "exclusiveMinimum": 0}, ["7E2", "1e+3"], ["0e5", "0", "-1e2", "0.0e-1"])
+    check({"type": "number", "exclusiveMinimum": 0}, [], ["1e-06", "1e-400"])  # 1e-400 parses as 0.0
+    agreed({"type": "number", "exclusiveMaximum": 0}, ["-7E2", "-0.5"], ["0", "1e2"])
+    check({"type": "number", "exclusiveMaximum": 0}, [], ["-1e-400"])  # parses as -0.0
+    agreed({"type": "number", "minimum": 1.5}, ["2e3", "1.5e0", "1.5E+2", "9"], ["1e-1", "1", "-2e5"])
+    agreed({"type": "number", "maximum": 0}, ["-1e5", "-2.5e-3", "0"], ["1e-5", "2E1"])
+    agreed({"type": "number", "exclusiveMaximum": -2, "minimum": -100}, ["-3", "-50.5"], ["-1", "-200"])
+    # valid, not produced: bounded on both sides; a sign before the exponent past 1.5
+    check({"type": "number", "exclusiveMaximum": -2, "minimum": -100}, [], ["-3e1"])
+    check({"type": "number", "minimum": 1.5}, [], ["2e-0"])
+
+
 def test_multiple_of():
     check({"type": "number", "multipleOf": 0.01}, ["1", "1.5", "-2.25", "3.10", "0.070"], ["1.005", "1e2", "0.001"])
     check({"type": "number", "multipleOf": 1}, ["1", "1.0", "-20"], ["1.5"])
@@ -327,6 +345,20 @@ def test_required_names_not_declared_get_any_value():
 def test_pattern_properties():
     schema = {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False}
     check(schema, ['{}', '{"x-a":1,"x-b":2}'], ['{"x-a":"s"}', '{"y":1}'])
+
+
+def test_allof_of_pattern_properties_and_a_closed_part():
+    """allOf of patternProperties and another part's additionalProperties (jreleaser's
+    `http` announcers): a key the closed part does not declare takes its
+    additionalProperties, pattern keys too. Refused where a pattern names a key the
+    closed part declares. Labels checked by jsonschema."""
+    agreed({"type": "object", "allOf": [{"properties": {"n": {"type": "boolean"}}, "additionalProperties": {"type": "integer"}},
+                                        {"patternProperties": {"^x": {"minimum": 5}}, "additionalProperties": {"maximum": 9}}]},
+           ['{"xa":7}', '{"n":true,"b":3}', '{"xa":50}', "{}"],
+           ['{"xa":3}', '{"b":"s"}', '{"xa":"s"}', '{"b":10}', '{"n":1}'])
+    with pytest.raises(CompileError, match="a pattern matches a member the other part declares"):
+        schema_to_gbnf({"allOf": [{"properties": {"xa": {"type": "string"}}, "additionalProperties": {"type": "integer"}},
+                                  {"patternProperties": {"^x": {"minLength": 2}}}]})
 
 
 def test_keys_no_pattern_names_take_additional_properties_alone():
@@ -614,6 +646,18 @@ def test_integer_multiples():
            ["0", "0.25", "2.5", "2.50", "100", "100.0", "99.75", "3"], ["0.3", "100.25", "-0.25", "1.1", "0.125"])
     agreed({"type": "number", "exclusiveMinimum": -1, "exclusiveMaximum": 1.5, "multipleOf": 0.3},
            ["-0.9", "0", "0.3", "0.60"], ["-1.2", "1.5", "0.1"])
+    # not multipleOf beside an integer with close bounds (hazelcast's odd CP group size)
+    agreed({"anyOf": [{"const": 0}, {"type": "integer", "minimum": 3, "maximum": 7, "not": {"multipleOf": 2}}]},
+           ["0", "3", "5", "7"], ["2", "4", "6", "9", "1", "5.5"])
+    agreed({"type": "integer", "exclusiveMinimum": 2.5, "exclusiveMaximum": 9.5, "not": {"multipleOf": 1.5}},
+           ["4", "5", "7", "8"], ["2", "3", "6", "9", "10"])
+    with pytest.raises(CompileError, match="not"):  # unbounded: the non-multiples are no finite list
+        schema_to_gbnf({"type": "integer", "minimum": 3, "not": {"multipleOf": 2}})
+    # allOf of two multipleOf: their least common multiple, exact over decimals
+    agreed({"allOf": [{"type": "integer", "multipleOf": 4}, {"multipleOf": 6}]},
+           ["0", "12", "-24", "120"], ["4", "6", "18", "8"])
+    agreed({"type": "number", "minimum": 0, "maximum": 2, "allOf": [{"multipleOf": 0.25}, {"multipleOf": 0.1}]},
+           ["0", "0.5", "1.5", "2.0"], ["0.25", "0.1", "0.75", "1.2"])
 
 
 def test_strings_excluded_from_constrained_strings():

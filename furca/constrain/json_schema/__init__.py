@@ -79,7 +79,8 @@ Contract
   warnings.warn); oneOf branches that may overlap are treated as anyOf (with a
   warning). (Not xgrammar's `strict_mode`, which is allow_extra_properties=False.)
 - Narrowings (valid JSON the grammar does not produce): integers written as 1.0
-  (except in enum/const), numbers with an exponent when bounded or multipleOf,
+  (except in enum/const), numbers with an exponent when bounded on both sides or multipleOf (bounded on one side:
+  a negative exponent unless that bound is 0),
   object members in neither of those two orders (unless member_order="any"; in `properties` order,
   undeclared required names come last), whitespace beyond `max_whitespace` per gap,
   non-canonical escapes inside pattern/format strings and the items of uniqueItems

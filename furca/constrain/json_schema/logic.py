@@ -177,6 +177,8 @@ def negate(s, base=None):
         return {"anyOf": parts}
     if keys and keys <= set(_BOUND_NEGATION) | {"type"}:
         return _negate_bounds(s, keys)
+    if keys == {"multipleOf"}:
+        return _not_multiple(s["multipleOf"], base)
     if "pattern" in keys and keys <= {"type", "pattern"} and isinstance(s["pattern"], str) \
             and s.get("type", "string") == "string":
         # a string the pattern misses (scalars.py subtracts it); with `type`, or not a string
@@ -259,6 +261,34 @@ def _integers_but(excluded: list) -> list:
             parts.append({"type": "integer", "minimum": lo + 1, "maximum": hi - 1})
     parts.append({"type": "integer", "minimum": excluded[-1] + 1})
     return parts
+
+
+MAX_LISTED_NON_MULTIPLES = 512  # integers of a bounded range listed by `not multipleOf`
+
+
+def _not_multiple(m, base: dict) -> dict | None:
+    """not of multipleOf `m` beside an integer type with close bounds (hazelcast's odd
+    group size: 3..7, not multipleOf 2): every non-number and the range's integers that
+    are not multiples, listed. Elsewhere None (the non-integral numbers are no schema)."""
+    from fractions import Fraction
+    from math import ceil, floor
+
+    if not isinstance(m, (int, float)) or isinstance(m, bool) or m <= 0 or type_set(base) != {"integer"}:
+        return None
+    lows = [ceil(base["minimum"])] if _is_number(base.get("minimum")) else []
+    lows += [floor(base["exclusiveMinimum"]) + 1] if _is_number(base.get("exclusiveMinimum")) else []
+    highs = [floor(base["maximum"])] if _is_number(base.get("maximum")) else []
+    highs += [ceil(base["exclusiveMaximum"]) - 1] if _is_number(base.get("exclusiveMaximum")) else []
+    if not lows or not highs or max(highs) - max(lows) > MAX_LISTED_NON_MULTIPLES:
+        return None
+    step = Fraction(repr(m))
+    listed = [i for i in range(max(lows), min(highs) + 1) if Fraction(i) % step]
+    others = {"type": [t for t in ALL_TYPES if t not in ("number", "integer")]}
+    return {"anyOf": [others, {"enum": listed}]} if listed else others
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _negate_bounds(s: dict, keys) -> dict | None:

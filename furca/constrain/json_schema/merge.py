@@ -16,7 +16,8 @@ from furca.errors import CompileError
 from .difference import ALSO_PATTERNS
 
 FALSE = False
-MAX_ANYOF_PRODUCT = 64
+MAX_ANYOF_PRODUCT = 64  # branches kept of an allOf of two anyOf lists
+MAX_ANYOF_PAIRS = 1024  # pairs of branches merged to find them
 ALL_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 
 
@@ -249,11 +250,14 @@ def _same(x, y, where):
 
 
 def _anyof(x, y, where):
+    """anyOf x and anyOf y: the anyOf of every pair merged, the pairs nothing satisfies
+    dropped (if/then chains over one member's values leave few). At most
+    MAX_ANYOF_PAIRS pairs are merged and MAX_ANYOF_PRODUCT branches kept."""
     if canon(x) == canon(y):
         return x  # A and A: A (if/then chains repeat one anyOf in several thens)
-    if len(x) * len(y) > MAX_ANYOF_PRODUCT:
+    if len(x) * len(y) > MAX_ANYOF_PAIRS:
         raise CompileError("%s: allOf of anyOf lists expands to %d branches (limit %d)"
-                           % (where, len(x) * len(y), MAX_ANYOF_PRODUCT))
+                           % (where, len(x) * len(y), MAX_ANYOF_PAIRS))
     out, seen = [], set()
     for p in x:
         for q in y:
@@ -261,6 +265,9 @@ def _anyof(x, y, where):
             if m is not FALSE and (key := canon(m)) not in seen:
                 seen.add(key)
                 out.append(m)
+                if len(out) > MAX_ANYOF_PRODUCT:
+                    raise CompileError("%s: allOf of anyOf lists expands to over %d satisfiable branches (%d x %d)"
+                                       % (where, MAX_ANYOF_PRODUCT, len(x), len(y)))
     return out or [False]
 
 
@@ -287,6 +294,25 @@ def _pattern_props(x, y, where):
     return out
 
 
+def _common_multiple(x, y, where: str):
+    """multipleOf x and multipleOf y: multipleOf their least common multiple, exact over
+    the decimals written (4 and 6 -> 12; 0.25 and 0.1 -> 0.5)."""
+    from fractions import Fraction
+    from math import gcd, lcm
+
+    fx, fy = (Fraction(repr(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+              for v in (x, y))
+    if fx is None or fy is None:
+        raise CompileError("%s: multipleOf must be a number > 0, got %r and %r" % (where, x, y))
+    m = Fraction(lcm(fx.numerator, fy.numerator), gcd(fx.denominator, fy.denominator))
+    if m.denominator == 1:
+        return int(m)
+    if Fraction(repr(float(m))) != m:
+        raise CompileError("%s: allOf cannot merge multipleOf %r and %r (their least common multiple %s "
+                           "is no short decimal)" % (where, x, y, m))
+    return float(m)
+
+
 _MERGERS = {
     "minimum": _max, "exclusiveMinimum": _max, "minLength": _max, "minItems": _max, "minProperties": _max,
     "maximum": _min, "exclusiveMaximum": _min, "maxLength": _min, "maxItems": _min, "maxProperties": _min,
@@ -295,7 +321,7 @@ _MERGERS = {
     "type": lambda x, y, w: x, "nullable": lambda x, y, w: x and y,
     "enum": lambda x, y, w: x, "const": lambda x, y, w: x,
     "properties": lambda x, y, w: x, "additionalProperties": lambda x, y, w: x,
-    "pattern": _same, "format": _same, "uniqueItems": lambda x, y, w: x or y,
+    "pattern": _same, "format": _same, "uniqueItems": lambda x, y, w: x or y, "multipleOf": _common_multiple,
     "$defs": lambda x, y, w: x, "definitions": lambda x, y, w: x,
     "x-furca-not-strings": lambda x, y, w: list(x) + [v for v in y if v not in x],
     "x-furca-not-patterns": lambda x, y, w: list(x) + [v for v in y if v not in x],
@@ -347,11 +373,29 @@ def _closed(side: dict) -> bool:
     return "additionalProperties" in side and side["additionalProperties"] not in (True, {})
 
 
+def _patterns_under_closed(out: dict, patterned: dict, closed: dict, where: str) -> None:
+    """allOf of a side with patternProperties and a closed side without: a name the
+    closed side does not declare takes its additionalProperties, so each pattern's schema
+    is merged with it (names no pattern matches take both additionalProperties, merged
+    by the caller). Exact unless a name the closed side declares matches a pattern: the
+    merged pattern schema would then hold that name to the closed side's
+    additionalProperties, which its own `properties` entry replaces there."""
+    extra = closed["additionalProperties"]
+    pats = patterned["patternProperties"]
+    if any(_pattern_match(p, k) for p in pats for k in closed.get("properties", {})):
+        raise CompileError("%s: allOf cannot merge patternProperties with another additionalProperties (a pattern "
+                           "matches a member the other part declares)" % where)
+    out["patternProperties"] = {p: merge(v, extra, "%s/patternProperties/%s" % (where, p)) for p, v in pats.items()}
+
+
 def _merge_object(out: dict, a: dict, b: dict, where: str):
     if ("patternProperties" in a and _closed(b)) or ("patternProperties" in b and _closed(a)):
-        if "patternProperties" not in a or "patternProperties" not in b or \
-                canon(a["patternProperties"]) != canon(b["patternProperties"]):
-            raise CompileError("%s: allOf cannot merge patternProperties with another additionalProperties" % where)
+        if "patternProperties" in a and "patternProperties" in b:
+            if canon(a["patternProperties"]) != canon(b["patternProperties"]):
+                raise CompileError("%s: allOf cannot merge patternProperties with another additionalProperties"
+                                   % where)
+        else:
+            _patterns_under_closed(out, *((a, b) if "patternProperties" in a else (b, a)), where)
     names = list(a.get("properties", {})) + [k for k in b.get("properties", {}) if k not in a.get("properties", {})]
     props = {}
     for k in names:

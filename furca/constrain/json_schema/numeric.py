@@ -3,8 +3,11 @@
 Integers: the classic range-to-regex split by digit count. Numbers with bounds:
 sign, integer part and fraction handled apart, so `minimum: 1.5` gives
 "1" followed by a fraction >= .5, or an integer part >= 2 with any fraction.
-Bounded numbers are written without an exponent (a narrowing, documented in
-`__init__`); unbounded ones allow the full JSON number syntax.
+Numbers bounded on both sides are written without an exponent (a narrowing, documented
+in `__init__`); unbounded ones allow the full JSON number syntax. On the side without a
+bound an exponent is allowed where it cannot cross the other: any exponent where the bound
+is 0 and 0 is valid (`minimum: 0` takes 1e-06; a parser may round 1e-400 to 0), a
+non-negative one elsewhere (m * 10^e >= m >= lo).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ NONZERO = cls([(0x31, 0x39)])
 INT_UNBOUNDED = seq(opt(lit("-")), alt(lit("0"), seq(NONZERO, rep(DIGIT, 0, None))))
 FRACTION = seq(lit("."), rep(DIGIT, 1, None))
 EXPONENT = seq(cls([(0x45, 0x45), (0x65, 0x65)]), opt(cls([(0x2B, 0x2B), (0x2D, 0x2D)])), rep(DIGIT, 1, None))
+EXPONENT_NONNEG = seq(cls([(0x45, 0x45), (0x65, 0x65)]), opt(lit("+")), rep(DIGIT, 1, None))
 NUMBER_UNBOUNDED = seq(INT_UNBOUNDED, opt(FRACTION), opt(EXPONENT))
 
 
@@ -241,15 +245,27 @@ def _nonempty(node):
     raise TypeError(node)
 
 
+def _exponent_past(mantissa, any_exponent: bool, unbounded_above: bool):
+    """Magnitudes ``mantissa`` (all >= some lo >= 0) with an exponent none of which takes
+    them below lo: a non-negative one (m * 10^e >= m), or any (``any_exponent``: lo is 0
+    and 0 itself valid, so even a value a parser rounds to 0, 1e-400, is). Unchanged when
+    bounded above (an exponent could cross that bound)."""
+    if not unbounded_above or mantissa == NOTHING:
+        return mantissa
+    return seq(mantissa, opt(EXPONENT if any_exponent else EXPONENT_NONNEG))
+
+
 def number_range(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool, room=None):
-    """JSON numbers x with lo <(=) x <(=) hi, written without exponent; None = unbounded.
+    """JSON numbers x with lo <(=) x <(=) hi (an exponent only on an unbounded side, see
+    the module docstring); None = unbounded.
     room: at most that many non-zero fraction digits (multipleOf 10^-room)."""
     if lo is None and hi is None and room is not None:
         return seq(INT_UNBOUNDED, _dotted(_tail(room)))
     parts = []
     if hi is None or hi > 0 or (hi == 0 and not hi_strict):
         nlo, nls = (lo, lo_strict) if lo is not None and lo >= 0 else (Decimal(0), False)
-        parts.append(_nonneg_number(nlo, nls, hi, hi_strict, room))
+        parts.append(_exponent_past(_nonneg_number(nlo, nls, hi, hi_strict, room), nlo == 0 and not nls,
+                                    hi is None and room is None))
     if lo is None or lo < 0:
         # negatives: -y with y in (max(0, -hi), -lo]; y == 0 excluded ("-0" is not produced)
         if hi is not None and hi < 0:
@@ -257,6 +273,8 @@ def number_range(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_str
         else:
             ylo, yls = Decimal(0), True
         yhi, yhs = (-lo, lo_strict) if lo is not None else (None, False)
-        parts.append(seq(lit("-"), _nonneg_number(ylo, yls, yhi, yhs, room)))
+        zero_valid = hi is None or hi > 0 or (hi == 0 and not hi_strict)  # -1e-400 reads as -0.0
+        parts.append(seq(lit("-"), _exponent_past(_nonneg_number(ylo, yls, yhi, yhs, room), ylo == 0 and zero_valid,
+                                                  yhi is None and room is None)))
     parts = [p for p in parts if p != NOTHING]
     return alt(*parts) if parts else NOTHING
