@@ -134,6 +134,46 @@ def test_pattern_keys_beside_a_finite_key_set():
     assert masked > 30 and finished > 3
 
 
+def test_keys_no_pattern_names_take_additional_properties_alone_in_any_order():
+    """patternProperties `^b` beside additionalProperties: a key that is neither declared
+    nor starts with b takes additionalProperties alone (exact, as in schema order: the
+    keys no pattern names never run out of completions, so the watch may take them as
+    free keys); was merged with the pattern's schema (o7573's `$ref` key, o82144)."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}},
+              "patternProperties": {"^b": {"type": "integer"}}, "additionalProperties": {"type": "string"}}
+    g = GrammarCompiler(byte_info([])).compile_json_schema(schema, member_order="any")
+    for doc, ok in [('{"x":"s","b1":1,"a":1}', True), ('{"b":1,"x":"s"}', True), ('{"x":1}', False),
+                    ('{"bx":"s"}', False), ('{"x":"s","x":"t"}', False)]:
+        m = g.matcher()
+        assert (m.accept_string(doc) and m.accept_token(BYTE_EOS)) == ok, doc
+    masked, finished = _walk(schema, 7, walks=60, steps=30)  # every finished walk valid (jsonschema)
+    assert masked > 10 and finished > 3
+    # keys no pattern names that run out (`[\s\S]` names every non-empty key: only "" is
+    # left; `.` would leave keys of line terminators, endless) keep the merged, narrower value
+    narrow = {"type": "object", "patternProperties": {"[\\s\\S]": {"type": "integer"}},
+              "additionalProperties": {"type": "string"}}
+    g = GrammarCompiler(byte_info([])).compile_json_schema(narrow, member_order="any")
+    assert g.matcher().accept_string('{"a":1}') and not g.matcher().accept_string('{"":"s"}')
+
+
+def test_pattern_keys_by_region_in_any_order():
+    """Two patterns of different schemas: each region of keys (named by `^a` alone, by
+    `b` alone, by both) takes the merge of its patterns' schemas, in any member order
+    too (the regions never run out of completions); was every pattern key taking both
+    schemas (o60038, o76944, o11975). Integer values: the walk's definition watches
+    every object, and furca does not watch objects inside values of any JSON."""
+    schema = {"type": "object", "patternProperties": {"^a": {"type": "integer"}, "b": {"type": "integer", "minimum": 5}},
+              "additionalProperties": {"type": "integer", "maximum": 3}}
+    g = GrammarCompiler(byte_info([])).compile_json_schema(schema, member_order="any")
+    for doc, ok in [('{"a1":1}', True), ('{"xb":7,"a":2}', True), ('{"ab":7,"z":3}', True),
+                    ('{"ab":1}', False), ('{"xb":1}', False), ('{"a":"s"}', False), ('{"a":1,"a":2}', False),
+                    ('{"z":4}', False)]:
+        m = g.matcher()
+        assert (m.accept_string(doc) and m.accept_token(BYTE_EOS)) == ok, doc
+    masked, finished = _walk(schema, 8, walks=60, steps=30)  # every finished walk valid (jsonschema)
+    assert masked > 10 and finished > 3
+
+
 def test_a_value_object_not_yet_opened_is_not_the_object_watched():
     """Before a value object's `{` the state's configurations already sit at that
     object's rule (its entry): the keys that count are still the outer object's. Here

@@ -88,13 +88,46 @@ class _Auto:
         return [(self.g.classes[p], p) for q in state for p in self.succ[q]]
 
 
-def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_POSITIONS, limit=None):
+def _every_state_reaches_a_cycle(states, succ) -> bool:
+    """Whether from every state of the graph `succ` (state -> successors) a cycle is
+    reachable: each then has infinitely many paths onward."""
+    onward = set()  # states known to reach a cycle
+    for root in states:
+        if root in onward:
+            continue
+        # depth-first from root: a state met again on the current path closes a cycle
+        path, on_path, done = [(root, iter(succ[root]))], {root}, set()
+        found = False
+        while path and not found:
+            s, it = path[-1]
+            t = next(it, None)
+            if t is None:
+                path.pop()
+                on_path.discard(s)
+                done.add(s)
+            elif t in on_path or t in onward:
+                found = True
+            elif t not in done:
+                path.append((t, iter(succ[t])))
+                on_path.add(t)
+        if not found:
+            return False
+        onward.update(s for s, _ in path)
+        onward.add(root)
+    return True
+
+
+def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_POSITIONS, limit=None,
+               open_ended=False):
     """JSON-encoded IR of the strings of decoded-char IR `node` matched by every node in
     `also` and by none of the nodes in `excluded`; the rules go into `grammar`. Any of
     them may be a Bool. node_positions: the limit of automaton positions of `node`'s
     leaves (a format's grammar is larger than a pattern; the product's states are
     bounded all the same). limit: (positions of every leaf, states), tighter bounds for
-    a caller with a cheaper fallback (CompileError past them)."""
+    a caller with a cheaper fallback (CompileError past them). open_ended: CompileError
+    unless every prefix of a string in the difference has infinitely many completions in
+    it (object keys in any member order: the matcher's watch never finds every
+    completion of a key prefix used)."""
     autos = []
 
     leaf_positions, max_states = limit or (None, MAX_STATES)
@@ -141,6 +174,8 @@ def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_
     if start not in live:
         return NOTHING
     kept = [s for s in order if s in live]
+    if open_ended and not _every_state_reaches_a_cycle(kept, {s: [t for t in edges[s] if t in live] for s in kept}):
+        raise CompileError("%s: a prefix of these keys has finitely many completions" % where)
     names = {s: grammar.new_name("diff") for s in kept}
     for s in kept:
         parts = [EMPTY] if accepting(s) else []

@@ -7,8 +7,9 @@ patterns naming it, less the others and the declared names) takes the merge of i
 patterns' schemas (`_pattern_regions`: exact); otherwise every pattern key takes all
 the patterns' schemas merged (sound, narrower where they differ). A key no pattern
 names takes additionalProperties (alone: the difference of all keys and the patterns'
-and declared ones, where that automaton is small enough and the member order is not
-"any"; else merged with the patterns' schema). propertyNames (names.Names) bounds
+and declared ones, where that automaton is small enough and, in any member order, no
+prefix of those keys has finitely many completions; else merged with the patterns'
+schema). propertyNames (names.Names) bounds
 every key. containers.py builds the object around them.
 """
 from __future__ import annotations
@@ -48,10 +49,10 @@ def _pattern_regions(c, declared, patterns, where, allowed, also):
     """The pattern keys split by which patterns name them, each region's value the
     merge of those patterns' schemas (exact JSON Schema): [(key IR, value IR, "pattern")]
     for the regions a key and a value exist in; None where the merged form is kept (one
-    schema for all, any member order, more than MAX_PATTERN_REGIONS patterns, or a
-    region's automaton over its state limit)."""
-    if len(patterns) < 2 or len(patterns) > MAX_PATTERN_REGIONS or c.member_order == "any" or \
-            len({canon(v) for v in patterns.values()}) < 2:
+    schema for all, more than MAX_PATTERN_REGIONS patterns, a region's automaton over its
+    state limit or, in any member order, with a prefix of finitely many completions: the
+    watch takes a pattern's keys as free keys, which never all get used)."""
+    if len(patterns) < 2 or len(patterns) > MAX_PATTERN_REGIONS or len({canon(v) for v in patterns.values()}) < 2:
         return None
     at = where + "/patternProperties"
     names = list(patterns)
@@ -66,11 +67,12 @@ def _pattern_regions(c, declared, patterns, where, allowed, also):
             continue
         try:
             key = c.cached(("pattern-region", tuple(inside), tuple(outside), tuple(declared),
-                            allowed.key if allowed else None),
+                            allowed.key if allowed else None, c.member_order),
                            lambda: difference(both(*[pattern_chars(p, at) for p in inside]),
                                               [pattern_chars(p, at) for p in outside] +
                                               [literal_chars(n) for n in declared],
-                                              c.g, at, also=allowed.nodes if allowed else (), limit=EXACT_LIMIT))
+                                              c.g, at, also=allowed.nodes if allowed else (), limit=EXACT_LIMIT,
+                                              open_ended=c.member_order == "any"))
         except CompileError:
             return None
         if key == NOTHING:
@@ -89,10 +91,11 @@ def extra_branches(c, declared, patterns, additional, where, pattern_schema, cla
     clash[p], takes `pattern_schema` (every pattern's schema merged when they differ,
     since a key may match several); any other undeclared key takes additionalProperties
     (exact: those keys are the difference of all keys and the patterns' and declared
-    ones, where that automaton is small enough and the order is not "any"; else merged
-    with pattern_schema). Sound; narrower than JSON Schema where schemas differ. Several patterns of different schemas (up to MAX_PATTERN_REGIONS): each
+    ones, where that automaton is small enough and, in any member order, open-ended;
+    else merged with pattern_schema). Sound; narrower than JSON Schema where schemas
+    differ. Several patterns of different schemas (up to MAX_PATTERN_REGIONS): each
     region of keys (the patterns naming it) takes the merge of its patterns' schemas
-    (_pattern_regions, exact). `allowed` (names.Names, propertyNames) bounds every extra
+    (_pattern_regions, exact, with the same conditions). `allowed` (names.Names, propertyNames) bounds every extra
     key; `also`: a schema every extra value must also satisfy (a witness's)."""
     if allowed is not None and allowed.nodes is None:
         return []
@@ -113,11 +116,11 @@ def extra_branches(c, declared, patterns, additional, where, pattern_schema, cla
         if pattern_schema is not None:
             schema = merge(c.resolve_for_merge(additional, where), c.resolve_for_merge(pattern_schema, where),
                            where + "/additionalProperties")
-            if c.member_order != "any" and canon(schema) != canon(c.resolve_for_merge(additional, where)):
+            if canon(schema) != canon(c.resolve_for_merge(additional, where)):
                 # the keys no pattern names take additionalProperties alone (exact), when
-                # their automaton is small enough (any member order keeps the merged
-                # value: its watch needs keys that never run out of completions)
-                key = _unnamed_key(c, declared, patterns, allowed, where)
+                # their automaton is small enough and, in any member order, no prefix of
+                # them has finitely many completions (its watch never finds all used)
+                key = _unnamed_key(c, declared, patterns, allowed, where, open_ended=c.member_order == "any")
                 schema = additional if key is not None else schema
         if also is not True:
             schema = merge(c.resolve_for_merge(schema, where), also, where + "/additionalProperties")
@@ -137,16 +140,18 @@ def extra_branches(c, declared, patterns, additional, where, pattern_schema, cla
     return branches
 
 
-def _unnamed_key(c, declared, patterns, allowed, where):
+def _unnamed_key(c, declared, patterns, allowed, where, open_ended=False):
     """A quoted key that is no declared name and that no pattern names (within
-    `allowed`), or None when that difference outgrows its state limit."""
+    `allowed`), or None when that difference outgrows its state limit or, with
+    `open_ended`, has a prefix of finitely many completions."""
     at = "%s/additionalProperties" % where
     try:
         return seq(lit('"'), c.cached(
-            ("names-minus-patterns", tuple(declared), tuple(patterns), allowed.key if allowed else None),
+            ("names-minus-patterns", tuple(declared), tuple(patterns), allowed.key if allowed else None, open_ended),
             lambda: difference(allowed.nodes[0] if allowed else ANY,
                                [literal_chars(n) for n in declared] + [pattern_chars(p, at) for p in patterns],
-                               c.g, at, also=allowed.nodes[1:] if allowed else (), limit=EXACT_LIMIT)), lit('"'))
+                               c.g, at, also=allowed.nodes[1:] if allowed else (), limit=EXACT_LIMIT,
+                               open_ended=open_ended)), lit('"'))
     except CompileError:
         return None
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 from furca.errors import CompileError
 
 from .difference import NOT_PATTERNS
-from .merge import ALL_TYPES, FALSE, type_set
+from .merge import ALL_TYPES, FALSE, is_number, type_set
 
 NOT_STRINGS = "x-furca-not-strings"
 SOME_MEMBER = "x-furca-some-member"
@@ -275,20 +275,16 @@ def _not_multiple(m, base: dict) -> dict | None:
 
     if not isinstance(m, (int, float)) or isinstance(m, bool) or m <= 0 or type_set(base) != {"integer"}:
         return None
-    lows = [ceil(base["minimum"])] if _is_number(base.get("minimum")) else []
-    lows += [floor(base["exclusiveMinimum"]) + 1] if _is_number(base.get("exclusiveMinimum")) else []
-    highs = [floor(base["maximum"])] if _is_number(base.get("maximum")) else []
-    highs += [ceil(base["exclusiveMaximum"]) - 1] if _is_number(base.get("exclusiveMaximum")) else []
+    lows = [ceil(base["minimum"])] if is_number(base.get("minimum")) else []
+    lows += [floor(base["exclusiveMinimum"]) + 1] if is_number(base.get("exclusiveMinimum")) else []
+    highs = [floor(base["maximum"])] if is_number(base.get("maximum")) else []
+    highs += [ceil(base["exclusiveMaximum"]) - 1] if is_number(base.get("exclusiveMaximum")) else []
     if not lows or not highs or max(highs) - max(lows) > MAX_LISTED_NON_MULTIPLES:
         return None
     step = Fraction(repr(m))
     listed = [i for i in range(max(lows), min(highs) + 1) if Fraction(i) % step]
     others = {"type": [t for t in ALL_TYPES if t not in ("number", "integer")]}
     return {"anyOf": [others, {"enum": listed}]} if listed else others
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _negate_bounds(s: dict, keys) -> dict | None:

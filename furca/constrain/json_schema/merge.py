@@ -176,7 +176,7 @@ def merge(a, b, where: str):
         out["anyOf"] = live
     for lo_k, hi_k, t in _COUNT_BOUNDS:
         lo, hi = out.get(lo_k), out.get(hi_k)
-        if _num(lo) and _num(hi) and lo > hi and not any(_num(s.get(lo_k)) and _num(s.get(hi_k))
+        if is_number(lo) and is_number(hi) and lo > hi and not any(is_number(s.get(lo_k)) and is_number(s.get(hi_k))
                                                           and s[lo_k] > s[hi_k] for s in (a, b)):
             # the bounds of two parts leave no string (array, object): the other types stay
             # (one schema's own minLength > maxLength is an invalid schema: CompileError)
@@ -227,7 +227,7 @@ def literal_type(v) -> str:
     return "array" if isinstance(v, list) else "object"
 
 
-def _num(x) -> bool:
+def is_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
@@ -300,8 +300,7 @@ def _common_multiple(x, y, where: str):
     from fractions import Fraction
     from math import gcd, lcm
 
-    fx, fy = (Fraction(repr(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
-              for v in (x, y))
+    fx, fy = (Fraction(repr(v)) if is_number(v) and v > 0 else None for v in (x, y))
     if fx is None or fy is None:
         raise CompileError("%s: multipleOf must be a number > 0, got %r and %r" % (where, x, y))
     m = Fraction(lcm(fx.numerator, fy.numerator), gcd(fx.denominator, fy.denominator))
