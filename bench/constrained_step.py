@@ -180,7 +180,8 @@ def main() -> None:
         parts["early_per_step"] = round(sum(m.num_early for m in masks) / len(masks), 3)
         print("constrained step, median per step: " + ", ".join(f"{k} {v}" for k, v in parts.items()))
     record = dict(bench="constrained_step", steps=args.steps, rounds=args.rounds, jump_forward=args.jump_forward,
-                  random_weights=bool(args.random_weights), device=device, overlap=not args.disable_overlap_masks, early=not args.disable_early_masks, mask_wait_ms=args.mask_wait_ms,
+                  random_weights=bool(args.random_weights), device=device, overlap=not args.disable_overlap_masks,
+                  early=not args.disable_early_masks, mask_wait_ms=args.mask_wait_ms,
                   plain_ms=round(wall["plain"], 2), constrained_ms=round(wall["json_schema"], 2),
                   ratio=round(ratio, 3), cpu_ratio=round(cpu_ratio, 3), plain_forward_ms=round(fwd["plain"], 2),
                   constrained_forward_ms=round(fwd["json_schema"], 2), plain_rest_ms=round(rest["plain"], 3),

@@ -9,8 +9,8 @@ the patterns' schemas merged (sound, narrower where they differ). A key no patte
 names takes additionalProperties (alone: the difference of all keys and the patterns'
 and declared ones, where that automaton is small enough and, in any member order, no
 prefix of those keys has finitely many completions; else merged with the patterns'
-schema). propertyNames (names.Names) bounds
-every key. containers.py builds the object around them.
+schema). propertyNames (names.Names) bounds every key. containers.py builds the object
+around them.
 """
 from __future__ import annotations
 
@@ -95,8 +95,9 @@ def extra_branches(c, declared, patterns, additional, where, pattern_schema, cla
     else merged with pattern_schema). Sound; narrower than JSON Schema where schemas
     differ. Several patterns of different schemas (up to MAX_PATTERN_REGIONS): each
     region of keys (the patterns naming it) takes the merge of its patterns' schemas
-    (_pattern_regions, exact, with the same conditions). `allowed` (names.Names, propertyNames) bounds every extra
-    key; `also`: a schema every extra value must also satisfy (a witness's)."""
+    (_pattern_regions, exact, with the same conditions). `allowed` (names.Names,
+    propertyNames) bounds every extra key; `also`: a schema every extra value must also
+    satisfy (a witness's)."""
     if allowed is not None and allowed.nodes is None:
         return []
     branches = []

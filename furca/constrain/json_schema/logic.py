@@ -273,13 +273,13 @@ def _not_multiple(m, base: dict) -> dict | None:
     from fractions import Fraction
     from math import ceil, floor
 
-    if not isinstance(m, (int, float)) or isinstance(m, bool) or m <= 0 or type_set(base) != {"integer"}:
+    if not is_number(m) or m <= 0 or type_set(base) != {"integer"}:
         return None
     lows = [ceil(base["minimum"])] if is_number(base.get("minimum")) else []
     lows += [floor(base["exclusiveMinimum"]) + 1] if is_number(base.get("exclusiveMinimum")) else []
     highs = [floor(base["maximum"])] if is_number(base.get("maximum")) else []
     highs += [ceil(base["exclusiveMaximum"]) - 1] if is_number(base.get("exclusiveMaximum")) else []
-    if not lows or not highs or max(highs) - max(lows) > MAX_LISTED_NON_MULTIPLES:
+    if not lows or not highs or min(highs) - max(lows) > MAX_LISTED_NON_MULTIPLES:
         return None
     step = Fraction(repr(m))
     listed = [i for i in range(max(lows), min(highs) + 1) if Fraction(i) % step]

@@ -176,8 +176,8 @@ def merge(a, b, where: str):
         out["anyOf"] = live
     for lo_k, hi_k, t in _COUNT_BOUNDS:
         lo, hi = out.get(lo_k), out.get(hi_k)
-        if is_number(lo) and is_number(hi) and lo > hi and not any(is_number(s.get(lo_k)) and is_number(s.get(hi_k))
-                                                          and s[lo_k] > s[hi_k] for s in (a, b)):
+        if is_number(lo) and is_number(hi) and lo > hi and not any(
+                is_number(s.get(lo_k)) and is_number(s.get(hi_k)) and s[lo_k] > s[hi_k] for s in (a, b)):
             # the bounds of two parts leave no string (array, object): the other types stay
             # (one schema's own minLength > maxLength is an invalid schema: CompileError)
             keep = set(type_set(out) or ALL_TYPES) - {t}
