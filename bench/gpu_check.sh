@@ -6,7 +6,7 @@
 #
 # Uses the machine's python3 with its own torch and Triton (PYTHON=... to override);
 # wheels it lacks (gguf, lark, ...) may travel in .whl/ and are installed to a temp
-# dir first. Writes bench/results/raw/gpu-<date>/ (RESULTS_DIR=... to override):
+# dir first: `bash bench/gpu_prepare.sh` makes .whl/ and .gpu-model/ on a networked box. Writes bench/results/raw/gpu-<date>/ (RESULTS_DIR=... to override):
 #   env.txt           nvidia-smi, versions
 #   kernel_tests.txt  pytest tests/kernels on CUDA (fp32, fp16, bf16)
 #   results.md/.json  copy bandwidth; decode attention bandwidth vs copy (target
@@ -76,7 +76,7 @@ if [[ -f "$GPU_MODEL_DIR/config.json" && -f "$GPU_MODEL_DIR/tokenizer.json" ]]; 
     timeout 150 "$PY" bench/constrained_step.py "${args[@]}" 2>&1 | tee "$RESULTS_DIR/constrained_step.txt"
     [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "constrained_step.py FAILED (or timed out)"; status=1; }
 else
-    echo "constrained step skipped: no $GPU_MODEL_DIR/config.json and tokenizer.json (copy them from ~/.cache/furca/models/SmolLM2-135M-Instruct)" \
+    echo "constrained step skipped: no $GPU_MODEL_DIR/config.json and tokenizer.json (bash bench/gpu_prepare.sh makes them)" \
         | tee "$RESULTS_DIR/constrained_step.txt"
 fi
 
