@@ -8,6 +8,8 @@ Whether a kernel runs interpreted is decided by Triton when the module defining 
 imported: set ``TRITON_INTERPRET=1`` before importing a kernel module to run on CPU.
 """
 
+import functools
+
 from furca.errors import FurcaError
 
 
@@ -64,3 +66,27 @@ def check(cond: bool, message: str) -> None:
     """Launcher argument check: raise `KernelArgumentError` naming what to change."""
     if not cond:
         raise KernelArgumentError(message)
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_properties(index: int):
+    import torch
+
+    return torch.cuda.get_device_properties(index)
+
+
+def cuda_properties(device):
+    """A CUDA device's properties (compute capability ``major``/``minor``,
+    ``multi_processor_count``, ...), read once per device: the launchers ask on every
+    call, once per layer in a decode step. None for any other device."""
+    if device.type != "cuda":
+        return None
+    import torch
+
+    return _cuda_properties(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def cuda_capability(device) -> tuple[int, int] | None:
+    """``(major, minor)`` of a CUDA device (cached, see `cuda_properties`); None elsewhere."""
+    p = cuda_properties(device)
+    return None if p is None else (p.major, p.minor)

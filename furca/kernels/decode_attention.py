@@ -39,7 +39,7 @@ import math
 
 import torch
 
-from furca.kernels._triton import check, require_triton, tl, triton
+from furca.kernels._triton import check, cuda_capability, cuda_properties, require_triton, tl, triton
 
 _SUPPORTED = (torch.float16, torch.bfloat16, torch.float32)
 _POOL_DTYPES = _SUPPORTED + (torch.float8_e4m3fn,)
@@ -154,7 +154,8 @@ def default_num_kv_splits(batch_size: int, num_kv_heads: int, max_seq_len: int |
                           device: torch.device) -> int:
     """Enough stage-1 programs to fill the GPU about 8 times over, and at least 256
     slots per split."""
-    num_sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+    props = cuda_properties(device)
+    num_sms = props.multi_processor_count if props is not None else 4
     splits = triton.cdiv(8 * num_sms, batch_size * num_kv_heads)
     if max_seq_len is not None:
         splits = min(splits, triton.cdiv(max_seq_len, 256))
@@ -167,8 +168,9 @@ def default_num_stages(kv_element_size: int, capability: tuple[int, int] | None)
     Hopper (sm_90) and newer, 2 elsewhere. Measured on an H200 (bench/gpu_check.sh,
     2026-12-04; batch 64, context 4096, 32 q / 8 KV heads, D 128, bf16): 3 stages moved
     88-97% of the copy bandwidth at every split count swept (1-16), 2 stages 70-90%
-    (76% with the default splits, 3 there). fp8 pools were not swept and keep 2; fp32 pools keep 2 (three
-    stages of fp32 tiles outgrow smaller GPUs' shared memory; fp32 is the CPU path)."""
+    (76% with the default splits, 3 there). fp8 pools were not swept and keep 2; fp32
+    pools keep 2 (three stages of fp32 tiles outgrow smaller GPUs' shared memory; fp32
+    is the CPU path)."""
     if capability is None or kv_element_size != 2:
         return 2
     return 3 if capability >= (9, 0) else 2
@@ -223,8 +225,7 @@ def decode_attention(
         DOT_PRECISION="ieee" if compute == torch.float32 else "tf32", KV_FP8=kv_fp8,
         # fp32 dots run on FMA units: at 4 warps a D=128 tile needs 255 registers and spills
         num_warps=num_warps or (8 if compute == torch.float32 else 4),
-        num_stages=num_stages or default_num_stages(
-            k_buf.element_size(), torch.cuda.get_device_capability(q.device) if q.device.type == "cuda" else None),
+        num_stages=num_stages or default_num_stages(k_buf.element_size(), cuda_capability(q.device)),
     )
     _decode_stage2_kernel[(batch, num_heads)](
         mid_o, mid_lse, out, kv_indptr, splits, out.stride(0), out.stride(1),

@@ -38,11 +38,9 @@ decode (M <= 16) that is the weight bytes: the kernel is bandwidth-bound, and in
 moves about a quarter of bf16's bytes.
 """
 
-import functools
-
 import torch
 
-from furca.kernels._triton import check, require_triton, tl, triton
+from furca.kernels._triton import check, cuda_capability, cuda_properties, require_triton, tl, triton
 from furca.kernels.dequant_pack import (  # noqa: F401 - the packing API, re-exported
     FP8_MAX, INT4_GROUPS, INT8_GROUPS, PackedWeight, dequantize, pack_fp8, pack_int4, pack_int8, quantize_fp8)
 
@@ -110,11 +108,6 @@ def _dequant_matmul_kernel(
     tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
 
 
-@functools.lru_cache(maxsize=None)
-def _num_sms(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def default_blocks(m: int, n: int, k: int, group: int, dtype: torch.dtype, num_sms: int | None):
     """``(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, split_k)`` for a GPU with
     ``num_sms`` SMs (None: the interpreter, no split). Decode (M <= 16) takes 16-row
@@ -151,12 +144,13 @@ def _launch(kind: str, x: torch.Tensor, packed: PackedWeight, block_m=None, bloc
     check(all(t.stride(-1) == 1 for t in tensors), "the packed tensors must have a contiguous N axis")
     check(packed.zero is None or packed.zero.stride() == packed.scale.stride(), "scale and zero strides differ")
     if kind == "fp8" and x.device.type == "cuda":
-        check(torch.cuda.get_device_capability(x.device) >= (8, 9),
+        check(cuda_capability(x.device) >= (8, 9),
               f"fp8 (e4m3) weights need an sm_89+ GPU; {torch.cuda.get_device_name(x.device)} is older: use int8")
     out = torch.empty((m, n), device=x.device, dtype=x.dtype)
     if m == 0 or n == 0:
         return out
-    sms = _num_sms(x.device.index or 0) if x.device.type == "cuda" else None
+    props = cuda_properties(x.device)
+    sms = props.multi_processor_count if props is not None else None
     bm, bn, bk, warps, stages, split = default_blocks(m, n, k, packed.group, x.dtype, sms)
     bm, bn, bk = block_m or bm, block_n or bn, block_k or bk
     check(packed.group % bk == 0 or packed.group == k, f"block_k {bk} must divide the group {packed.group}")

@@ -36,7 +36,7 @@ import math
 
 import torch
 
-from furca.kernels._triton import check, require_triton, tl, triton
+from furca.kernels._triton import check, cuda_capability, require_triton, tl, triton
 from furca.kernels.fp8 import round_e4m3, to_e4m3
 
 _SUPPORTED = (torch.float16, torch.bfloat16, torch.float32)
@@ -172,7 +172,7 @@ def default_blocks(device: torch.device, head_dim: int, dtype: torch.dtype,
         return 32, 32, 8, 2
     if device.type == "cuda" and head_dim <= 128:
         if capability is None:
-            capability = torch.cuda.get_device_capability(device)
+            capability = cuda_capability(device)
         return (128, 128, 8, 2) if capability >= (9, 0) else (128, 64, 8, 2)
     return 64, 64, 4, 2 if head_dim <= 128 else 1
 

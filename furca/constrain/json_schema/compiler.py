@@ -18,11 +18,11 @@ from furca.errors import CompileError
 from ..deadline import check as check_deadline
 from . import arrays, containers, finite, logic, scalars
 from .exclusive import exclusive_branches
-from .proofs import ProofResolver
 from .grammar import EMPTY, NOTHING, Cls, Grammar, Lit, Ref, alt, cls, lit, rep, seq
 from .merge import FALSE, ALL_TYPES, merge, normalize_schema, type_set
 from .negatable import Negatable
 from .numeric import INT_UNBOUNDED
+from .proofs import ProofResolver
 from .refs import RefIndex
 
 # Keywords that never constrain an instance (or are handled elsewhere): ignored silently.

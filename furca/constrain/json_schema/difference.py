@@ -90,31 +90,12 @@ class _Auto:
 
 def _every_state_reaches_a_cycle(states, succ) -> bool:
     """Whether from every state of the graph `succ` (state -> successors) a cycle is
-    reachable: each then has infinitely many paths onward."""
-    onward = set()  # states known to reach a cycle
-    for root in states:
-        if root in onward:
-            continue
-        # depth-first from root: a state met again on the current path closes a cycle
-        path, on_path, done = [(root, iter(succ[root]))], {root}, set()
-        found = False
-        while path and not found:
-            s, it = path[-1]
-            t = next(it, None)
-            if t is None:
-                path.pop()
-                on_path.discard(s)
-                done.add(s)
-            elif t in on_path or t in onward:
-                found = True
-            elif t not in done:
-                path.append((t, iter(succ[t])))
-                on_path.add(t)
-        if not found:
-            return False
-        onward.update(s for s, _ in path)
-        onward.add(root)
-    return True
+    reachable: each then has infinitely many paths onward. States with no successor
+    left are peeled off until none is; those that reach a cycle always keep one."""
+    left = set(states)
+    while dead := {s for s in left if not any(t in left for t in succ[s])}:
+        left -= dead
+    return len(left) == len(states)
 
 
 def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_POSITIONS, limit=None,

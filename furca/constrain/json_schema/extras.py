@@ -56,6 +56,7 @@ def _pattern_regions(c, declared, patterns, where, allowed, also):
         return None
     at = where + "/patternProperties"
     names = list(patterns)
+    open_ended = c.member_order == "any"
     out = []
     for t in range(1, 1 << len(names)):
         inside = [p for k, p in enumerate(names) if t >> k & 1]
@@ -67,12 +68,12 @@ def _pattern_regions(c, declared, patterns, where, allowed, also):
             continue
         try:
             key = c.cached(("pattern-region", tuple(inside), tuple(outside), tuple(declared),
-                            allowed.key if allowed else None, c.member_order),
+                            allowed.key if allowed else None, open_ended),
                            lambda: difference(both(*[pattern_chars(p, at) for p in inside]),
                                               [pattern_chars(p, at) for p in outside] +
                                               [literal_chars(n) for n in declared],
                                               c.g, at, also=allowed.nodes if allowed else (), limit=EXACT_LIMIT,
-                                              open_ended=c.member_order == "any"))
+                                              open_ended=open_ended))
         except CompileError:
             return None
         if key == NOTHING:

@@ -24,7 +24,6 @@ from .difference import ANY, ANY_CHAR, Bool, both, difference, either, negation
 from .lengths import bounded_chars
 
 
-
 def pattern_grammar(pattern: str, where: str, min_len: int = 0, max_len: int | None = None, grammar=None):
     """JSON string content (without quotes) whose decoded value matches `pattern`
     (unanchored, as JSON Schema means it) and has min_len..max_len characters.
