@@ -58,18 +58,22 @@ def check_text(data: bytes, validator, declared=frozenset()):
         value = json.loads(text, parse_constant=_no_constants)
     except ValueError as e:
         return "invalid_json", str(e)
+    duplicate = None
     try:
         json.loads(text, object_pairs_hook=_pairs)
     except Duplicate as e:
-        # a name no `properties` declares may come twice: no grammar of free keys can
-        # forbid it (as uniqueItems over free strings); JSON only says names SHOULD differ
+        # a name no `properties` declares may come twice where the keys are not watched
+        # (a grammar of free keys cannot forbid it); JSON only says names SHOULD differ.
+        # The value as parsers read it (the last one kept) must still be valid: a repeat
+        # must not make up a count (minProperties)
         name = e.args[0]
-        return ("duplicate_declared" if name in declared else "duplicate_free"), repr(name)
+        duplicate = ("duplicate_declared" if name in declared else "duplicate_free"), repr(name)
     if validator is not None:
         err = next((e for e in validator.iter_errors(value) if not _float_artifact(e)), None)
         if err is not None:
-            return "not_valid", f"{err.message[:300]} at {'/'.join(map(str, err.absolute_path))}"
-    return None
+            where = "/".join(map(str, err.absolute_path))
+            return "not_valid", f"{err.message[:300]} at {where}" + (f" (key {duplicate[1]} twice)" if duplicate else "")
+    return duplicate
 
 
 def _float_artifact(err) -> bool:

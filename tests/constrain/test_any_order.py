@@ -149,11 +149,14 @@ def test_keys_no_pattern_names_take_additional_properties_alone_in_any_order():
     masked, finished = _walk(schema, 7, walks=60, steps=30)  # every finished walk valid (jsonschema)
     assert masked > 10 and finished > 3
     # keys no pattern names that run out (`[\s\S]` names every non-empty key: only "" is
-    # left; `.` would leave keys of line terminators, endless) keep the merged, narrower value
-    narrow = {"type": "object", "patternProperties": {"[\\s\\S]": {"type": "integer"}},
+    # left; `.` would leave keys of line terminators, endless) cannot be the watch's free
+    # keys: the object keeps the schema orders, exact (was the merged, narrower value)
+    finite = {"type": "object", "patternProperties": {"[\\s\\S]": {"type": "integer"}},
               "additionalProperties": {"type": "string"}}
-    g = GrammarCompiler(byte_info([])).compile_json_schema(narrow, member_order="any")
-    assert g.matcher().accept_string('{"a":1}') and not g.matcher().accept_string('{"":"s"}')
+    g = GrammarCompiler(byte_info([])).compile_json_schema(finite, member_order="any")
+    for doc, ok in [('{"a":1}', True), ('{"":"s"}', True), ('{"":1}', False), ('{"a":"s"}', False)]:
+        m = g.matcher()
+        assert (m.accept_string(doc) and m.accept_token(BYTE_EOS)) == ok, doc
 
 
 def test_pattern_keys_by_region_in_any_order():
@@ -282,7 +285,7 @@ def test_schema_order_is_the_default_and_other_objects_keep_it():
     s = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}
     assert not c.compile_json_schema(s).matcher().accept_string('{"b":1,"a":2}')
     assert c.compile_json_schema(s, member_order="any").matcher().accept_string('{"b":1,"a":2}')
-    for other in ({"minProperties": 1}, {"patternProperties": {"^x+$": {}}}, {"propertyNames": {"maxLength": 3}}):
+    for other in ({"patternProperties": {"^x+y$": {}}}, {"propertyNames": {"maxLength": 3}}):
         g = c.compile_json_schema({**s, **other}, member_order="any")
         assert not g.matcher().accept_string('{"b":1,"a":2}'), other
     g = c.compile_json_schema(s, member_order="any", whitespace="flexible")
@@ -292,3 +295,99 @@ def test_schema_order_is_the_default_and_other_objects_keep_it():
     assert schema_to_gbnf(s) == schema_to_gbnf(s)  # GBNF has no member_order: the schema orders
     with pytest.raises(Exception, match="member_order"):
         c.compile_json_schema(s, member_order="random")
+
+
+def test_member_counts_in_any_order():
+    """minProperties / maxProperties beside required names and free keys: the grammar
+    counts the members (a rule per required subset and count), the watch keeps them
+    distinct, so the count is the parsed object's."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "ab": {"type": "integer"}},
+              "required": ["ab"], "additionalProperties": {"type": "integer"}, "minProperties": 2,
+              "maxProperties": 3}
+    masked, finished = _walk(schema, 7, walks=60, steps=30)
+    assert masked > 30 and finished > 3
+    c = GrammarCompiler(byte_info([]))
+    g = c.compile_json_schema(schema, member_order="any")
+    for doc, ok in (('{"ab":1}', False), ('{"x":1,"ab":1}', True), ('{"x":1,"ab":1,"a":2}', True),
+                    ('{"x":1,"ab":1,"a":2,"y":3}', False), ('{"x":1,"x":2,"ab":1}', False), ('{"x":1,"y":2}', False)):
+        m = g.matcher()
+        assert (m.accept_string(doc) and m.accept_token(BYTE_EOS)) == ok, doc
+        assert ok == jsonschema.Draft202012Validator(schema).is_valid(json.loads(doc)) or '"x":1,"x"' in doc
+
+
+@pytest.mark.parametrize("member_order", ["schema", "any"])
+def test_min_properties_is_met_by_distinct_keys(member_order):
+    """A free key written twice counts once in the parsed object (JSON parsers keep the
+    last), so minProperties beyond the required names needs the watch in schema order
+    too: `{"a":1,"a":2}` has one member."""
+    c = GrammarCompiler(byte_info([]))
+    free = {"type": "object", "minProperties": 2, "additionalProperties": {"type": "integer"}}
+    declared = {"type": "object", "properties": {"x": {"type": "integer"}}, "minProperties": 2}
+    patterns = {"type": "object", "patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": False,
+                "minProperties": 2}
+    for schema, docs in ((free, ['{"a":1,"a":2}', '{"a":1,"b":2}']),
+                         (declared, ['{"b":2,"b":3}', '{"x":1,"b":2}']),
+                         (patterns, ['{"ab":2,"ab":3}', '{"ab":2,"a":3}'])):
+        g = c.compile_json_schema(schema, member_order=member_order)
+        for doc in docs:
+            m = g.matcher()
+            accepted = m.accept_string(doc) and m.accept_token(BYTE_EOS)
+            assert accepted == (len(json.loads(doc)) == doc.count(":")), (schema, doc)
+
+
+def test_min_properties_over_a_finite_key_set():
+    """Distinct names only: more than the declared names compile to nothing; as many
+    as them leave no key to repeat."""
+    from furca.constrain import CompileError
+    c = GrammarCompiler(byte_info([]))
+    s = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+         "additionalProperties": False, "minProperties": 2}
+    g = c.compile_json_schema(s, member_order="any")
+    for doc, ok in (('{"b":1,"a":2}', True), ('{"a":1,"a":2}', False), ('{"a":1}', False)):
+        m = g.matcher()
+        assert (m.accept_string(doc) and m.accept_token(BYTE_EOS)) == ok, doc
+    with pytest.raises(CompileError):
+        c.compile_json_schema({**s, "minProperties": 3}, member_order="any")
+
+
+def test_finite_key_regions_keep_the_schema_orders_exact():
+    """A pattern region with finitely many keys (`^([0-9]{3})$`) cannot be free keys of the
+    watch: the object keeps the schema orders with its exact regions (it was built with
+    every pattern's schema merged, object and string: no pattern key at all), and so does
+    an object that must hold a member named otherwise (`not`, swagger 2.0's responses)."""
+    c = GrammarCompiler(byte_info([]))
+    patterns = {"^([0-9]{3})$": {"type": "object"}, "^x-": {"type": "string"}}
+    s = {"type": "object", "additionalProperties": False, "patternProperties": patterns}
+    responses = {**s, "minProperties": 1,
+                 "not": {"type": "object", "additionalProperties": False, "patternProperties": {"^x-": {}}}}
+    for schema, docs in ((s, ['{"200":{},"x-a":""}', '{"x-a":"","404":{}}']),
+                         (responses, ['{"200":{}}', '{"x-a":"","404":{}}'])):
+        g = c.compile_json_schema(schema, member_order="any")
+        for doc in docs:
+            m = g.matcher()
+            assert m.accept_string(doc) and m.accept_token(BYTE_EOS), doc
+        for doc in ('{"200":""}', '{"x-a":{}}', '{"20":{}}'):
+            m = g.matcher()
+            assert not (m.accept_string(doc) and m.accept_token(BYTE_EOS)), doc
+    m = c.compile_json_schema(responses, member_order="any").matcher()
+    assert not (m.accept_string('{"x-a":""}') and m.accept_token(BYTE_EOS))  # no member named otherwise
+
+
+def test_patterns_with_an_end_anchor_that_go_on_are_watched():
+    """`^[0-9a-zA-Z_-]+$` takes keys that always go on (its automaton reaches a cycle from
+    every live state): its keys are free keys of the watch, so minProperties counts
+    distinct keys (o74560's `Terrains`, `{"_":..,"_":..}` met minProperties 2). One
+    that stops (`^[a-z]+1$`) keeps the schema orders, unwatched."""
+    c = GrammarCompiler(byte_info([]))
+    s = {"type": "object", "additionalProperties": False, "minProperties": 2,
+         "patternProperties": {"^[0-9a-zA-Z_-]+$": {"type": "integer"}}}
+    for order in ("schema", "any"):
+        g = c.compile_json_schema(s, member_order=order)
+        for doc, ok in (('{"a":1,"a":2}', False), ('{"a":1,"b":2}', True), ('{"b":1,"a":2,"c":3}', True),
+                        ('{"a":1}', False), ('{"a.":1,"b":2}', False)):
+            m = g.matcher()
+            assert (m.accept_string(doc) and m.accept_token(BYTE_EOS)) == ok, (order, doc)
+    bounded = {"type": "object", "properties": {"p": {}, "q": {}}, "additionalProperties": False,
+               "patternProperties": {"^[a-z]+1$": {"type": "integer"}}}
+    g = c.compile_json_schema(bounded, member_order="any")
+    assert g.matcher().accept_string('{"p":1,"q":2}') and not g.matcher().accept_string('{"q":1,"p":2}')

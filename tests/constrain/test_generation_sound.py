@@ -62,6 +62,8 @@ def test_the_checks_catch_what_they_name():
     assert check_text(b'{"a":1.0}', v, names)[0] == "not_valid"  # draft-04: 1.0 is no integer
     assert check_text(b'{"a":1,"a":2}', v, names)[0] == "duplicate_declared"
     assert check_text(b'{"b":1,"b":2}', v, names)[0] == "duplicate_free"
+    two = make_validator({"type": "object", "minProperties": 2})
+    assert check_text(b'{"b":1,"b":2}', two)[0] == "not_valid"  # one member as parsed
     assert check_text(b'{"a":NaN}', v, names)[0] == "invalid_json"
     assert check_text(b'{"a":1', v, names)[0] == "invalid_json"
     assert check_text(b'"\xff"', None)[0] == "bad_utf8"

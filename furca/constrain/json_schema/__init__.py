@@ -25,8 +25,9 @@ Contract
   json.dumps(..., ensure_ascii=False) writes them (plain strings accept every JSON escape).
   With `member_order="any"` (schema_to_ir only: the engine's matcher keeps each key
   once, any_order.py, furca/constrain/members.py), members come in any order, extra
-  ones anywhere; objects with patternProperties, propertyNames, min/maxProperties or
-  more than 6 required names, and flexible whitespace, keep the two orders.
+  ones anywhere; objects with `$` patterns, propertyNames or more than 6 required
+  names, and flexible whitespace, keep the two orders. minProperties over free keys
+  is kept by the same watch in schema order (members then come in any order there).
 - Supported: type (one or a list), enum, const, properties, required,
   additionalProperties (bool or schema), patternProperties, items, prefixItems,
   draft-7 array `items` + additionalItems, contains (without prefixItems), minItems, maxItems, minLength, maxLength,

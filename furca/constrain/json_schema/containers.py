@@ -18,6 +18,7 @@ from furca.errors import CompileError
 from ..deadline import check as check_deadline
 from .grammar import EMPTY, NOTHING, Ref, Seq, alt, lit, opt, rep, seq
 from .merge import canon, merge
+from .difference import NotOpenEnded
 from .extras import extra_branches, pattern_schema_of
 from .logic import SOME_MEMBER
 from .names import property_names
@@ -130,17 +131,23 @@ def object_grammar(c, schema, where, witnesses=()):
     # the pattern's keys leave it out (else it could come again as an extra member)
     clash = {p: [n for n, sub in finals.items() if _search(p, n, where) and canon(sub) != canon(pattern_schema)]
              for p in patterns}
-    extras = extra_branches(c, names, patterns, additional, where, pattern_schema, clash, allowed)
+    min_p = _nonneg_int(schema, "minProperties", where) or 0
+    max_p = _nonneg_int(schema, "maxProperties", where)
+    num_req = sum(1 for _, r, _ in members if r)
+    watched = not witnesses and any_order.applies(c, patterns, allowed, min_p, max_p, num_req,
+                                                  additional is not False or bool(patterns))
+    try:  # a watched object's free keys must never all get used
+        extras = extra_branches(c, names, patterns, additional, where, pattern_schema, clash, allowed,
+                                open_ended=watched)
+    except NotOpenEnded:  # some are finite: the schema orders, exact
+        watched = False
+        extras = extra_branches(c, names, patterns, additional, where, pattern_schema, clash, allowed)
     extra = alt(*[seq(key, colon, value) for key, value, _kind in extras]) if extras else None
     if witnesses:
         return _witness_object(c, schema, where, witnesses, members, extra, allowed, additional, patterns,
                                pattern_schema, clash, names)
-
-    min_p = _nonneg_int(schema, "minProperties", where) or 0
-    max_p = _nonneg_int(schema, "maxProperties", where)
-    num_req = sum(1 for _, r, _ in members if r)
-    if any_order.applies(c, patterns, allowed, min_p, max_p, num_req):
-        return any_order.any_order_object(c, [(n, values[n], r) for _, r, n in members], extras)
+    if watched and (extras or c.member_order == "any"):
+        return any_order.any_order_object(c, [(n, values[n], r) for _, r, n in members], extras, min_p, max_p)
     if all(r for _, r, _ in members) and (min_p or max_p is not None):
         # every declared member is present: count the extra members exactly
         k = len(members)

@@ -88,6 +88,10 @@ class _Auto:
         return [(self.g.classes[p], p) for q in state for p in self.succ[q]]
 
 
+class NotOpenEnded(CompileError):
+    """difference(open_ended=True) found a prefix with finitely many completions."""
+
+
 def _every_state_reaches_a_cycle(states, succ) -> bool:
     """Whether from every state of the graph `succ` (state -> successors) a cycle is
     reachable: each then has infinitely many paths onward. States with no successor
@@ -156,7 +160,7 @@ def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_
         return NOTHING
     kept = [s for s in order if s in live]
     if open_ended and not _every_state_reaches_a_cycle(kept, {s: [t for t in edges[s] if t in live] for s in kept}):
-        raise CompileError("%s: a prefix of these keys has finitely many completions" % where)
+        raise NotOpenEnded("%s: a prefix of these keys has finitely many completions" % where)
     names = {s: grammar.new_name("diff") for s in kept}
     for s in kept:
         parts = [EMPTY] if accepting(s) else []

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from furca.errors import CompileError
 
-from .difference import both, difference
+from .difference import NotOpenEnded, both, difference
 from .grammar import NOTHING, alt, lit, seq
 from .keys import key_not_in
 from .merge import FALSE, canon, merge
@@ -45,18 +45,18 @@ MAX_PATTERN_REGIONS = 4  # patterns whose key regions (2^n - 1 of them) are buil
 EXACT_LIMIT = (64, 256)
 
 
-def _pattern_regions(c, declared, patterns, where, allowed, also):
+def _pattern_regions(c, declared, patterns, where, allowed, also, open_ended=False):
     """The pattern keys split by which patterns name them, each region's value the
     merge of those patterns' schemas (exact JSON Schema): [(key IR, value IR, "pattern")]
     for the regions a key and a value exist in; None where the merged form is kept (one
     schema for all, more than MAX_PATTERN_REGIONS patterns, a region's automaton over its
-    state limit or, in any member order, with a prefix of finitely many completions: the
-    watch takes a pattern's keys as free keys, which never all get used)."""
+    state limit). open_ended (an object whose keys the any-order watch keeps distinct:
+    it takes a pattern's keys as free keys, which must never all get used): raises
+    NotOpenEnded where a region has a prefix of finitely many completions."""
     if len(patterns) < 2 or len(patterns) > MAX_PATTERN_REGIONS or len({canon(v) for v in patterns.values()}) < 2:
         return None
     at = where + "/patternProperties"
     names = list(patterns)
-    open_ended = c.member_order == "any"
     out = []
     for t in range(1, 1 << len(names)):
         inside = [p for k, p in enumerate(names) if t >> k & 1]
@@ -74,6 +74,8 @@ def _pattern_regions(c, declared, patterns, where, allowed, also):
                                               [literal_chars(n) for n in declared],
                                               c.g, at, also=allowed.nodes if allowed else (), limit=EXACT_LIMIT,
                                               open_ended=open_ended))
+        except NotOpenEnded:
+            raise
         except CompileError:
             return None
         if key == NOTHING:
@@ -84,7 +86,8 @@ def _pattern_regions(c, declared, patterns, where, allowed, also):
     return out
 
 
-def extra_branches(c, declared, patterns, additional, where, pattern_schema, clash, allowed=None, also=True):
+def extra_branches(c, declared, patterns, additional, where, pattern_schema, clash, allowed=None, also=True,
+                   open_ended=False):
     """The ways of writing one extra member: [(key IR, value IR, "pattern" or
     "additional")], none when no extra member is allowed.
 
@@ -98,11 +101,14 @@ def extra_branches(c, declared, patterns, additional, where, pattern_schema, cla
     region of keys (the patterns naming it) takes the merge of its patterns' schemas
     (_pattern_regions, exact, with the same conditions). `allowed` (names.Names,
     propertyNames) bounds every extra key; `also`: a schema every extra value must also
-    satisfy (a witness's)."""
+    satisfy (a witness's). open_ended: for an object the any-order watch keeps (its free
+    keys must never all get used): raises NotOpenEnded where an exact key set has a
+    prefix of finitely many completions (the caller then builds the object in the
+    schema orders, exact)."""
     if allowed is not None and allowed.nodes is None:
         return []
     branches = []
-    regions = _pattern_regions(c, declared, patterns, where, allowed, also) if patterns else None
+    regions = _pattern_regions(c, declared, patterns, where, allowed, also, open_ended) if patterns else None
     if regions is not None:
         branches += regions
     elif patterns:
@@ -120,9 +126,8 @@ def extra_branches(c, declared, patterns, additional, where, pattern_schema, cla
                            where + "/additionalProperties")
             if canon(schema) != canon(c.resolve_for_merge(additional, where)):
                 # the keys no pattern names take additionalProperties alone (exact), when
-                # their automaton is small enough and, in any member order, no prefix of
-                # them has finitely many completions (its watch never finds all used)
-                key = _unnamed_key(c, declared, patterns, allowed, where, open_ended=c.member_order == "any")
+                # their automaton is small enough
+                key = _unnamed_key(c, declared, patterns, allowed, where, open_ended)
                 schema = additional if key is not None else schema
         if also is not True:
             schema = merge(c.resolve_for_merge(schema, where), also, where + "/additionalProperties")
@@ -144,8 +149,8 @@ def extra_branches(c, declared, patterns, additional, where, pattern_schema, cla
 
 def _unnamed_key(c, declared, patterns, allowed, where, open_ended=False):
     """A quoted key that is no declared name and that no pattern names (within
-    `allowed`), or None when that difference outgrows its state limit or, with
-    `open_ended`, has a prefix of finitely many completions."""
+    `allowed`), or None when that difference outgrows its state limit; with
+    `open_ended`, NotOpenEnded where it has a prefix of finitely many completions."""
     at = "%s/additionalProperties" % where
     try:
         return seq(lit('"'), c.cached(
@@ -154,6 +159,8 @@ def _unnamed_key(c, declared, patterns, allowed, where, open_ended=False):
                                [literal_chars(n) for n in declared] + [pattern_chars(p, at) for p in patterns],
                                c.g, at, also=allowed.nodes[1:] if allowed else (), limit=EXACT_LIMIT,
                                open_ended=open_ended)), lit('"'))
+    except NotOpenEnded:
+        raise
     except CompileError:
         return None
 
