@@ -77,6 +77,7 @@ class Compiler:
         self.no_conditionals = self.draft7 and any(d in schema_uri for d in _DRAFT7_URIS[1:])
         self.refs = RefIndex(root, self.draft7) if isinstance(root, dict) else None
         self.inlining = []  # pointers of $ref targets being merged (cycle guard)
+        self.finite_env = None  # finite.py's validator class and registry for this document
         self.pending, self.recursed = set(), set()
         if whitespace == "compact":
             self.ws = EMPTY

@@ -47,12 +47,17 @@ def encode(node, memo=None, tick=False):
         if tick:
             return seq(*(seq(TICK, encode_chars(chars(c))) for c in node.text))
         return seq(*(encode_chars(chars(c)) for c in node.text))
-    if isinstance(node, Seq):
-        return seq(*(encode(i, memo, tick) for i in node.items))
-    if isinstance(node, Alt):
-        return alt(*(encode(i, memo, tick) for i in node.items))
-    if isinstance(node, Rep):
-        return rep(encode(node.item, memo, tick), node.min, node.max)
-    raise TypeError(node)
+    out = memo.get(node)  # compound nodes too: a format's IR shares its parts (a DAG)
+    if out is None:
+        if isinstance(node, Seq):
+            out = seq(*(encode(i, memo, tick) for i in node.items))
+        elif isinstance(node, Alt):
+            out = alt(*(encode(i, memo, tick) for i in node.items))
+        elif isinstance(node, Rep):
+            out = rep(encode(node.item, memo, tick), node.min, node.max)
+        else:
+            raise TypeError(node)
+        memo[node] = out
+    return out
 
 

@@ -64,7 +64,8 @@ def finite_values(c, schema: dict, annotations):
     # at the top; anywhere deeper the schema takes the ordinary path
     excluded = schema.get(NOT_STRINGS, [])
     schema = {k: v for k, v in schema.items() if k != NOT_STRINGS}
-    if NOT_STRINGS in json.dumps(schema) or NOT_PATTERNS in json.dumps(schema) or ALSO_PATTERNS in json.dumps(schema):
+    text = json.dumps(schema)
+    if NOT_STRINGS in text or NOT_PATTERNS in text or ALSO_PATTERNS in text:
         return None
     validator = _validator(c, schema)
     if validator is None:
@@ -107,20 +108,38 @@ def _same_json(a, b) -> bool:
 
 def _validator(c, schema: dict):
     """A jsonschema validator for `schema` under the root document's draft, or None."""
+    env = _environment(c)
+    if env is None:
+        return None
+    cls_, reg = env
+    try:
+        return cls_(schema, registry=reg, format_checker=cls_.FORMAT_CHECKER,
+                    _resolver=reg.resolver(base_uri="urn:furca-root"))
+    except Exception:  # noqa: BLE001 - no validator for this schema: the ordinary path decides
+        return None
+
+
+def _environment(c):
+    """(validator class, registry holding the root document) of a compile, made once
+    for it (a schema of many oneOf branches asks for ~57,000 validators), or None."""
+    uris = len(c.refs.by_uri) if c.refs is not None else 0  # a known remote document read since: anew
+    known = c.finite_env
+    if known is not None and known[0] == uris:
+        return known[1]
+    env = None
     try:
         import jsonschema
         import referencing
         import referencing.jsonschema
 
         root = c.root if isinstance(c.root, dict) else {}
-        if c.refs is not None and any(ptr != "#" for ptr in c.refs.by_uri.values()):
-            return None  # nested $id: refs there resolve against another base
-        cls_ = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
-        spec = referencing.jsonschema.specification_with(
-            cls_.META_SCHEMA.get("$schema", ""), default=referencing.jsonschema.DRAFT202012)
-        doc = {k: v for k, v in root.items() if k not in ("$id", "id")}  # refs resolve inside this document
-        reg = referencing.Registry().with_resource("urn:furca-root", referencing.Resource(doc, spec))
-        return cls_(schema, registry=reg, format_checker=cls_.FORMAT_CHECKER,
-                    _resolver=reg.resolver(base_uri="urn:furca-root"))
+        if c.refs is None or not any(ptr != "#" for ptr in c.refs.by_uri.values()):  # else: nested $id,
+            cls_ = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)  # other bases
+            spec = referencing.jsonschema.specification_with(
+                cls_.META_SCHEMA.get("$schema", ""), default=referencing.jsonschema.DRAFT202012)
+            doc = {k: v for k, v in root.items() if k not in ("$id", "id")}  # refs resolve inside this document
+            env = cls_, referencing.Registry().with_resource("urn:furca-root", referencing.Resource(doc, spec))
     except Exception:  # noqa: BLE001 - no validator for this document: the ordinary path decides
-        return None
+        env = None
+    c.finite_env = uris, env
+    return env

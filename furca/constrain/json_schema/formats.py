@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from furca.errors import CompileError
 
-from .grammar import alt, chars, cls, complement, intersect, lit, normalize, opt, rep, seq
+from .encoding import encode
+from .grammar import Grammar, Ref, alt, chars, cls, complement, intersect, lit, normalize, opt, rep, seq
 from .numeric import DIGIT, nonneg_range
 
 HEX = cls(chars("0123456789abcdefABCDEF"))
@@ -126,7 +127,7 @@ def _email(idn: bool = False):
                           + utf8_non_ascii))
     qtext = cls(normalize([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)]))
     local = alt(seq(rep(atext, 1, None), rep(seq(lit("."), rep(atext, 1, None)), 0, None)),
-                seq(lit('\\"'), rep(qtext, 1, None), lit('\\"')))  # quoted: \" is how JSON writes "
+                seq(lit('"'), rep(qtext, 1, None), lit('"')))  # quoted (JSON writes \\")
     domain = alt(_hostname(), seq(lit("["), _ipv4(), lit("]")), seq(lit("[IPv6:"), _ipv6(), lit("]")))
     return seq(local, lit("@"), domain)
 
@@ -175,43 +176,66 @@ def _uri_reference():
 
 def _regex(depth: int = 3):
     """A regular expression valid in both ECMA-262 and Python's `re` (what validators
-    compile it with), as JSON string content: unlike the other formats it writes
-    backslashes and quotes, so this is the JSON text (`\\\\` for one backslash).
+    compile it with), as decoded characters like the other formats (the JSON text then
+    writes its backslashes and quotes escaped, and minLength counts them once).
     Narrowed to: literal characters other than the syntax ones (`]`, `{`, `}` only
     escaped); `.`; the escapes \\d \\D \\w \\W \\s \\S \\n \\r \\t \\f \\v, \\xHH, \\uHHHH and of
     ASCII punctuation; classes of those (`[ & ~ |` only escaped: Python warns of nested
     sets; `^`, `-` escaped, first or last) with ASCII
     ranges in order; groups (plain or `?:`) and lookaheads (`?=`, `?!`, unquantified)
     nested at most `depth` deep; quantifiers * + ? {n} {n,} {n,m} (n <= 99, n <= m <=
-    9999), lazy or not, after an atom; anchors ^ $ \\b \\B, unquantified."""
-    bs = lit("\\\\")  # one backslash of the regex, as JSON text
-    text = normalize([(0x20, 0x7E), (0xA0, 0xD7FF), (0xE000, 0x10FFFF)])
-    syntax = normalize([(ord(ch), ord(ch)) for ch in '\\^$.|?*+()[]{}"'])
-    quote = lit('\\"')  # a `"` of the regex, as JSON text
-    punct = [lit("\\\\") if c == "\\" else quote if c == '"' else lit(c) for c in '!"#$%&\'()*+,-./:;<=>?@[\\]^`{|}~']
-    escape = seq(bs, alt(cls(chars("dDwWsSnrtfv")), seq(lit("x"), HEX, HEX), seq(lit("u"), HEX, HEX, HEX, HEX),
-                         *punct))
-    # a class: `[`, `^`?, items, `]`; an item is a character, an escape (\\b: backspace
-    # there) or an ASCII range lo-hi with lo <= hi
-    in_class = normalize([(ord(ch), ord(ch)) for ch in ']\\-^"[&~|'])  # [ & ~ |: Python's future set syntax
-    ascii_ok = intersect(normalize([(0x20, 0x7E)]), complement(in_class))
-    ranges = alt(*[seq(lit(chr(lo)), lit("-"), cls(intersect(ascii_ok, normalize([(lo, 0x7E)]))))
-                   for a, b in ascii_ok for lo in range(a, b + 1)])
-    item = alt(cls(intersect(text, complement(in_class))), quote, escape, seq(bs, lit("b")), ranges)
-    klass = seq(lit("["), opt(lit("^")), rep(item, 1, None), opt(lit("-")), lit("]"))  # a last `-`: itself
-    count = alt(*[seq(lit(str(n)), opt(seq(lit(","), opt(nonneg_range(n, 9999))))) for n in range(100)])
-    quant = seq(alt(cls(chars("*+?")), seq(lit("{"), count, lit("}"))), opt(lit("?")))
-    anchor = alt(cls(chars("^$")), seq(bs, cls(chars("bB"))))
-    simple = alt(cls(intersect(text, complement(syntax))), quote, lit("."), escape, klass)
+    9999), lazy or not, after an atom; anchors ^ $ \\b \\B, unquantified.
+    A body is its pieces and `|`s in any order (each alternative may be empty: `a||b`
+    compiles in both), so each nesting level holds the level below twice (a group, a
+    lookahead), not four times: this IR form (length frames and patterns take it) has no
+    rules, so the NFA copies it. Plain, or with minLength 1, the format is `regex_rules`."""
+    simple, quant, anchor = _regex_parts()
     body = None
     for _ in range(depth + 1):
         atom, terms = simple, [anchor]
         if body is not None:
             atom = alt(simple, seq(lit("("), opt(lit("?:")), body, lit(")")))
             terms.append(seq(lit("(?"), cls(chars("=!")), body, lit(")")))
-        branch = rep(alt(seq(atom, opt(quant)), *terms), 0, None)
-        body = seq(branch, rep(seq(lit("|"), branch), 0, None))
+        body = rep(alt(seq(atom, opt(quant)), *terms, lit("|")), 0, None)
     return body
+
+
+def _regex_parts():
+    """The regex format's (simple atom, quantifier, anchor), decoded characters."""
+    bs = lit("\\")  # one backslash of the regex
+    text = normalize([(0x20, 0x7E), (0xA0, 0xD7FF), (0xE000, 0x10FFFF)])
+    syntax = normalize([(ord(ch), ord(ch)) for ch in '\\^$.|?*+()[]{}'])
+    punct = [lit(c) for c in '!"#$%&\'()*+,-./:;<=>?@[\\]^`{|}~']
+    escape = seq(bs, alt(cls(chars("dDwWsSnrtfv")), seq(lit("x"), HEX, HEX), seq(lit("u"), HEX, HEX, HEX, HEX),
+                         *punct))
+    # a class: `[`, `^`?, items, `]`; an item is a character, an escape (\\b: backspace
+    # there) or an ASCII range lo-hi with lo <= hi
+    in_class = normalize([(ord(ch), ord(ch)) for ch in ']\\-^[&~|'])  # [ & ~ |: Python's future set syntax
+    ascii_ok = intersect(normalize([(0x20, 0x7E)]), complement(in_class))
+    ranges = alt(*[seq(lit(chr(lo)), lit("-"), cls(intersect(ascii_ok, normalize([(lo, 0x7E)]))))
+                   for a, b in ascii_ok for lo in range(a, b + 1)])
+    item = alt(cls(intersect(text, complement(in_class))), escape, seq(bs, lit("b")), ranges)
+    klass = seq(lit("["), opt(lit("^")), rep(item, 1, None), opt(lit("-")), lit("]"))  # a last `-`: itself
+    count = alt(*[seq(lit(str(n)), opt(seq(lit(","), opt(nonneg_range(n, 9999))))) for n in range(100)])
+    quant = seq(alt(cls(chars("*+?")), seq(lit("{"), count, lit("}"))), opt(lit("?")))
+    anchor = alt(cls(chars("^$")), seq(bs, cls(chars("bB"))))
+    simple = alt(cls(intersect(text, complement(syntax))), lit("."), escape, klass)
+    return simple, quant, anchor
+
+
+def regex_rules(grammar, nonempty: bool = False):
+    """The regex format as rules of `grammar`, JSON string content: a group or a
+    lookahead calls the body again, so groups nest to any depth, and each part is in
+    the automaton once (the IR form, which length bounds and patterns need, copies the
+    body into every group, to depth 3). nonempty: minLength 1."""
+    if "regex" not in _PARTS:
+        _PARTS["regex"] = tuple(encode(x) for x in _regex_parts())
+    simple, quant, anchor = _PARTS["regex"]
+    body = Ref(grammar.new_name("regex"))
+    piece = alt(seq(alt(simple, seq(lit("("), opt(lit("?:")), body, lit(")"))), opt(quant)), anchor,
+                seq(lit("(?"), cls(chars("=!")), body, lit(")")), lit("|"))
+    grammar.define(body.name, rep(piece, 0, None))
+    return seq(piece, body) if nonempty else body
 
 
 _BUILDERS = {
@@ -235,6 +259,8 @@ UNSUPPORTED = {"idn-hostname", "iri", "iri-reference", "uri-template", "json-poi
                "relative-json-pointer"}
 
 _CACHE = {}
+_TEXT = {}
+_PARTS = {}  # the regex format's parts, JSON text (regex_rules)
 
 
 def format_grammar(name: str):
@@ -250,10 +276,21 @@ def format_grammar(name: str):
     return None
 
 
+def format_text(name: str):
+    """format_grammar(name) as JSON string content (its `"` and `\\` escaped: the
+    regex format writes them), cached like it."""
+    node = format_grammar(name)
+    known = _TEXT.get(name)
+    if known is None or known[0] is not node:
+        known = _TEXT[name] = (node, encode(node))
+    return known[1]
+
+
 def build_formats():
     """Builds every format's grammar into the cache, once per process: GrammarCompiler
     does at construction (~5 ms in all), as it loads the trie walk, so that the first
     schema naming a format (date-time, uri, email: 0.3-2 ms each to build, more in a
     worker forked from a warmed-up process) does not pay it on its clock."""
     for name in _BUILDERS:
-        format_grammar(name)
+        format_text(name)
+    regex_rules(Grammar())

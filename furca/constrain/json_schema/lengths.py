@@ -20,57 +20,73 @@ from .encoding import encode, encode_chars
 from .grammar import EMPTY, NOTHING, Alt, Cls, Len, Lit, Ref, Rep, Seq, alt, rep, seq
 
 
-def length_range(node):
-    """(min, max) decoded characters; max None = unbounded."""
+def length_range(node, memo=None):
+    """(min, max) decoded characters; max None = unbounded. memo: {compound node: its
+    range}, for IR that shares its parts (a format's)."""
     if isinstance(node, Cls):
         return (1, 1) if node.ranges else (0, 0)
     if isinstance(node, Lit):
         return len(node.text), len(node.text)
+    if memo is None:
+        memo = {}
+    out = memo.get(node)
+    if out is not None:
+        return out
     if isinstance(node, Seq):
         lo, hi = 0, 0
         for i in node.items:
-            a, b = length_range(i)
+            a, b = length_range(i, memo)
             lo += a
             hi = None if hi is None or b is None else hi + b
-        return lo, hi
-    if isinstance(node, Alt):
-        rs = [length_range(i) for i in node.items] or [(0, 0)]
-        return min(r[0] for r in rs), (None if any(r[1] is None for r in rs) else max(r[1] for r in rs))
-    if isinstance(node, Rep):
-        a, b = length_range(node.item)
+        out = lo, hi
+    elif isinstance(node, Alt):
+        rs = [length_range(i, memo) for i in node.items] or [(0, 0)]
+        out = min(r[0] for r in rs), (None if any(r[1] is None for r in rs) else max(r[1] for r in rs))
+    elif isinstance(node, Rep):
+        a, b = length_range(node.item, memo)
         if node.max == 0 or b == 0:
-            return a * node.min, 0
-        return a * node.min, (None if node.max is None or b is None else b * node.max)
-    raise TypeError(node)
+            out = a * node.min, 0
+        else:
+            out = a * node.min, (None if node.max is None or b is None else b * node.max)
+    else:
+        raise TypeError(node)
+    memo[node] = out
+    return out
 
 
-def _bound_length(node, min_len, max_len):
+def _bound_length(node, min_len, max_len, memo=None):
     """node restricted to lengths in [min_len, max_len], or None when not expressible simply."""
-    lo, hi = length_range(node)
+    memo = {} if memo is None else memo
+    lo, hi = length_range(node, memo)
     if lo >= min_len and (max_len is not None and hi is not None and hi <= max_len or max_len is None):
         return node
     if max_len is not None and lo > max_len or (hi is not None and hi < min_len):
         return NOTHING
     if isinstance(node, Alt):
-        parts = [_bound_length(b, min_len, max_len) for b in node.items]
+        parts = [_bound_length(b, min_len, max_len, memo) for b in node.items]
         return None if any(p is None for p in parts) else alt(*parts)
     items = list(node.items) if isinstance(node, Seq) else [node]
-    var = [k for k, it in enumerate(items) if length_range(it)[0] != length_range(it)[1]]
+    var = [k for k, it in enumerate(items) if length_range(it, memo)[0] != length_range(it, memo)[1]]
     if len(var) != 1:
         return None
     k = var[0]
     v = items[k]
-    fixed = sum(length_range(it)[0] for j, it in enumerate(items) if j != k)
+    fixed = sum(length_range(it, memo)[0] for j, it in enumerate(items) if j != k)
     if isinstance(v, Alt):
-        sub = _bound_length(v, max(0, min_len - fixed), None if max_len is None else max_len - fixed)
+        sub = _bound_length(v, max(0, min_len - fixed), None if max_len is None else max_len - fixed, memo)
         if sub is None:
             return None
         items[k] = sub
         return seq(*items)
     if not isinstance(v, Rep):
         return None
-    w_lo, w_hi = length_range(v.item)
+    w_lo, w_hi = length_range(v.item, memo)
     if w_lo != w_hi or w_lo == 0:
+        if max_len is None and w_lo >= 1 and min_len - fixed <= 1:
+            # items of one character or more: at least one of them is a character or more
+            # (minLength 1 of a format's repetition, the regex format's: no length frame)
+            items[k] = rep(v.item, max(v.min, min_len - fixed), v.max)
+            return seq(*items)
         return None
     w = w_lo
     kmin = max(v.min, -(-(min_len - fixed) // w))

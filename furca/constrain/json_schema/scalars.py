@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from furca.errors import CompileError
 
-from .formats import format_grammar
+from .formats import format_grammar, format_text, regex_rules
 from .keys import key_not_in
 from .difference import ALSO_PATTERNS, NOT_PATTERNS, difference
 from .logic import NOT_STRINGS
@@ -98,10 +98,14 @@ def string_grammar(c, schema, where):
         return seq(lit('"'), c.cached(("pattern", pattern, min_len, max_len),
                                       lambda: pattern_grammar(pattern, where + "/pattern", min_len, max_len, c.g)),
                    lit('"'))
-    if content is not None:
-        if min_len or max_len is not None:
-            content = c.cached(("format", fmt, min_len, max_len),
-                               lambda: bounded_chars(content, min_len, max_len, c.g, where, "format %r" % fmt))
+    if content is not None:  # decoded characters: written escaped (the regex format's `"` and `\\`)
+        if fmt == "regex" and content is format_grammar(fmt) and min_len <= 1 and max_len is None:
+            return seq(lit('"'), c.cached(("format-rules", fmt, min_len), lambda: regex_rules(c.g, min_len == 1)),
+                       lit('"'))
+        if content is format_grammar(fmt) and not min_len and max_len is None:
+            return seq(lit('"'), format_text(fmt), lit('"'))
+        content = c.cached(("format", fmt, schema.get("pattern"), min_len, max_len),
+                           lambda: bounded_chars(content, min_len, max_len, c.g, where, "format %r" % fmt))
         return seq(lit('"'), content, lit('"'))
     return seq(lit('"'), rep(STRING_CHAR, min_len, max_len), lit('"'))
 
