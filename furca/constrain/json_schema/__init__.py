@@ -25,8 +25,8 @@ Contract
   json.dumps(..., ensure_ascii=False) writes them (plain strings accept every JSON escape).
   With `member_order="any"` (schema_to_ir only: the engine's matcher keeps each key
   once, any_order.py, furca/constrain/members.py), members come in any order, extra
-  ones anywhere; objects with `$` patterns, propertyNames or more than 6 required
-  names, and flexible whitespace, keep the two orders. minProperties over free keys
+  ones anywhere; objects with patterns whose keys can stop (`^[a-z]{1,8}$`),
+  propertyNames or more than 6 required names, and flexible whitespace, keep the two orders. minProperties over free keys
   is kept by the same watch in schema order (members then come in any order there).
 - Supported: type (one or a list), enum, const, properties, required,
   additionalProperties (bool or schema), patternProperties, items, prefixItems,
@@ -34,7 +34,7 @@ Contract
   pattern (ECMA regex, unanchored unless ^/$), format (date, time, date-time,
   duration, email, idn-email (ASCII domain), uuid, uri, uri-reference, ipv4,
   ipv6, hostname, regex (what both ECMA-262 and Python's re compile, narrowed:
-  formats.py); formats JSON Schema does not define are ignored; a format with a
+  formats.py), uri-template (RFC 6570 without reserved operators); formats JSON Schema does not define are ignored; a format with a
   pattern: a start-anchored finite prefix such as "^https?://" (prefix.py), else the
   product of their automata without length bounds (difference.py)), minimum, maximum, exclusiveMinimum, exclusiveMaximum
   (numeric and draft-4 boolean forms), multipleOf (powers of ten <= 1: 0.01, 1,

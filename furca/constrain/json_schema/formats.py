@@ -174,6 +174,25 @@ def _uri_reference():
     return alt(uri, rel)
 
 
+def _uri_template():
+    """RFC 6570 URI Template: literals (RFC 6570's set: ASCII without space, `"'%<>\\^`{|}`,
+    and RFC 3987's ucschar / iprivate) or percent-encodings, and expressions `{` operator?
+    varspec (`,` varspec)* `}`. Narrowed to what both the RFC and the `uri-template`
+    package (jsonschema's checker) take: no reserved operators (`= , ! @ |`), a prefix
+    of 1-3 digits (`{var:999}`; the RFC goes to 9999), varnames with single dots."""
+    ucs = [(0xA0, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFEF), (0xE000, 0xF8FF), (0xF0000, 0xFFFFD),
+           (0x100000, 0x10FFFD), (0xE1000, 0xEFFFD)] + [(p << 16, (p << 16) + 0xFFFD) for p in range(1, 14)]
+    literal = cls(normalize([(0x21, 0x21), (0x23, 0x24), (0x26, 0x26), (0x28, 0x3B), (0x3D, 0x3D), (0x3F, 0x5B),
+                             (0x5D, 0x5D), (0x5F, 0x5F), (0x61, 0x7A), (0x7E, 0x7E)] + ucs))
+    pct = seq(lit("%"), HEX, HEX)
+    varchar = alt(cls(_set("_")), pct)
+    varname = seq(varchar, rep(seq(opt(lit(".")), varchar), 0, None))
+    prefix = seq(lit(":"), cls(chars("123456789")), rep(DIGIT, 0, 2))
+    varspec = seq(varname, opt(alt(prefix, lit("*"))))
+    expression = seq(lit("{"), opt(cls(chars("+#./;?&"))), varspec, rep(seq(lit(","), varspec), 0, None), lit("}"))
+    return rep(alt(literal, pct, expression), 0, None)
+
+
 def _regex(depth: int = 3):
     """A regular expression valid in both ECMA-262 and Python's `re` (what validators
     compile it with), as decoded characters like the other formats (the JSON text then
@@ -252,10 +271,11 @@ _BUILDERS = {
     "ipv6": _ipv6,
     "hostname": _hostname,
     "regex": _regex,
+    "uri-template": _uri_template,
 }
 
 # Formats defined by JSON Schema that furca does not enforce: CompileError in strict mode.
-UNSUPPORTED = {"idn-hostname", "iri", "iri-reference", "uri-template", "json-pointer",
+UNSUPPORTED = {"idn-hostname", "iri", "iri-reference", "json-pointer",
                "relative-json-pointer"}
 
 _CACHE = {}
