@@ -20,6 +20,7 @@ CASES = [
     ["a", "b", "^.{2}$"],  # three branches
     ["^a*$", "^(aa)*$"],  # one branch inside the other: only odd runs of a
     ["^0", "0$", "^A+$"],
+    ["ab", "ba", "aA0"],  # words that overlap: a matched one's padding decides its automaton for good
 ]
 ALPHABET = "aAb0"
 
@@ -68,3 +69,20 @@ def test_pattern_with_another_string_keyword_is_not_excluded(byte_compiler):
     with pytest.raises(CompileError, match="accepts no JSON value"):
         byte_compiler.compile_json_schema({"type": "string", "oneOf": [{"pattern": "a", "maxLength": 3},
                                                                        {"pattern": "b"}]})
+
+
+def test_equivalent_product_states_are_one_rule():
+    """difference.py's product automaton is minimised (Moore's refinement): a state
+    counter mod 4 of which only the parity matters is two classes; a state that cannot
+    go on differs from one that can."""
+    from furca.constrain.json_schema.difference import _minimal_classes
+    a = ((97, 97),)
+    edges = {k: {(k + 1) % 4: list(a)} for k in range(4)}
+    cls = _minimal_classes(list(range(4)), edges, final={0, 2})
+    assert cls[0] == cls[2] != cls[1] == cls[3]
+    edges = {0: {1: list(a)}, 1: {}, 2: {3: list(a)}, 3: {3: list(a)}}  # {a}, {""}, a+, a*
+    cls = _minimal_classes(list(range(4)), edges, final={1, 3})
+    assert len(set(cls.values())) == 4
+    edges = {0: {1: list(a)}, 1: {2: list(a)}, 2: {}, 3: {4: list(a)}, 4: {5: list(a)}, 5: {}}  # two chains of aa
+    cls = _minimal_classes(list(range(6)), edges, final={2, 5})
+    assert (cls[0], cls[1], cls[2]) == (cls[3], cls[4], cls[5]) and len(set(cls.values())) == 3

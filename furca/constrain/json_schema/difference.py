@@ -79,9 +79,19 @@ class _Auto:
         for p in range(len(self.g.classes)):
             self.succ[p] = sorted(self.g.follow[p])
         self.accepting = set(last) | ({_START} if nullable else set())
+        # positions after which every string is accepted: an accepting any-character loop
+        # (a `contains` pattern's padding once it has matched)
+        self.sure = {p for p in last if p in self.g.follow[p] and self.g.classes[p] == ((0, MAX_CP),)}
 
     def accepts(self, state) -> bool:
         return any(p in self.accepting for p in state)
+
+    def verdict(self, state):
+        """True: every string from here is accepted; False: none (no position left);
+        None: not known yet."""
+        if not state:
+            return False
+        return True if self.sure and not self.sure.isdisjoint(state) else None
 
     def moves(self, state):
         """(ranges, position) pairs leaving `state`."""
@@ -132,10 +142,11 @@ def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_
     formula = ("and", parts)
     start = tuple(frozenset([_START]) for _ in autos)
     edges, order, todo = {}, [start], [start]
+    verdicts = {}
     seen = {start}
     while todo:
         s = todo.pop()
-        out = edges[s] = _step(autos, s, formula)
+        out = edges[s] = _step(autos, s, formula, verdicts)
         for t in out:
             if t not in seen:
                 seen.add(t)
@@ -148,39 +159,89 @@ def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_
     def accepting(s):
         return _holds(formula, [a.accepts(x) for a, x in zip(autos, s)])
 
-    live = {s for s in order if accepting(s)}
-    changed = True
-    while changed:
-        changed = False
-        for s in order:
-            if s not in live and any(t in live for t in edges[s]):
+    final = {s for s in order if accepting(s)}
+    into = {}  # state -> the states with an edge to it
+    for s in order:
+        for t in edges[s]:
+            into.setdefault(t, []).append(s)
+    live, todo = set(final), list(final)
+    while todo:
+        for s in into.get(todo.pop(), ()):
+            if s not in live:
                 live.add(s)
-                changed = True
+                todo.append(s)
     if start not in live:
         return NOTHING
     kept = [s for s in order if s in live]
     if open_ended and not _every_state_reaches_a_cycle(kept, {s: [t for t in edges[s] if t in live] for s in kept}):
         raise NotOpenEnded("%s: a prefix of these keys has finitely many completions" % where)
-    names = {s: grammar.new_name("diff") for s in kept}
+    cls = _minimal_classes(kept, {s: {t: r for t, r in edges[s].items() if t in live} for s in kept}, final)
+    names, rep = {}, {}  # class -> rule name, its first state (its edges stand for the class's)
     for s in kept:
-        parts = [EMPTY] if accepting(s) else []
-        parts += [seq(encode_chars(normalize(r)), Ref(names[t])) for t, r in edges[s].items() if t in live]
-        grammar.define(names[s], alt(*parts))
-    return Ref(names[start])
+        if cls[s] not in names:
+            names[cls[s]], rep[cls[s]] = grammar.new_name("diff"), s
+    for k, s in rep.items():
+        parts = [EMPTY] if s in final else []
+        to = {}
+        for t, r in edges[s].items():
+            if t in live:
+                to.setdefault(cls[t], []).extend(r)
+        parts += [seq(encode_chars(normalize(r)), Ref(names[c])) for c, r in to.items()]
+        grammar.define(names[k], alt(*parts))
+    return Ref(names[cls[start]])
 
 
-def _step(autos, state, formula):
+def _minimal_classes(states, edges, final):
+    """Moore's partition refinement of a deterministic automaton (edges: state -> {next
+    state: code-point ranges}, disjoint; a missing code point: no string goes on): state
+    -> the id of its class of equivalent states (the same strings take both to the end).
+    The product of several patterns' automata has many equivalent states (o65510's oneOf
+    of five `contains` patterns: ~1,100 states a branch, its rules a cold mask walks)."""
+    cls = {s: int(s in final) for s in states}
+    count = len(set(cls.values()))
+    while True:
+        sigs, new = {}, {}
+        for s in states:
+            moves = sorted((lo, hi, cls[t]) for t, r in edges[s].items() for lo, hi in r)
+            merged = []
+            for lo, hi, k in moves:
+                if merged and merged[-1][2] == k and merged[-1][1] + 1 == lo:
+                    merged[-1] = (merged[-1][0], hi, k)
+                else:
+                    merged.append((lo, hi, k))
+            new[s] = sigs.setdefault((cls[s], tuple(merged)), len(sigs))
+        if len(sigs) == count:  # a refinement with as many classes is the same partition
+            return new
+        cls, count = new, len(sigs)
+
+
+def _step(autos, state, formula, verdicts):
     """{next state: code-point ranges} for the code points some automaton moves on; a
     state whose formula is false whatever its live automata read next is left out (a
-    string that an automaton it needs cannot continue is never accepted)."""
+    string that an automaton it needs cannot continue is never accepted). verdicts:
+    {which automata still live: the formula can still hold}, kept across the steps."""
     moves = [a.moves(x) for a, x in zip(autos, state)]
     cuts = sorted({b for ms in moves for r, _ in ms for lo, hi in r for b in (lo, hi + 1)})
+    index = {b: i for i, b in enumerate(cuts)}
+    span = range(len(cuts) - 1)
+    covered = []  # per automaton, per elementary interval [cuts[i], cuts[i + 1]): the positions moved to
+    for ms in moves:
+        at = [[] for _ in span]
+        for r, p in ms:
+            for lo, hi in r:
+                for i in range(index[lo], index[hi + 1]):
+                    at[i].append(p)
+        covered.append(at)
     out = {}
-    for lo, hi in zip(cuts, cuts[1:]):
-        nxt = tuple(frozenset(p for r, p in ms if _covers(r, lo)) for ms in moves)
-        if _holds(formula, [None if x else False for x in nxt]) is False:
+    for i in span:
+        nxt = tuple(frozenset(at[i]) for at in covered)
+        known = tuple(a.verdict(x) for a, x in zip(autos, nxt))
+        ok = verdicts.get(known)
+        if ok is None:
+            ok = verdicts[known] = _holds(formula, list(known)) is not False
+        if not ok:
             continue
-        out.setdefault(nxt, []).append((lo, hi - 1))
+        out.setdefault(nxt, []).append((cuts[i], cuts[i + 1] - 1))
     return out
 
 
@@ -197,6 +258,3 @@ def _holds(f, values):
         return False if False in got else None if None in got else True
     return True if True in got else None if None in got else False
 
-
-def _covers(ranges, cp) -> bool:
-    return any(lo <= cp <= hi for lo, hi in ranges)
