@@ -133,8 +133,9 @@ def _environment(c):
         import referencing.jsonschema
 
         root = c.root if isinstance(c.root, dict) else {}
-        if c.refs is None or not any(ptr != "#" for ptr in c.refs.by_uri.values()):  # else: nested $id,
-            cls_ = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)  # other bases
+        # a nested $id: refs there resolve against another base, no environment
+        if c.refs is None or not any(ptr != "#" for ptr in c.refs.by_uri.values()):
+            cls_ = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
             spec = referencing.jsonschema.specification_with(
                 cls_.META_SCHEMA.get("$schema", ""), default=referencing.jsonschema.DRAFT202012)
             doc = {k: v for k, v in root.items() if k not in ("$id", "id")}  # refs resolve inside this document
