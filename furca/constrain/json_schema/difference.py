@@ -172,20 +172,19 @@ def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_
                 todo.append(s)
     if start not in live:
         return NOTHING
-    kept = [s for s in order if s in live]
-    if open_ended and not _every_state_reaches_a_cycle(kept, {s: [t for t in edges[s] if t in live] for s in kept}):
+    kept = {s: {t: r for t, r in edges[s].items() if t in live} for s in order if s in live}  # in order
+    if open_ended and not _every_state_reaches_a_cycle(kept, kept):
         raise NotOpenEnded("%s: a prefix of these keys has finitely many completions" % where)
-    cls = _minimal_classes(kept, {s: {t: r for t, r in edges[s].items() if t in live} for s in kept}, final)
-    names, rep = {}, {}  # class -> rule name, its first state (its edges stand for the class's)
+    cls = _minimal_classes(kept, kept, final)
+    names, first = {}, {}  # class -> rule name, its first state (its edges stand for the class's)
     for s in kept:
         if cls[s] not in names:
-            names[cls[s]], rep[cls[s]] = grammar.new_name("diff"), s
-    for k, s in rep.items():
-        parts = [EMPTY] if s in final else []
+            names[cls[s]], first[cls[s]] = grammar.new_name("diff"), s
+    for k, s in first.items():
         to = {}
-        for t, r in edges[s].items():
-            if t in live:
-                to.setdefault(cls[t], []).extend(r)
+        for t, r in kept[s].items():
+            to.setdefault(cls[t], []).extend(r)
+        parts = [EMPTY] if s in final else []
         parts += [seq(encode_chars(normalize(r)), Ref(names[c])) for c, r in to.items()]
         grammar.define(names[k], alt(*parts))
     return Ref(names[cls[start]])
@@ -219,7 +218,8 @@ def _step(autos, state, formula, verdicts):
     """{next state: code-point ranges} for the code points some automaton moves on; a
     state whose formula is false whatever its live automata read next is left out (a
     string that an automaton it needs cannot continue is never accepted). verdicts:
-    {which automata still live: the formula can still hold}, kept across the steps."""
+    {each automaton's `verdict` on the next state: whether the formula can still hold},
+    shared by the steps of one product."""
     moves = [a.moves(x) for a, x in zip(autos, state)]
     cuts = sorted({b for ms in moves for r, _ in ms for lo, hi in r for b in (lo, hi + 1)})
     index = {b: i for i, b in enumerate(cuts)}

@@ -274,6 +274,8 @@ _BUILDERS = {
     "uri-template": _uri_template,
 }
 
+_RULES = {"regex": regex_rules}  # formats with a form of rules (format_rules)
+
 # Formats defined by JSON Schema that furca does not enforce: CompileError in strict mode.
 UNSUPPORTED = {"idn-hostname", "iri", "iri-reference", "json-pointer",
                "relative-json-pointer"}
@@ -294,6 +296,13 @@ def format_grammar(name: str):
     if name in UNSUPPORTED:
         raise CompileError("format %r is not supported" % name)
     return None
+
+
+def format_rules(name: str, grammar, nonempty: bool = False):
+    """The format as rules of `grammar` (JSON string content; nonempty: minLength 1)
+    where it has such a form (regex: groups nest), else None."""
+    build = _RULES.get(name)
+    return None if build is None else build(grammar, nonempty)
 
 
 def format_text(name: str):

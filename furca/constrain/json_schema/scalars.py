@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from furca.errors import CompileError
 
-from .formats import format_grammar, format_text, regex_rules
+from .formats import format_grammar, format_rules, format_text
 from .keys import key_not_in
 from .difference import ALSO_PATTERNS, NOT_PATTERNS, difference
 from .logic import NOT_STRINGS
@@ -99,11 +99,12 @@ def string_grammar(c, schema, where):
                                       lambda: pattern_grammar(pattern, where + "/pattern", min_len, max_len, c.g)),
                    lit('"'))
     if content is not None:  # decoded characters: written escaped (the regex format's `"` and `\\`)
-        if fmt == "regex" and content is format_grammar(fmt) and min_len <= 1 and max_len is None:
-            return seq(lit('"'), c.cached(("format-rules", fmt, min_len), lambda: regex_rules(c.g, min_len == 1)),
-                       lit('"'))
-        if content is format_grammar(fmt) and not min_len and max_len is None:
-            return seq(lit('"'), format_text(fmt), lit('"'))
+        if content is format_grammar(fmt) and min_len <= 1 and max_len is None:  # the format alone
+            rules = c.cached(("format-rules", fmt, min_len), lambda: format_rules(fmt, c.g, min_len == 1))
+            if rules is not None:
+                return seq(lit('"'), rules, lit('"'))
+            if not min_len:
+                return seq(lit('"'), format_text(fmt), lit('"'))
         content = c.cached(("format", fmt, schema.get("pattern"), min_len, max_len),
                            lambda: bounded_chars(content, min_len, max_len, c.g, where, "format %r" % fmt))
         return seq(lit('"'), content, lit('"'))
