@@ -297,9 +297,11 @@ class LazyAutomaton:
     # ---- canonical forms (states that share a mask) ------------------------------
     def canonical(self, s: int) -> int:
         """The state whose mask s shares. A counter frame (x{m,n}, see nfa.py) with count k,
-        m <= k and n - k > longest token (in bytes) behaves the same for one token whatever
-        k is (each body consumes at least a byte), so such counts are replaced by max(m, 1):
-        a long maxLength string needs one mask for its middle, not one per position. A
+        m <= k and n - k > ceil(longest token / b) behaves the same for one token whatever
+        k is (each body consumes at least b >= 1 bytes, nfa.counter_bytes, so a token of L
+        bytes ends at most ceil(L / b) bodies), so such counts are replaced by max(m, 1):
+        a long maxLength string needs one mask for its middle, not one per position, and
+        a word limit (?:\\S+\\s+){0,99} one for its first words. A
         length frame (nfa.py) with c characters, m <= c and n - c >= longest token +
         the most characters any node of the region still needs (nfa.length_need) is
         alike for one token (a byte starts at most one character, so no count the token
@@ -331,11 +333,12 @@ class LazyAutomaton:
         region's twin without a maximum (canonical's forms, whatever the room); for every
         byte string of at most `room` bytes, s and f are both live or both dead after it,
         and accepting alike (room 0: f == s, no frame moved). A counter frame (x{m,n}, k
-        bodies begun, k >= m) moves by at most one count a byte, and decides differently
-        from its canonical count only when a body ends at count n: within n - k + 1 bytes
-        that is the last byte at most, after which both states hold the exit (k >= m) and
-        differ only in whether a body may start again, which changes neither liveness nor
-        acceptance (a counted body is never empty). A length frame (k - 1 characters)
+        bodies begun, k >= m, each body at least b bytes) moves by at most one count per b
+        bytes, and decides differently from its canonical count only when a body ends at
+        count n: within (n - k) * b + 1 bytes that is the last byte at most (the current
+        body may end at the first byte, each later one takes b), after which both states
+        hold the exit (k >= m) and differ only in whether a body may start again, which
+        changes neither liveness nor acceptance (a counted body is never empty). A length frame (k - 1 characters)
         keeps canonical's bound: n - (k - 1) - need bytes. The walks take f at a trie node
         with at most room bytes below it: inside a string of maxLength 128 a run of
         spaces is then walked through one count's states, not one per count."""
@@ -372,7 +375,7 @@ class LazyAutomaton:
             _body, _done, lo, hi = nfa.counter[ret]
             c = max(lo, 1)
             if k >= lo and k != c:
-                room = min(room, hi - k + 1)
+                room = min(room, (hi - k) * nfa.counter_bytes[ret] + 1)
                 k = c
         out = (st if (ret, p, k) == frames[st] else self.stacks.push(ret, p, k)), room
         self._full_stack_memo[st] = out
@@ -408,7 +411,7 @@ class LazyAutomaton:
                         ret, k = free, lo + 1
             elif k:
                 _body, _done, lo, hi = self.nfa.counter[ret]
-                if k >= lo and hi - k > bound:
+                if k >= lo and hi - k > -(-bound // self.nfa.counter_bytes[ret]):
                     k = max(lo, 1)
             c = st if (ret, p, k) == frames[st] else self.stacks.push(ret, p, k)
             memo[st] = c

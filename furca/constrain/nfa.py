@@ -47,6 +47,7 @@ class NFA:
         self.eps: list[tuple] = []
         self.call: dict[int, tuple] = {}  # call node -> (callee rule start node, return node)
         self.counter: dict[int, tuple] = {}  # counter entry -> (body start, exit node, min, max)
+        self.counter_bytes: dict[int, int] = {}  # counter entry -> fewest bytes of a body (>= 1)
         self.length: dict[int, tuple] = {}  # length region entry -> (body start, exit node, min, max or None)
         self.tick: set[int] = set()  # nodes whose byte edges start a character of a length region
         self.length_free: dict[int, int] = {}  # entry of a region with a maximum -> its twin without (masks)
@@ -166,6 +167,7 @@ def build_nfa(g: ir.Grammar) -> NFA:
                 entry, done = new(), new()
                 eps[s] += (entry,)
                 nfa.counter[entry] = (body_start, done, lo, top)
+                nfa.counter_bytes[entry] = max(1, _min_bytes(x))
                 if hi is None:  # x{lo,}: then x*
                     loop = new()
                     eps[done] += (loop,)
@@ -328,6 +330,28 @@ class _Layout:
 
 _LAYOUTS: dict = {}  # (id(body) of each lasting rule, in id order) -> _Layout
 MAX_LAYOUTS = 32
+
+
+def _min_bytes(e, memo=None):
+    """A lower bound of the fewest bytes a string of the IR e holds: 0 for whatever it does
+    not look into (a call, a key trie, a length region), so never more than the truth
+    (automaton.canonical reads it: a counter whose body takes at least b bytes moves at
+    most one count per b bytes). Memoised per node: an IR may be a DAG."""
+    k = e[0]
+    if k == "byte":
+        return 1
+    if k not in ("seq", "alt", "rep"):
+        return 0
+    memo = {} if memo is None else memo
+    hit = memo.get(id(e))
+    if hit is None:
+        if k == "rep":
+            hit = e[2] * _min_bytes(e[1], memo)
+        else:
+            ns = [_min_bytes(x, memo) for x in e[1]]
+            hit = sum(ns) if k == "seq" else min(ns, default=0)
+        memo[id(e)] = hit
+    return hit
 
 
 def _min_ticks(e):

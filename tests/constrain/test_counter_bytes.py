@@ -1,0 +1,96 @@
+"""A counter whose body takes at least b bytes (nfa.counter_bytes) moves at most one count
+per b bytes, so its counts share masks b times closer to the bound than a body of one
+byte (automaton.canonical, full_canonical): a word limit `(?:\\S+\\s+){0,99}\\S+` shares
+one mask for its first words, not none. Every mask is compared with brute force (each
+token stepped alone) on walks to every count up to the bound, with tokens of several
+words and long runs, so a count moved past its room would show."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from furca.constrain import GrammarCompiler, TokenizerInfo
+from furca.constrain.nfa import _min_bytes
+
+from .conftest import BYTE_EOS, allowed_set, walk_checking_masks
+
+LONG = (
+    ["ab", "cde", "ab ", " ab", "a b", "ab cd", " x y z", "a b c d e f", "ab, cd, ", "x, ", "w "]
+    + [("a" * k) for k in (3, 8, 17, 29)]
+    + [(" " * k) for k in (2, 5, 12)]
+    + [("ab" * k) for k in (2, 5, 9, 14)]  # several bodies of (ab) in one token
+    + [("w " * k) for k in (3, 7, 11)]  # several words in one token
+    + ["a\nb\tc d"]
+)
+
+
+def words_info(long_tokens):
+    toks = [bytes([i]) for i in range(256)] + [None, None] + [e.encode() for e in LONG]
+    return TokenizerInfo(toks, [BYTE_EOS], vocab_size=258 + len(LONG), long_tokens=long_tokens)
+
+
+def _check(m, info):
+    bits = allowed_set(m, info)[: info.vocab_size].astype(bool)
+    ref = np.array([m.fork().accept_token(t) for t in range(info.vocab_size)])
+    ref[BYTE_EOS] = m.can_terminate()
+    assert (bits == ref).all(), np.flatnonzero(bits != ref)[:10]
+
+
+PATTERNS = [
+    (r"(?:\S+\s+){0,24}\S+", "w "),  # a word limit: a body of at least two bytes
+    (r"(?:ab|cde){3,40}", "ab"),
+    (r"(?:[a-z]+, ){0,30}[a-z]+", "x, "),
+    (r"(?:ab){20,44}", "ab"),
+]
+
+
+def test_min_bytes_of_bodies():
+    from furca.constrain.regex import parse_regex
+
+    def of(p):
+        return _min_bytes(parse_regex(p))
+
+    assert of(r"\S+\s+") == 2
+    assert of(r"ab|cde") == 2
+    assert of(r"(?:é|x){2}") == 2
+    assert of(r"é") == 2
+    assert of(r"a*") == 0
+
+
+@pytest.mark.parametrize("long_tokens", [len(LONG), 8])
+@pytest.mark.parametrize("pattern,unit", PATTERNS, ids=lambda p: str(p)[:24])
+def test_every_count_equals_brute_force(pattern, unit, long_tokens):
+    """A walk of one body a token up to past the bound, the mask checked at each count."""
+    info = words_info(long_tokens)
+    g = GrammarCompiler(info).compile_regex(pattern)
+    assert g.automaton.nfa.counter_bytes and min(g.automaton.nfa.counter_bytes.values()) >= 2
+    m = g.matcher()
+    unit_id = 258 + LONG.index(unit)
+    for _ in range(50):
+        _check(m, info)
+        if not m.fork().accept_token(unit_id):
+            break
+        assert m.accept_token(unit_id)
+    for seed in range(3):
+        walk_checking_masks(g.matcher(), info, random.Random(seed), 40)
+
+
+def test_far_counts_share_one_mask():
+    """(ab){0,60}: with a body of 2 bytes, counts more than ceil(short_len / 2) from the
+    bound share canonical_short; counts nearer stay distinct."""
+    info = words_info(8)
+    short = info.short_len
+    assert 2 < short < info.max_token_len
+    g = GrammarCompiler(info).compile_regex(r"(?:ab){0,60}")
+    a = g.automaton
+    states = [a.step(a.start, b"ab" * k) for k in range(1, 61)]
+    assert all(states)
+    limit = -(-short // 2)
+    # after k bodies the frame counts k + 1 (the next body begun at its start)
+    far = [s for k, s in enumerate(states, 1) if 60 - (k + 1) > limit]
+    near = [s for k, s in enumerate(states, 1) if 60 - (k + 1) <= limit]
+    assert len(far) > len([k for k in range(1, 61) if 60 - (k + 1) > short])  # a one-byte body's bound
+    assert len({a.canonical_short(s) for s in far}) == 1
+    assert len({a.canonical_short(s) for s in near}) == len(set(near))
