@@ -64,16 +64,23 @@ def walk_ids(m, ids, info, check_probes=0, rng=None):
     return True
 
 
+def check_mask(m, info):
+    """Asserts that m's mask equals brute force (a fork of the matcher trying each token;
+    EOS where it may terminate); returns the mask as booleans over the vocabulary."""
+    bits = allowed_set(m, info)[: info.vocab_size].astype(bool)
+    ref = np.array([m.fork().accept_token(t) for t in range(info.vocab_size)])
+    ref[BYTE_EOS] = m.can_terminate()
+    assert (bits == ref).all(), np.flatnonzero(bits != ref)[:10]
+    return bits
+
+
 def walk_checking_masks(m, info, rng, steps):
     """A random walk of up to ``steps`` tokens; at every step the mask must equal brute
     force (a fork of the matcher trying each token; EOS where it may terminate). Half the
     moves prefer multi-byte tokens (ids past the 256 bytes and EOS), to cross rule ends
     inside tokens."""
     for _ in range(steps):
-        bits = allowed_set(m, info)[: info.vocab_size].astype(bool)
-        ref = np.array([m.fork().accept_token(t) for t in range(info.vocab_size)])
-        ref[BYTE_EOS] = m.can_terminate()
-        assert (bits == ref).all(), np.flatnonzero(bits != ref)[:10]
+        bits = check_mask(m, info)
         choices = [t for t in np.flatnonzero(bits) if t != BYTE_EOS]
         if not choices:
             return
