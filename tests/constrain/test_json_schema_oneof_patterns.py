@@ -86,3 +86,20 @@ def test_equivalent_product_states_are_one_rule():
     edges = {0: {1: list(a)}, 1: {2: list(a)}, 2: {}, 3: {4: list(a)}, 4: {5: list(a)}, 5: {}}  # two chains of aa
     cls = _minimal_classes(list(range(6)), edges, final={2, 5})
     assert (cls[0], cls[1], cls[2]) == (cls[3], cls[4], cls[5]) and len(set(cls.values())) == 3
+
+
+def test_a_search_for_many_words_minus_a_value(byte_compiler):
+    """Github_hard o83677's `type`: a pattern of unanchored alternatives (contains one of
+    ten words) beside `not: {const: ...}`. Each alternative's any-character padding holds
+    once its word matched, so the product keeps one state for every "some word matched"
+    (difference._Auto.settle): which words matched would be 2^10 position sets times the
+    partial matches, past the product's 3,000 states (compiled to an error before)."""
+    words = ["date", "time", "string", "enum", "int", "double", "long", "boolean"]
+    pattern = "^list|" + "|".join(words) + "|number$"
+    g = byte_compiler.compile_json_schema({"type": "string", "pattern": pattern, "not": {"const": "enum"}})
+    ref = re.compile(pattern)
+    cases = ["enum", "enums", "xenum", "date", "a date and a time", "list", "xlist", "number", "numberx",
+             "longint", "boolean string enum", "nothing", "", "dat", "in t"]
+    for s in cases:
+        want = ref.search(s) is not None and s != "enum"
+        assert _accepts(g, byte_compiler.info, s) == want, (s, want)

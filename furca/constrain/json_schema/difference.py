@@ -83,6 +83,15 @@ class _Auto:
         # (a `contains` pattern's padding once it has matched)
         self.sure = {p for p in last if p in self.g.follow[p] and self.g.classes[p] == ((0, MAX_CP),)}
 
+    def settle(self, state):
+        """state, or the one sure position it holds (the least): every string is accepted
+        from both, so the product keeps one state where the position sets still differ
+        (`date|time|...` as a search: which words matched, 2^n sets, would otherwise all
+        be states)."""
+        if self.sure and not self.sure.isdisjoint(state):
+            return frozenset((min(self.sure.intersection(state)),))
+        return state
+
     def accepts(self, state) -> bool:
         return any(p in self.accepting for p in state)
 
@@ -234,7 +243,7 @@ def _step(autos, state, formula, verdicts):
         covered.append(at)
     out = {}
     for i in span:
-        nxt = tuple(frozenset(at[i]) for at in covered)
+        nxt = tuple(a.settle(frozenset(at)) for a, at in zip(autos, (at[i] for at in covered)))
         known = tuple(a.verdict(x) for a, x in zip(autos, nxt))
         ok = verdicts.get(known)
         if ok is None:
