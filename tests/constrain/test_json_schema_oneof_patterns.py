@@ -103,3 +103,65 @@ def test_a_search_for_many_words_minus_a_value(byte_compiler):
     for s in cases:
         want = ref.search(s) is not None and s != "enum"
         assert _accepts(g, byte_compiler.info, s) == want, (s, want)
+
+
+WORDS = ["abcd", "efgh", "ijkl", "mnop", "qrst"]
+WORD_SAMPLES = ["abcd", "xabcdx", "abcdefgh", "efgh", "qrst", "qrsabcd", "", "abc", "mnopijkl", "zzzz",
+                "ijkl ijkl", "qrstqrst", "abcdabcd", "mnoqrst", "efghx"]
+
+
+def _exactly_one(patterns, s):
+    return sum(re.search(p, s) is not None for p in patterns) == 1
+
+
+def test_pattern_branches_are_one_product(byte_compiler, monkeypatch):
+    """A oneOf of pattern-only string branches is one product of the patterns (exclusive.
+    one_product, regex.one_of_patterns): the same strings, exactly one pattern matched,
+    and a string's state holds one rule set's configurations, not every branch's."""
+    from furca.constrain import GrammarCompiler
+    from furca.constrain.json_schema import compiler as json_compiler
+    from furca.constrain.json_schema.difference import NOT_PATTERNS, ONE_OF_PATTERNS
+    from furca.constrain.json_schema.exclusive import one_product
+
+    branches = [{"type": "string", "pattern": w, NOT_PATTERNS: sorted(set(WORDS) - {w})} for w in WORDS]
+    assert one_product(branches) == [{"type": "string", ONE_OF_PATTERNS: WORDS}]
+    assert one_product(branches[:1]) == branches[:1]
+    assert one_product([{**branches[0], "minLength": 2}] + branches[1:]) != [{"type": "string", ONE_OF_PATTERNS: WORDS}]
+    schema = {"type": "string", "oneOf": [{"pattern": w} for w in WORDS]}
+    g = byte_compiler.compile_json_schema(schema)
+    for s in WORD_SAMPLES:
+        assert _accepts(g, byte_compiler.info, s) == _exactly_one(WORDS, s), s
+    a = g.automaton
+    merged = len(a.configs[a.step(a.start, b'"')])
+    monkeypatch.setattr(json_compiler, "one_product", lambda out: out)
+    b = GrammarCompiler(byte_compiler.info).compile_json_schema(schema).automaton
+    assert merged < len(b.configs[b.step(b.start, b'"')])
+
+
+def test_one_product_past_its_limit_is_the_branches(byte_compiler, monkeypatch):
+    """Where the one product outgrows difference.py's state limit (107 states here, the
+    limit set to 60) and each branch's does not (39), the branches' own products are
+    read side by side, as before: the same strings."""
+    from furca.constrain import GrammarCompiler
+    from furca.constrain.json_schema import difference as diff
+    from furca.constrain.json_schema import regex as json_regex
+
+    failed = []
+
+    def spy(*args, **kw):
+        try:
+            return diff.difference(*args, **kw)
+        except CompileError as e:
+            failed.append(str(e))
+            raise
+
+    monkeypatch.setattr(json_regex, "difference", spy)
+    monkeypatch.setattr(diff, "MAX_STATES", 60)
+    info = byte_compiler.info
+    g = GrammarCompiler(info).compile_json_schema({"type": "string", "oneOf": [{"pattern": w} for w in WORDS]})
+    assert failed == ["#: pattern excluding another needs more than 60 states"]  # the one product only
+    for s in WORD_SAMPLES:
+        assert _accepts(g, info, s) == _exactly_one(WORDS, s), s
+    monkeypatch.setattr(diff, "MAX_STATES", 30)  # no branch fits either: the error as before
+    with pytest.raises(CompileError, match="more than 30 states"):
+        GrammarCompiler(info).compile_json_schema({"type": "string", "oneOf": [{"pattern": w} for w in WORDS]})

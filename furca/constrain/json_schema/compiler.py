@@ -17,7 +17,7 @@ from furca.errors import CompileError
 
 from ..deadline import check as check_deadline
 from . import arrays, containers, finite, logic, scalars
-from .exclusive import exclusive_branches
+from .exclusive import exclusive_branches, one_product
 from .grammar import EMPTY, NOTHING, Cls, Grammar, Lit, Ref, alt, cls, lit, rep, seq
 from .merge import FALSE, ALL_TYPES, merge, normalize_schema, type_set
 from .negatable import Negatable
@@ -333,7 +333,7 @@ class Compiler:
             self.warn("%s/oneOf: branches may overlap; oneOf's exclusivity is not enforced; treated as anyOf "
                       "(unsupported='warn')" % where)
             return [merge(base, s, "%s/oneOf/%d" % (where, i)) for i, s in enumerate(subs)]
-        return out
+        return one_product(out)
 
     # ------------------------------------------------------------- plain schemas
     def plain(self, schema: dict, where: str):

@@ -29,6 +29,9 @@ from .lengths import MAX_POSITIONS, Glushkov, TooBig
 
 NOT_PATTERNS = "x-furca-not-patterns"
 ALSO_PATTERNS = "x-furca-also-patterns"  # allOf of two patterns: the strings both match (merge.py)
+# oneOf of pattern-only string branches: the strings exactly one of the patterns matches, one
+# product for all the branches (exclusive.one_product)
+ONE_OF_PATTERNS = "x-furca-one-of-patterns"
 MAX_STATES = 3000
 # a lookahead's leaves may be larger than a pattern (a negated list of ~80 reserved words
 # is ~600 positions); the product's states are bounded all the same
@@ -133,6 +136,7 @@ def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_
     it (object keys in any member order: the matcher's watch never finds every
     completion of a key prefix used)."""
     autos = []
+    shared = {}  # id of an IR leaf -> its ("leaf", i): a node met twice is one automaton
 
     leaf_positions, max_states = limit or (None, MAX_STATES)
 
@@ -140,8 +144,11 @@ def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_
         """f with its IR leaves numbered: ("leaf", i) / (op, [...])."""
         if isinstance(f, Bool):
             return (f.op, [leaves(x, max(positions, BOOL_POSITIONS)) for x in f.parts])
-        autos.append(_Auto(f, where, positions if leaf_positions is None else leaf_positions))
-        return ("leaf", len(autos) - 1)
+        hit = shared.get(id(f))
+        if hit is None:
+            autos.append(_Auto(f, where, positions if leaf_positions is None else leaf_positions))
+            hit = shared[id(f)] = ("leaf", len(autos) - 1)
+        return hit
 
     parts = [leaves(node, node_positions)] + [leaves(n) for n in also]
     if isinstance(node, Bool):  # a negation may accept characters no automaton moves on

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from furca.errors import CompileError
 
-from .difference import NOT_PATTERNS
+from .difference import NOT_PATTERNS, ONE_OF_PATTERNS
 from .logic import NOT_STRINGS
 from .merge import FALSE, json_equal, merge, value_types
 from .proofs import disjoint_values, forbids, literals, type_disjoint, type_groups
@@ -275,3 +275,27 @@ def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None,
             m = merge(m, b, where)
         out.append(merge(m, extra, where) if extra else m)
     return out, any(drop) or any(forbid) or any(need) or any(bounds) or any(not_strings) or any(shared)
+
+
+_ONE_PRODUCT_KEYS = {"type", "pattern", NOT_PATTERNS, "title", "description", "$comment", "examples", "default"}
+
+
+def one_product(branches):
+    """exclusive_branches' output with its pattern-only string branches (type string, a
+    pattern, the other such branches' patterns excluded, annotations) made one branch of
+    the strings exactly one of their patterns matches (ONE_OF_PATTERNS: regex.one_of_patterns
+    builds one product of the patterns for it, not one per branch). The same strings:
+    branch i held those of pattern i and none of the others'. Unchanged where fewer than
+    two such branches are, or some branch excludes other patterns than those."""
+    group = [i for i, b in enumerate(branches) if b is not FALSE and isinstance(b, dict)
+             and b.get("type") in ("string", ["string"]) and isinstance(b.get("pattern"), str)
+             and set(b) <= _ONE_PRODUCT_KEYS]
+    if len(group) < 2:
+        return branches
+    patterns = [branches[i]["pattern"] for i in group]
+    for k, i in enumerate(group):
+        if set(branches[i].get(NOT_PATTERNS, ())) != set(patterns[:k] + patterns[k + 1:]):
+            return branches
+    out = [b for i, b in enumerate(branches) if i not in group]
+    out.insert(group[0], {"type": "string", ONE_OF_PATTERNS: patterns})
+    return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 
-from .difference import ALSO_PATTERNS, NOT_PATTERNS
+from .difference import ALSO_PATTERNS, NOT_PATTERNS, ONE_OF_PATTERNS
 from .logic import NOT_STRINGS
 
 # Keys the ordinary enum path (scalars.enum_values) handles by itself.
@@ -65,7 +65,7 @@ def finite_values(c, schema: dict, annotations):
     excluded = schema.get(NOT_STRINGS, [])
     schema = {k: v for k, v in schema.items() if k != NOT_STRINGS}
     text = json.dumps(schema)
-    if NOT_STRINGS in text or NOT_PATTERNS in text or ALSO_PATTERNS in text:
+    if NOT_STRINGS in text or NOT_PATTERNS in text or ALSO_PATTERNS in text or ONE_OF_PATTERNS in text:
         return None
     validator = _validator(c, schema)
     if validator is None:

@@ -48,6 +48,21 @@ def string_minus(pattern, min_len: int, max_len, names, patterns, grammar, where
                       grammar, where, also=also)
 
 
+def one_of_patterns(patterns, grammar, where: str):
+    """JSON string content of the strings exactly one of `patterns` matches (a oneOf of
+    pattern-only string branches): one product of the patterns' automata, each built
+    once, whose minimised states become one set of rules, instead of a product per
+    branch (each of all n patterns) read side by side: maskbench-dev o65510's five
+    `contains` branches made a string's first mask walk five rule sets at once (108 ms,
+    543 states). Where that product outgrows its limit, the branches' own products."""
+    nodes = [pattern_chars(p, "%s/oneOf/%d/pattern" % (where, i)) for i, p in enumerate(patterns)]
+    only = [both(n, negation(Bool("or", nodes[:i] + nodes[i + 1:]))) for i, n in enumerate(nodes)]
+    try:
+        return difference(Bool("or", only), [], grammar, where)
+    except CompileError:
+        return alt(*[difference(n, nodes[:i] + nodes[i + 1:], grammar, where) for i, n in enumerate(nodes)])
+
+
 def pattern_minus_names(pattern: str, names, grammar, where: str):
     """JSON string content matching `pattern`, none of the strings in `names` (the
     declared property names a patternProperties key may not spell)."""

@@ -9,7 +9,7 @@ from furca.errors import CompileError
 
 from .formats import format_grammar, format_rules, format_text
 from .keys import key_not_in
-from .difference import ALSO_PATTERNS, NOT_PATTERNS, difference
+from .difference import ALSO_PATTERNS, NOT_PATTERNS, ONE_OF_PATTERNS, difference
 from .logic import NOT_STRINGS
 from .grammar import NOTHING, alt, chars, cls, complement, lit, normalize, rep, seq
 from .numeric import NUMBER_UNBOUNDED, int_range, number_range
@@ -17,7 +17,7 @@ from .encoding import HEX
 from .lengths import bounded_chars
 from .prefix import prefixed
 from .multiples import MAX_LISTED, integer_multiples
-from .regex import pattern_chars, pattern_grammar, string_minus
+from .regex import one_of_patterns, pattern_chars, pattern_grammar, string_minus
 
 # One character of JSON string content: unescaped (not ", \ or a control) or an escape.
 STRING_CHAR = alt(cls(complement(normalize([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))),
@@ -51,6 +51,10 @@ def _format_and_pattern(content, fmt, pattern, grammar, where):
 
 
 def string_grammar(c, schema, where):
+    ones = schema.get(ONE_OF_PATTERNS)
+    if ones is not None:  # only with type string and annotations (exclusive.one_product)
+        return seq(lit('"'), c.cached(("one-of-patterns", tuple(ones)),
+                                      lambda: one_of_patterns(ones, c.g, where)), lit('"'))
     min_len = _nonneg_int(schema, "minLength", where) or 0
     max_len = _nonneg_int(schema, "maxLength", where)
     if max_len is not None and max_len < min_len:
