@@ -48,6 +48,29 @@ def test_integral_floats_follow_the_draft():
     check({"$schema": d4, "type": "integer", "enum": [3, 731], "minimum": 4}, [731], [3, 731.0])
 
 
+def test_literals_checked_without_a_validator(monkeypatch):
+    """A literal bound whose other keywords jsonschema reads are only type, pattern and
+    the lengths (any other it ignores: Azure Pipelines' ignoreCase, doNotSuggest) is
+    checked without building a validator (finite._quick), with jsonschema's verdicts:
+    the draft's integer, `re.search`, lengths in code points."""
+    from furca.constrain.json_schema import finite
+
+    built = []
+    real = finite._validator
+    monkeypatch.setattr(finite, "_validator", lambda c, s: built.append(s) or real(c, s))
+    d4, d7 = "http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-07/schema#"
+    check({"enum": ["PowerShell@1", "PowerShell@2"], "pattern": "^PowerShell@1$", "ignoreCase": "value",
+           "doNotSuggest": False}, ["PowerShell@1"], ["PowerShell@2", "powershell@1"])
+    check({"enum": ["ab", "abc", "日本語", 7], "minLength": 3, "maxLength": 3}, ["abc", "日本語", 7], ["ab"])
+    check({"enum": ["a1", "b2", 3, None], "type": ["string", "null"], "pattern": "[0-9]"}, ["a1", "b2", None], [3])
+    check({"const": "x-y", "pattern": "y$", "nullable": True}, ["x-y"], ["y"])
+    check({"$schema": d4, "type": "integer", "enum": [3, 731], "maxLength": 2}, [731, 3], [731.0])
+    check({"$schema": d7, "type": "integer", "enum": [3, 731], "maxLength": 2}, [731, 731.0], [5])
+    assert built == []
+    check({"enum": ["a@b.co", "bb"], "minLength": 2, "format": "email"}, ["a@b.co"], ["bb"])  # format: a validator
+    assert len(built) == 1
+
+
 def test_enum_with_not_of_any_schema():
     check({"allOf": [{"enum": [{"foo": 1}, {"bar": True}, {"foo": 1, "bar": 2}, {}]},
                      {"not": {"additionalProperties": {"type": "boolean"}}}]},
