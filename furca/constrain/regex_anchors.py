@@ -77,7 +77,7 @@ def nullable(node) -> bool:
     kind = node[0]
     if kind == "chars":
         return False
-    if kind == "anchor":
+    if kind in ("anchor", "bound"):
         return True
     if kind == "seq":
         return all(nullable(n) for n in node[1])

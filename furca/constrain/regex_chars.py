@@ -49,6 +49,8 @@ def escape(p, in_class: bool):
     if c in "bB":
         if in_class and c == "b":
             return 8  # backspace
+        if not in_class and p.boundaries:
+            return ("bound", c == "B")  # regex_syntax: a ("bound", negated, position) node
         p.err(f"word boundary \\{c} is not supported", start)
     if c.isdigit():
         return _digits(p, c, start, in_class)

@@ -13,6 +13,7 @@ The tree is made of tuples shaped like ``constrain.ir`` but over code points:
     ("seq", [node, ...])       concatenation; ("seq", []) is the empty string
     ("alt", [node, ...])       alternation
     ("rep", node, min, max)    repetition; max None = unbounded
+    ("bound", negated, pos)    ``\\b`` / ``\\B``, only with parse(..., boundaries=True)
 
 Groups leave no node of their own, a one-item seq or alt is its item, and
 case-insensitive flags are already applied (the ranges are folded), so a back end is one
@@ -28,10 +29,11 @@ ECMA-262 and xgrammar: [0-9], [A-Za-z0-9_]) and their negations, ``\\n \\t \\r \
 ``\\xHH``, ``\\uHHHH``, ``(?:...)``, named groups ``(?<name>...)``, alternation, greedy and
 lazy quantifiers ``* + ? {m} {m,} {m,n}``, anchors ``^ $`` at the ends of top-level
 alternatives. A CompileError naming the construct and its position, in both: backreferences,
-lookaround, ``\\b \\B``, possessive quantifiers, conditionals, atomic groups, a class
-escape bounding a range (``[\\d-z]``), a ``^`` elsewhere than at the start of a top-level
-alternative, a python ``$`` elsewhere than at its end (a group that is a whole
-alternative counts as that alternative: ``(^a$)|b``).
+lookaround, ``\\b \\B`` (unless the caller reads them: ``boundaries``), possessive
+quantifiers, conditionals, atomic groups, a class escape bounding a range (``[\\d-z]``),
+a ``^`` elsewhere than at the start of a top-level alternative, a python ``$`` elsewhere
+than at its end (a group that is a whole alternative counts as that alternative:
+``(^a$)|b``).
 
 With ``parse(..., lookahead=True)`` (JSON Schema patterns) lookaheads are read where they
 are an intersection or a difference of regular languages: right after the ``^`` of a
@@ -97,17 +99,22 @@ class Branch:
     looks: tuple = ()
 
 
-def parse(pattern: str, dialect: str = "python", what: str = "regex", lookahead: bool = False) -> list[Branch]:
+def parse(pattern: str, dialect: str = "python", what: str = "regex", lookahead: bool = False,
+          boundaries: bool = False) -> list[Branch]:
     """The top-level alternatives of `pattern` read in `dialect` ("python" or "ecma").
 
     lookahead: read `(?=...)` / `(?!...)` where their language is an intersection or a
     difference of regular languages (see `_Parser._lookaheads`); elsewhere, and always
     without it, a lookahead is a CompileError like every other lookaround.
+    boundaries: read ``\\b`` / ``\\B`` as ``("bound", negated, position)`` nodes (zero-width:
+    the characters on either side are one word character [A-Za-z0-9_] and one other, or
+    not; the ends of the input count as other), for a back end that builds the pattern's
+    automaton itself (json_schema/difference.py); without it they are CompileErrors.
     Raises CompileError ("{what} {pattern!r}: {message} at position {i}") for a syntax
     error or a construct that is not regular; ValueError for an unknown dialect."""
     if dialect not in DIALECTS:
         raise ValueError(f"regex dialect must be one of {DIALECTS}, not {dialect!r}")
-    return _Parser(pattern, dialect, what, lookahead).parse()
+    return _Parser(pattern, dialect, what, lookahead, boundaries).parse()
 
 
 def seq(items):
@@ -119,9 +126,9 @@ def alt(items):
 
 
 class _Parser:
-    def __init__(self, src, dialect, what, lookahead=False):
+    def __init__(self, src, dialect, what, lookahead=False, boundaries=False):
         self.s, self.i, self.what = src, 0, what
-        self.lookahead = lookahead
+        self.lookahead, self.boundaries = lookahead, boundaries
         self.stripped_extra = 0  # ^ anchors dropped between leading lookaheads
         self.py = dialect == "python"
         self.space, self.dot = SPACE[dialect], DOT[dialect]
@@ -258,7 +265,7 @@ class _Parser:
             self.i = self.s.index("}", self.i) + 1
         else:
             return atom
-        if atom[0] in ("anchor", "look"):
+        if atom[0] in ("anchor", "look", "bound"):
             self.err("nothing to repeat", pos)
         if self.peek() == "?":
             self.i += 1  # lazy: same language
@@ -300,6 +307,8 @@ class _Parser:
             self.err("nothing to repeat")
         if c == "\\":
             r = escape(self, in_class=False)
+            if type(r) is tuple:  # \b \B (parse(..., boundaries=True))
+                return ("bound", r[1], pos)
             if isinstance(r, str):  # \A \Z \z (python)
                 self.anchors += 1
                 return ("anchor", r, pos)

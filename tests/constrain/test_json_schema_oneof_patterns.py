@@ -165,3 +165,26 @@ def test_one_product_past_its_limit_is_the_branches(byte_compiler, monkeypatch):
     monkeypatch.setattr(diff, "MAX_STATES", 30)  # no branch fits either: the error as before
     with pytest.raises(CompileError, match="more than 30 states"):
         GrammarCompiler(info).compile_json_schema({"type": "string", "oneOf": [{"pattern": w} for w in WORDS]})
+
+
+def test_disjoint_patterns_exclude_nothing(byte_compiler):
+    """oneOf branches whose patterns no string matches both (difference.disjoint: their
+    product explored until a state both accept) exclude nothing from each other: the
+    branches stay plain patterns, and the oneOf is still exact."""
+    from furca.constrain.json_schema.difference import NOT_PATTERNS, ONE_OF_PATTERNS, disjoint
+    from furca.constrain.json_schema.exclusive import exclusive_branches
+    from furca.constrain.json_schema.regex import pattern_chars
+
+    def apart(a, b, **kw):
+        return disjoint(pattern_chars(a, "#"), pattern_chars(b, "#"), "#", **kw)
+
+    assert apart("^a", "^b") and apart("^[0-9]{3}$", "^[a-z]+$") and apart("^(?!a)", "^a")
+    assert not apart("a", "b") and not apart("^a+$", "^(aa)+$") and not apart("^(?!a)", "b$")
+    assert apart("^a{50}b", "^a{50}c") and not apart("^a{50}b", "^a{50}c", max_states=10)  # unknown: not disjoint
+    subs = [{"pattern": "^https?://"}, {"pattern": "^[~|/][a-z]+$"}, {"pattern": "^[a-z]+/[a-z]+$"}]
+    out, _ = exclusive_branches(subs, {"type": "string"}, False, "#")
+    assert all(NOT_PATTERNS not in b and ONE_OF_PATTERNS not in b for b in out)
+    g = byte_compiler.compile_json_schema({"type": "string", "oneOf": subs})
+    refs = [re.compile(s["pattern"]) for s in subs]
+    for s in ["https://x", "http://", "/abc", "~a", "ab/cd", "ab/", "https:/x", "", "|z", "a/b/c"]:
+        assert _accepts(g, byte_compiler.info, s) == (sum(r.search(s) is not None for r in refs) == 1), s

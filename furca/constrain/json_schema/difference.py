@@ -25,7 +25,7 @@ from furca.errors import CompileError
 
 from .encoding import encode_chars
 from .grammar import EMPTY, MAX_CP, NOTHING, Ref, alt, cls, normalize, rep, seq
-from .lengths import MAX_POSITIONS, Glushkov, TooBig
+from .lengths import MAX_POSITIONS, Glushkov, TooBig, has_bound
 
 NOT_PATTERNS = "x-furca-not-patterns"
 ALSO_PATTERNS = "x-furca-also-patterns"  # allOf of two patterns: the strings both match (merge.py)
@@ -73,9 +73,9 @@ class _Auto:
     """One pattern's Glushkov automaton: successors and acceptance of position sets."""
 
     def __init__(self, node, where, max_positions=MAX_POSITIONS):
-        self.g = Glushkov(max_positions)
+        self.g = Glushkov(max_positions, words=has_bound(node))
         try:
-            nullable, first, last = self.g.build(node)
+            nullable, first, last = self.g.boundaries(*self.g.build(node))
         except TooBig:
             raise CompileError("%s: pattern too large to exclude from another" % where) from None
         self.succ = {_START: sorted(first)}
@@ -135,20 +135,9 @@ def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_
     unless every prefix of a string in the difference has infinitely many completions in
     it (object keys in any member order: the matcher's watch never finds every
     completion of a key prefix used)."""
-    autos = []
-    shared = {}  # id of an IR leaf -> its ("leaf", i): a node met twice is one automaton
-
     leaf_positions, max_states = limit or (None, MAX_STATES)
-
-    def leaves(f, positions=MAX_POSITIONS):
-        """f with its IR leaves numbered: ("leaf", i) / (op, [...])."""
-        if isinstance(f, Bool):
-            return (f.op, [leaves(x, max(positions, BOOL_POSITIONS)) for x in f.parts])
-        hit = shared.get(id(f))
-        if hit is None:
-            autos.append(_Auto(f, where, positions if leaf_positions is None else leaf_positions))
-            hit = shared[id(f)] = ("leaf", len(autos) - 1)
-        return hit
+    leaves = _Leaves(where, leaf_positions)
+    autos = leaves.autos
 
     parts = [leaves(node, node_positions)] + [leaves(n) for n in also]
     if isinstance(node, Bool):  # a negation may accept characters no automaton moves on
@@ -176,16 +165,7 @@ def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_
         return _holds(formula, [a.accepts(x) for a, x in zip(autos, s)])
 
     final = {s for s in order if accepting(s)}
-    into = {}  # state -> the states with an edge to it
-    for s in order:
-        for t in edges[s]:
-            into.setdefault(t, []).append(s)
-    live, todo = set(final), list(final)
-    while todo:
-        for s in into.get(todo.pop(), ()):
-            if s not in live:
-                live.add(s)
-                todo.append(s)
+    live = live_states(order, edges, final)
     if start not in live:
         return NOTHING
     kept = {s: {t: r for t, r in edges[s].items() if t in live} for s in order if s in live}  # in order
@@ -204,6 +184,70 @@ def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_
         parts += [seq(encode_chars(normalize(r)), Ref(names[c])) for c, r in to.items()]
         grammar.define(names[k], alt(*parts))
     return Ref(names[cls[start]])
+
+
+def live_states(states, succ, final) -> set:
+    """The states from which one of `final` is reachable (succ: state -> its successors),
+    found backwards from them in one pass."""
+    into = {}  # state -> the states with an edge to it
+    for s in states:
+        for t in succ[s]:
+            into.setdefault(t, []).append(s)
+    live, todo = set(final), list(final)
+    while todo:
+        for s in into.get(todo.pop(), ()):
+            if s not in live:
+                live.add(s)
+                todo.append(s)
+    return live
+
+
+class _Leaves:
+    """A formula's IR leaves as automata (`autos`), numbered: ("leaf", i) / (op, [...]);
+    a node met twice is one automaton."""
+
+    def __init__(self, where, leaf_positions=None):
+        self.autos, self._shared, self._where, self._positions = [], {}, where, leaf_positions
+
+    def __call__(self, f, positions=MAX_POSITIONS):
+        if isinstance(f, Bool):
+            return (f.op, [self(x, max(positions, BOOL_POSITIONS)) for x in f.parts])
+        hit = self._shared.get(id(f))
+        if hit is None:
+            self.autos.append(_Auto(f, self._where, positions if self._positions is None else self._positions))
+            hit = self._shared[id(f)] = ("leaf", len(self.autos) - 1)
+        return hit
+
+
+def disjoint(a, b, where: str, max_states: int = MAX_STATES) -> bool:
+    """Whether no string is in both decoded-char IR nodes (or Bools) a and b: their
+    product explored until a state both accept (False) or none is left (True); False
+    too past max_states (not known). Such a pair of oneOf branches needs no exclusion:
+    patterns that part within a few characters (`^https?://...` and `^[~|/]...`) are
+    told apart in as many product states, where excluding each from the other builds
+    both automata whole (JsonSchemaStore dein: a `{1,256}` repetition beside a word
+    boundary, past 3,000 states)."""
+    leaves = _Leaves(where)
+    try:
+        formula = ("and", [leaves(a), leaves(b)])
+        if isinstance(a, Bool) or isinstance(b, Bool):
+            formula[1].insert(0, leaves(ANY))
+    except CompileError:
+        return False
+    autos = leaves.autos
+    start = tuple(frozenset([_START]) for _ in autos)
+    seen, todo, verdicts = {start}, [start], {}
+    while todo:
+        s = todo.pop()
+        if _holds(formula, [x.accepts(y) for x, y in zip(autos, s)]):
+            return False
+        for t in _step(autos, s, formula, verdicts):
+            if t not in seen:
+                if len(seen) >= max_states:
+                    return False
+                seen.add(t)
+                todo.append(t)
+    return True
 
 
 def _minimal_classes(states, edges, final):

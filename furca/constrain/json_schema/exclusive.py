@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from furca.errors import CompileError
 
-from .difference import NOT_PATTERNS, ONE_OF_PATTERNS
+from .difference import NOT_PATTERNS, ONE_OF_PATTERNS, disjoint
 from .logic import NOT_STRINGS
 from .merge import FALSE, json_equal, merge, value_types
 from .proofs import disjoint_values, forbids, literals, type_disjoint, type_groups
+from .regex import pattern_chars
 
 
 _RANGE_KEYS = frozenset(("type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "title",
@@ -93,6 +94,15 @@ def _literal_strings_cut(a, b):
 # keywords beside `pattern` that would also constrain a string (or defer to another schema)
 _NOT_PATTERN_ONLY = ("minLength", "maxLength", "format", "enum", "const", "x-furca-not-strings",
                      "not", "allOf", "anyOf", "oneOf", "$ref")
+
+
+def _patterns_disjoint(a: str, b: str, where: str) -> bool:
+    """Whether no string matches both patterns (difference.disjoint), so that neither
+    branch excludes the other; False where unknown."""
+    try:
+        return disjoint(pattern_chars(a, where), pattern_chars(b, where), where)
+    except CompileError:
+        return False
 
 
 def _pattern_only(s) -> bool:
@@ -218,8 +228,9 @@ def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None,
                             not_strings[k] |= set(names)
                         continue
                 if t == "string" and _pattern_only(a) and _pattern_only(b):
-                    unlike[i].add(b["pattern"])
-                    unlike[j].add(a["pattern"])
+                    if not _patterns_disjoint(a["pattern"], b["pattern"], where):
+                        unlike[i].add(b["pattern"])
+                        unlike[j].add(a["pattern"])
                     continue
                 undecided.add(t)
             if undecided and complement is not None and ("string" not in undecided or _lengths_or_patterns(a, b)):

@@ -96,6 +96,19 @@ class Keys(_Leaf):
         self.names = names
 
 
+class Bound(_Leaf):
+    """A word boundary assertion of a pattern (``\\b``; negated: ``\\B``): zero-width,
+    the characters on either side one word character ([A-Za-z0-9_]) and one other (the
+    ends of the string count as other), or not. Only difference.py's automata read it
+    (lengths.Glushkov); json_schema/regex.py hands such patterns to them alone."""
+
+    __slots__ = ("negated",)
+    _F = "negated"
+
+    def __init__(self, negated: bool):
+        self.negated = negated
+
+
 class _Items:
     """Seq / Alt: a tuple of items; the hash computed once."""
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from furca.errors import CompileError
 
 from .encoding import encode, encode_chars
-from .grammar import EMPTY, NOTHING, Alt, Cls, Len, Lit, Ref, Rep, Seq, alt, rep, seq
+from .grammar import EMPTY, NOTHING, Alt, Bound, Cls, Len, Lit, Ref, Rep, Seq, alt, intersect, rep, seq, subtract
 
 
 def length_range(node, memo=None):
@@ -135,15 +135,27 @@ MAX_POSITIONS = 400
 MAX_STATES = 3000
 
 
+WORD = ((48, 57), (65, 90), (95, 95), (97, 122))  # \w, the word characters of \b (ECMA-262: ASCII)
+
+
 class Glushkov:
     """Position automaton of a decoded-character IR: build(node) -> (nullable, first,
     last); classes[p] are position p's code points, follow[p] the positions after it.
-    More than max_positions (MAX_POSITIONS) positions raises TooBig."""
+    More than max_positions (MAX_POSITIONS) positions raises TooBig.
 
-    def __init__(self, max_positions: int = MAX_POSITIONS):
+    words=True reads word boundaries (Bound): each class becomes a position of its word
+    characters and one of the others, so a position knows which it read; a Bound is a
+    position of no character (in `bounds`, as in every other way: in first, last and
+    follow sets), which `boundaries` then removes: a path p -> b1 .. bk -> q through such
+    positions becomes the edge p -> q where every assertion holds between p's character
+    and q's (the start and the end of the string count as non-word characters)."""
+
+    def __init__(self, max_positions: int = MAX_POSITIONS, words: bool = False):
         self.classes = []  # position -> ranges
         self.follow = []   # position -> set of positions
         self.max_positions = max_positions
+        self.words = words
+        self.bounds: dict[int, bool] = {}  # position of a Bound -> negated
 
     def new(self, ranges):
         self.classes.append(ranges)
@@ -157,7 +169,15 @@ class Glushkov:
         if isinstance(node, Cls):
             if not node.ranges:
                 return False, set(), set()
+            if self.words:
+                parts = [r for r in (intersect(node.ranges, WORD), subtract(node.ranges, WORD)) if r]
+                ps = {self.new(r) for r in parts}
+                return False, ps, set(ps)
             p = self.new(node.ranges)
+            return False, {p}, {p}
+        if isinstance(node, Bound):
+            p = self.new(())
+            self.bounds[p] = node.negated
             return False, {p}, {p}
         if isinstance(node, Lit):
             return self.seq([Cls(((ord(ch), ord(ch)),)) for ch in node.text])
@@ -188,6 +208,48 @@ class Glushkov:
             return True, f, la
         raise TypeError(node)  # decoded-character IR holds no Ref
 
+    def boundaries(self, nullable, first, last):
+        """build's (nullable, first, last) with the Bound positions removed (see the
+        class): the follow sets of the other positions rewritten, first and last too."""
+        if not self.bounds:
+            return nullable, first, last
+        bounds, follow = self.bounds, self.follow
+        word = [bool(r) and intersect(r, WORD) == r for r in self.classes]
+        end = set(last)
+
+        def through(succ, w):
+            """(the positions reached from a position whose character is a word one (w)
+            through the Bound positions whose assertions hold, whether the end is)."""
+            out, ends, seen = set(), False, set()
+            todo = [(q, 0) for q in succ]
+            while todo:
+                q, need = todo.pop()  # need: 1 a boundary, 2 none, since the last character
+                if (q, need) in seen:
+                    continue
+                seen.add((q, need))
+                if q in bounds:
+                    need |= 2 if bounds[q] else 1
+                    if need == 3:
+                        continue
+                    if q in end and _holds(need, w, False):
+                        ends = True
+                    todo += [(r, need) for r in follow[q]]
+                elif _holds(need, w, word[q]):
+                    out.add(q)
+            return out, ends
+
+        new_first, start_ends = through(first, False)
+        new_last = set()
+        for p in range(len(self.classes)):
+            if p in bounds:
+                continue
+            follow[p], ends = through(follow[p], word[p])
+            if ends or p in end:
+                new_last.add(p)
+        for p in bounds:
+            follow[p] = set()
+        return nullable or start_ends, new_first, new_last
+
     def seq(self, items):
         nullable, first, last = True, set(), set()
         for it in items:
@@ -199,6 +261,27 @@ class Glushkov:
             last = la | (last if n else set())
             nullable = nullable and n
         return nullable, first, last
+
+
+def has_bound(node, seen=None) -> bool:
+    """Whether a decoded-character IR node holds a Bound (memoised by node: a DAG)."""
+    if isinstance(node, Bound):
+        return True
+    if isinstance(node, (Seq, Alt)):
+        seen = set() if seen is None else seen
+        if id(node) in seen:
+            return False
+        seen.add(id(node))
+        return any(has_bound(x, seen) for x in node.items)
+    if isinstance(node, Rep):
+        return has_bound(node.item, seen)
+    return False
+
+
+def _holds(need: int, before: bool, after: bool) -> bool:
+    """Whether the assertions `need` (1: a boundary, 2: none) hold between a character
+    that is a word one or not (before) and the next (after)."""
+    return not (need & 1 and before == after) and not (need & 2 and before != after)
 
 
 class _Star:

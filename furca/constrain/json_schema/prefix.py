@@ -53,7 +53,7 @@ def pattern_words(pattern: str, where: str):
 def _anchored_words(pattern, where, end: bool):
     """The words of `pattern` when every alternative starts with ^ (and ends with $
     exactly when `end`) and they are a finite set of at most MAX_WORDS, else None."""
-    branches = parse(pattern, "ecma", where, lookahead=True)
+    branches = parse(pattern, "ecma", where, lookahead=True, boundaries=True)  # a Bound: no words
     if not branches or not all(b.start and b.end == end and not b.looks for b in branches):
         return None
     words = set()

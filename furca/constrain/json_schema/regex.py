@@ -13,15 +13,22 @@ strings of R (padded) that start with a string of Y and not with one of X, a
 takes wherever it takes a pattern (`(?!X)` as a whole-string difference is exact:
 the lookahead is tried at position 0 only). A positive lookahead ending an unanchored
 alternative is inline (regex_syntax); other lookaheads stay CompileErrors.
+
+Word boundaries (`\\b`, `\\B`) become `Bound` nodes, and their pattern a one-part Bool, so
+that only difference.py's automata (lengths.Glushkov reads them) see it; a pattern with
+them alone is written as rules over its Glushkov positions (`bounded_rules`).
 """
 from __future__ import annotations
 
 from furca.errors import CompileError
 
 from ..regex_syntax import parse
-from .grammar import EMPTY, alt, cls, rep, seq
-from .difference import ANY, ANY_CHAR, Bool, both, difference, either, negation
-from .lengths import bounded_chars
+from .encoding import encode_chars
+from .grammar import EMPTY, Bound, Ref, alt, cls, rep, seq
+from .difference import ANY, ANY_CHAR, Bool, both, difference, either, live_states, negation
+from .lengths import Glushkov, TooBig, bounded_chars
+
+BOUND_POSITIONS = 4000  # positions of a pattern with word boundaries written as rules (bounded_rules)
 
 
 def pattern_grammar(pattern: str, where: str, min_len: int = 0, max_len: int | None = None, grammar=None):
@@ -30,8 +37,12 @@ def pattern_grammar(pattern: str, where: str, min_len: int = 0, max_len: int | N
     `grammar` receives helper rules when the length bound needs an automaton."""
     node = pattern_chars(pattern, where)
     if isinstance(node, Bool):
+        plain = _with_bounds(node)
+        if plain is not None and grammar is not None and not min_len and max_len is None:
+            return bounded_rules(plain, grammar, where)
         if grammar is None:
-            raise CompileError("%s: pattern %r with a lookahead cannot be enforced here" % (where, pattern))
+            raise CompileError("%s: pattern %r with a lookahead or word boundary cannot be enforced here"
+                               % (where, pattern))
         also = [rep(ANY_CHAR, min_len, max_len)] if min_len or max_len is not None else []
         return difference(node, [], grammar, where, also=also)
     return bounded_chars(node, min_len, max_len, grammar, where, "pattern %r" % pattern)
@@ -77,13 +88,64 @@ def literal_chars(name: str):
 def pattern_chars(pattern: str, where: str):
     """Decoded-character IR of the strings `pattern` matches (unanchored ends padded);
     a difference.Bool of such nodes when it has lookaheads (see the module)."""
-    return either(*[_branch_chars(b) for b in parse(pattern, "ecma", where, lookahead=True)])
+    return either(*[_branch_chars(b) for b in parse(pattern, "ecma", where, lookahead=True, boundaries=True)])
 
 
 def _branch_chars(b):
     node = seq(EMPTY if b.start else ANY, chars_ir(b.node), EMPTY if b.end else ANY)
     looks = [alt(*[seq(chars_ir(x.node), EMPTY if x.end else ANY) for x in inner]) for _, inner in b.looks]
-    return both(node, *[y if positive else negation(y) for y, (positive, _) in zip(looks, b.looks)])
+    f = both(node, *[y if positive else negation(y) for y, (positive, _) in zip(looks, b.looks)])
+    if not isinstance(f, Bool) and _bounded([b.node]):
+        return Bool("and", (f,))  # a word boundary: difference.py's automata alone read it
+    return f
+
+
+def _with_bounds(f):
+    """The IR of a Bool that pattern_chars made only to carry word boundaries (an "and"
+    of one IR node, or an "or" of such), or None (a lookahead: a real formula)."""
+    if not isinstance(f, Bool):
+        return f
+    if f.op == "and" and len(f.parts) == 1 and not isinstance(f.parts[0], Bool):
+        return f.parts[0]
+    if f.op == "or":
+        parts = [_with_bounds(x) for x in f.parts]
+        return None if None in parts else alt(*parts)
+    return None
+
+
+def bounded_rules(node, grammar, where: str):
+    """JSON string content of the decoded-char IR `node` with word boundaries (Bound), as
+    right-linear rules over its positions (lengths.Glushkov with words=True, the
+    boundaries removed): an NFA, one rule per position from which the end is reachable,
+    that the lazy automaton determinises only where walked. A pattern alone needs no
+    product: `...[a-zA-Z0-9()]{1,6}\\b(...)` after a `{1,256}` repetition (JsonSchemaStore
+    dein) determinises past difference.py's 3,000 states. More than BOUND_POSITIONS
+    positions: CompileError."""
+    g = Glushkov(BOUND_POSITIONS, words=True)
+    try:
+        nullable, first, last = g.boundaries(*g.build(node))
+    except TooBig:
+        raise CompileError("%s: pattern with a word boundary too large (more than %d positions)"
+                           % (where, BOUND_POSITIONS)) from None
+    live = live_states(range(len(g.follow)), g.follow, last)
+    names = {p: grammar.new_name("bound") for p in sorted(live)}
+
+    def body(succ, accepts):
+        parts = [EMPTY] if accepts else []
+        parts += [seq(encode_chars(g.classes[q]), Ref(names[q])) for q in sorted(succ) if q in live]
+        return alt(*parts)
+
+    for p, name in names.items():
+        grammar.define(name, body(g.follow[p], p in last))
+    return body(first, nullable)
+
+
+def _bounded(trees) -> bool:
+    """Whether a regex_syntax tree holds a word boundary (``\\b`` / ``\\B``)."""
+    for n in trees:
+        if n[0] == "bound" or (n[0] in ("seq", "alt") and _bounded(n[1])) or (n[0] == "rep" and _bounded([n[1]])):
+            return True
+    return False
 
 
 def chars_ir(node):
@@ -95,4 +157,6 @@ def chars_ir(node):
         return seq(*(chars_ir(n) for n in node[1]))
     if kind == "alt":
         return alt(*(chars_ir(n) for n in node[1]))
+    if kind == "bound":
+        return Bound(node[1])
     return rep(chars_ir(node[1]), node[2], node[3])
