@@ -179,7 +179,9 @@ class ObjectSites(Watched):
         def opener(i):
             return self.opens(step(s0, data[:i]))
 
-        checking = o is None or self.inside(s0)[1]
+        # checked where every configuration is inside a watched object, before data or
+        # after it (data ended the readings outside: only watched ones go on)
+        checking = o is None or self.inside(s0)[1] or self.inside(step(s0, data))[1]
         i, n = 0, len(data)
         while i < n:
             if o is None:
@@ -252,8 +254,10 @@ class ObjectSites(Watched):
     def masked(self, o, s: int, row: np.ndarray) -> None:
         """Clears, in row (the grammar's mask of state s, int32 words), the tokens that
         write a used key or reach a dead end from watch state o (module docstring)."""
-        levels, _some, every = self._read_stacks(s)
+        levels, some, every = self._read_stacks(s)
         if not every:
+            if some:
+                self._masked_some(o, s, row, levels)
             return
         key = (o, levels)  # the same across the steps of a string value
         plan = self._plans.get(key)
@@ -288,6 +292,21 @@ class ObjectSites(Watched):
             # after the token too (the state's: an alternative the token ends no longer counts)
             if how == "repeat" or how is None and self._dead_end(after, self.levels(step(s, data))):
                 words[i >> 5] &= ~(1 << (i & 31)) & 0xFFFFFFFF
+
+    def _masked_some(self, o, s: int, row: np.ndarray, levels) -> None:
+        """`masked` where some configurations of s are outside every watched object: a
+        token is refused only where it ends those readings (after it every one is inside:
+        `read`), so each token the plan would mask or read is read whole from s. Github_hard
+        o38435 in any member order: after `,"` a reading in schema order was still alive
+        and `a` ended it, leaving a key body whose every completion (analysis_level,
+        anat_only) was used; the mask then allowed `nat`, which accept_token refused."""
+        exact, cand = self._plan(o, levels)
+        ids = np.unique(np.concatenate((exact, cand)))
+        words = row.view(np.uint32)
+        token_bytes = self.automaton.info.token_bytes
+        for i in allowed_ids(words, ids).tolist():
+            if self.read(o, s, token_bytes[i])[1]:
+                words[i >> 5] &= ~np.uint32(1 << (i & 31))
 
     def _plan(self, o, levels) -> tuple:
         """(the tokens watch state o masks as they are, the tokens to read through with

@@ -7,6 +7,7 @@ grammar) and the text it makes writes no key twice in one object, and, where the
 are a finite set, does not stop inside a key that only used names complete, or after a
 comma once every name is used."""
 import json
+import os
 
 import jsonschema
 import pytest
@@ -391,3 +392,26 @@ def test_patterns_with_an_end_anchor_that_go_on_are_watched():
                "patternProperties": {"^[a-z]+1$": {"type": "integer"}}}
     g = c.compile_json_schema(bounded, member_order="any")
     assert g.matcher().accept_string('{"p":1,"q":2}') and not g.matcher().accept_string('{"q":1,"p":2}')
+
+
+def test_a_key_that_ends_the_readings_outside_the_watch(llama):
+    """Github_hard o38435 (tests/data/maskbench-extra) in any member order: after
+    `"analysis_level":"group","anat_only":true,"` a reading outside every watched object
+    is still alive, so the watch masked nothing there; the token `a` ends that reading
+    and leaves a key body whose every completion is used. The mask must refuse `a` as
+    accept_token does (it allowed it, then allowed `nat`, which accept_token refused: a
+    fuzz walk's `refused`); and every token the mask allows there is accepted."""
+    info, _compiler, tok = llama
+    path = os.path.join(os.path.dirname(__file__), "..", "data", "maskbench-extra", "Github_hard---o38435.json")
+    with open(path, encoding="utf-8") as f:
+        schema = json.load(f)["schema"]
+    g = GrammarCompiler(info).compile_json_schema(schema, member_order="any")
+    m = g.matcher()
+    for t in tok.encode('{"analysis_level":"group","anat_only":true,"', add_special_tokens=False).ids:
+        assert m.accept_token(t)
+    allowed = set(m.get_allowed_tokens().tolist())
+    a = tok.token_to_id("a")
+    assert a not in allowed and not m.fork().accept_token(a)
+    for t in sorted(allowed):
+        assert m.fork().accept_token(t), tok.decode([t])
+    assert any(m.fork().accept_token(t) for t in allowed)
