@@ -19,7 +19,9 @@ the uniqueItems watch of unique.py beside it):
   containers open since the watch began, each watched object with the set of keys
   written in it (canonical spellings: equal names, equal bytes). Immutable, one per
   accepted token beside the history: rollback and fork stay O(1).
-- **What is masked** (only where every configuration is inside some watched object):
+- **What is masked** (where every configuration is inside some watched object; where only
+  some are, the tokens that would be masked are read whole, and masked when they end the
+  readings outside, as `read` refuses them: `_masked_some`):
   tokens that write a used key, or stop where every completion of the key is used (a
   finite key set: a key body all of whose names are used, or after a comma once every
   name is). Exactly, by token-trie lookups: inside a key whose body so far is p, the
