@@ -338,8 +338,8 @@ class LazyAutomaton:
         count n: within (n - k) * b + 1 bytes that is the last byte at most (the current
         body may end at the first byte, each later one takes b), after which both states
         hold the exit (k >= m) and differ only in whether a body may start again, which
-        changes neither liveness nor acceptance (a counted body is never empty). A length frame (k - 1 characters)
-        keeps canonical's bound: n - (k - 1) - need bytes. The walks take f at a trie node
+        changes neither liveness nor acceptance (a counted body is never empty). A length
+        frame (k - 1 characters) keeps canonical's bound: n - (k - 1) - need bytes. The walks take f at a trie node
         with at most room bytes below it: inside a string of maxLength 128 a run of
         spaces is then walked through one count's states, not one per count."""
         moved, room = [], 1 << 30

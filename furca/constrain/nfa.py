@@ -167,7 +167,7 @@ def build_nfa(g: ir.Grammar) -> NFA:
                 entry, done = new(), new()
                 eps[s] += (entry,)
                 nfa.counter[entry] = (body_start, done, lo, top)
-                nfa.counter_bytes[entry] = max(1, _min_bytes(x))
+                nfa.counter_bytes[entry] = max(1, _fewest(x, "byte") or 0)
                 if hi is None:  # x{lo,}: then x*
                     loop = new()
                     eps[done] += (loop,)
@@ -191,7 +191,7 @@ def build_nfa(g: ir.Grammar) -> NFA:
                 starts.append(len(edges))
                 cur = frag(x, cur)
             eps[cur] += (t,)
-            ticks = _min_ticks(x) if in_len[0] and len(starts) >= MIN_CHAIN else None
+            ticks = _fewest(x, "tick") if in_len[0] and len(starts) >= MIN_CHAIN else None
             if ticks:
                 stride = len(edges) - starts[-1]
                 first = range(starts[0], starts[0] + stride)
@@ -332,46 +332,28 @@ _LAYOUTS: dict = {}  # (id(body) of each lasting rule, in id order) -> _Layout
 MAX_LAYOUTS = 32
 
 
-def _min_bytes(e, memo=None):
-    """A lower bound of the fewest bytes a string of the IR e holds: 0 for whatever it does
-    not look into (a call, a key trie, a length region), so never more than the truth
-    (automaton.canonical reads it: a counter whose body takes at least b bytes moves at
-    most one count per b bytes). Memoised per node: an IR may be a DAG."""
+def _fewest(e, unit: str, memo=None):
+    """The fewest `unit`s ("byte" or "tick") a string of the encoded IR e holds, or None
+    when e holds a call, a key trie or a length region (not looked into; a length
+    region's body holds no tick: ir.py). Memoised per node: an IR may be a DAG. A
+    chain's copies must be plain NFA nodes (whose stacks do not name them), so their
+    ticks are known or None; a counter's bytes (automaton.canonical: a body of at least
+    b bytes moves one count per b bytes) take None as 1, a bound all the same."""
     k = e[0]
-    if k == "byte":
-        return 1
+    if k in ("byte", "tick"):
+        return int(k == unit)
     if k not in ("seq", "alt", "rep"):
-        return 0
+        return None
     memo = {} if memo is None else memo
-    hit = memo.get(id(e))
-    if hit is None:
+    key = id(e)
+    if key not in memo:
         if k == "rep":
-            hit = e[2] * _min_bytes(e[1], memo)
+            n = _fewest(e[1], unit, memo)
+            memo[key] = None if n is None else e[2] * n
         else:
-            ns = [_min_bytes(x, memo) for x in e[1]]
-            hit = sum(ns) if k == "seq" else min(ns, default=0)
-        memo[id(e)] = hit
-    return hit
-
-
-def _min_ticks(e):
-    """The fewest characters (ticks) a string of the encoded IR e holds, or None when e
-    holds a call, a key trie or a length region (a length region's body holds none:
-    ir.py; a chain's copies must be plain NFA nodes, whose stacks do not name them)."""
-    k = e[0]
-    if k == "tick":
-        return 1
-    if k == "byte":
-        return 0
-    if k in ("seq", "alt"):
-        ns = [_min_ticks(x) for x in e[1]]
-        if None in ns:
-            return None
-        return sum(ns) if k == "seq" else min(ns, default=0)
-    if k == "rep":
-        n = _min_ticks(e[1])
-        return None if n is None else e[2] * n
-    return None
+            ns = [_fewest(x, unit, memo) for x in e[1]]
+            memo[key] = None if None in ns else sum(ns) if k == "seq" else min(ns, default=0)
+    return memo[key]
 
 
 def _region_need(nfa, nodes, end):

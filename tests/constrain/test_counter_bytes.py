@@ -11,7 +11,7 @@ import random
 import pytest
 
 from furca.constrain import GrammarCompiler, TokenizerInfo
-from furca.constrain.nfa import _min_bytes
+from furca.constrain.nfa import _fewest
 
 from .conftest import BYTE_EOS, check_mask, walk_checking_masks
 
@@ -42,7 +42,7 @@ def test_min_bytes_of_bodies():
     from furca.constrain.regex import parse_regex
 
     def of(p):
-        return _min_bytes(parse_regex(p))
+        return _fewest(parse_regex(p), "byte")
 
     assert of(r"\S+\s+") == 2
     assert of(r"ab|cde") == 2

@@ -121,19 +121,21 @@ def test_pattern_branches_are_one_product(byte_compiler, monkeypatch):
     from furca.constrain import GrammarCompiler
     from furca.constrain.json_schema import compiler as json_compiler
     from furca.constrain.json_schema.difference import NOT_PATTERNS, ONE_OF_PATTERNS
+    from furca.constrain.json_schema.compiler import ANNOTATIONS
     from furca.constrain.json_schema.exclusive import one_product
 
     branches = [{"type": "string", "pattern": w, NOT_PATTERNS: sorted(set(WORDS) - {w})} for w in WORDS]
-    assert one_product(branches) == [{"type": "string", ONE_OF_PATTERNS: WORDS}]
-    assert one_product(branches[:1]) == branches[:1]
-    assert one_product([{**branches[0], "minLength": 2}] + branches[1:]) != [{"type": "string", ONE_OF_PATTERNS: WORDS}]
+    assert one_product(branches, ANNOTATIONS) == [{"type": "string", ONE_OF_PATTERNS: WORDS}]
+    assert one_product(branches[:1], ANNOTATIONS) == branches[:1]
+    with_length = [{**branches[0], "minLength": 2}] + branches[1:]
+    assert one_product(with_length, ANNOTATIONS) == with_length
     schema = {"type": "string", "oneOf": [{"pattern": w} for w in WORDS]}
     g = byte_compiler.compile_json_schema(schema)
     for s in WORD_SAMPLES:
         assert _accepts(g, byte_compiler.info, s) == _exactly_one(WORDS, s), s
     a = g.automaton
     merged = len(a.configs[a.step(a.start, b'"')])
-    monkeypatch.setattr(json_compiler, "one_product", lambda out: out)
+    monkeypatch.setattr(json_compiler, "one_product", lambda out, _annotations: out)
     b = GrammarCompiler(byte_compiler.info).compile_json_schema(schema).automaton
     assert merged < len(b.configs[b.step(b.start, b'"')])
 

@@ -333,7 +333,7 @@ class Compiler:
             self.warn("%s/oneOf: branches may overlap; oneOf's exclusivity is not enforced; treated as anyOf "
                       "(unsupported='warn')" % where)
             return [merge(base, s, "%s/oneOf/%d" % (where, i)) for i, s in enumerate(subs)]
-        return one_product(out)
+        return one_product(out, ANNOTATIONS)
 
     # ------------------------------------------------------------- plain schemas
     def plain(self, schema: dict, where: str):

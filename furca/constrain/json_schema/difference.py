@@ -145,21 +145,14 @@ def difference(node, excluded, grammar, where: str, also=(), node_positions=MAX_
     if excluded:
         parts.append(("not", [("or", [leaves(n) for n in excluded])]))
     formula = ("and", parts)
-    start = tuple(frozenset([_START]) for _ in autos)
-    edges, order, todo = {}, [start], [start]
-    verdicts = {}
-    seen = {start}
-    while todo:
-        s = todo.pop()
-        out = edges[s] = _step(autos, s, formula, verdicts)
-        for t in out:
-            if t not in seen:
-                seen.add(t)
-                order.append(t)
-                todo.append(t)
-                if len(seen) > max_states:
-                    raise CompileError("%s: pattern excluding another needs more than %d states"
-                                       % (where, max_states))
+    edges = {}
+    try:
+        for s, out in _product(autos, formula, max_states):
+            edges[s] = out
+    except _TooMany:
+        raise CompileError("%s: pattern excluding another needs more than %d states" % (where, max_states)) from None
+    order = list(edges)  # the start first
+    start = order[0]
 
     def accepting(s):
         return _holds(formula, [a.accepts(x) for a, x in zip(autos, s)])
@@ -235,19 +228,35 @@ def disjoint(a, b, where: str, max_states: int = MAX_STATES) -> bool:
     except CompileError:
         return False
     autos = leaves.autos
+    try:
+        for s, _out in _product(autos, formula, max_states):
+            if _holds(formula, [x.accepts(y) for x, y in zip(autos, s)]):
+                return False
+    except _TooMany:
+        return False
+    return True
+
+
+class _TooMany(Exception):
+    """_product met more than its max_states states."""
+
+
+def _product(autos, formula, max_states):
+    """The product automaton's states from the start, depth first, each with its
+    successors ({next state: code-point ranges}, _step); raises _TooMany once more than
+    max_states states are met."""
     start = tuple(frozenset([_START]) for _ in autos)
     seen, todo, verdicts = {start}, [start], {}
     while todo:
         s = todo.pop()
-        if _holds(formula, [x.accepts(y) for x, y in zip(autos, s)]):
-            return False
-        for t in _step(autos, s, formula, verdicts):
+        out = _step(autos, s, formula, verdicts)
+        yield s, out
+        for t in out:
             if t not in seen:
-                if len(seen) >= max_states:
-                    return False
                 seen.add(t)
                 todo.append(t)
-    return True
+                if len(seen) > max_states:
+                    raise _TooMany()
 
 
 def _minimal_classes(states, edges, final):

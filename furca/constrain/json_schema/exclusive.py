@@ -288,19 +288,16 @@ def exclusive_branches(subs, base, no_extras: bool, where: str, complement=None,
     return out, any(drop) or any(forbid) or any(need) or any(bounds) or any(not_strings) or any(shared)
 
 
-_ONE_PRODUCT_KEYS = {"type", "pattern", NOT_PATTERNS, "title", "description", "$comment", "examples", "default"}
-
-
-def one_product(branches):
+def one_product(branches, annotations):
     """exclusive_branches' output with its pattern-only string branches (type string, a
-    pattern, the other such branches' patterns excluded, annotations) made one branch of
+    pattern, the other such branches' patterns excluded, `annotations`) made one branch of
     the strings exactly one of their patterns matches (ONE_OF_PATTERNS: regex.one_of_patterns
     builds one product of the patterns for it, not one per branch). The same strings:
     branch i held those of pattern i and none of the others'. Unchanged where fewer than
     two such branches are, or some branch excludes other patterns than those."""
     group = [i for i, b in enumerate(branches) if b is not FALSE and isinstance(b, dict)
              and b.get("type") in ("string", ["string"]) and isinstance(b.get("pattern"), str)
-             and set(b) <= _ONE_PRODUCT_KEYS]
+             and all(k in ("type", "pattern", NOT_PATTERNS) or k in annotations for k in b)]
     if len(group) < 2:
         return branches
     patterns = [branches[i]["pattern"] for i in group]

@@ -26,7 +26,7 @@ from ..regex_syntax import parse
 from .encoding import encode_chars
 from .grammar import EMPTY, Bound, Ref, alt, cls, rep, seq
 from .difference import ANY, ANY_CHAR, Bool, both, difference, either, live_states, negation
-from .lengths import Glushkov, TooBig, bounded_chars
+from .lengths import Glushkov, TooBig, bounded_chars, has_bound
 
 BOUND_POSITIONS = 4000  # positions of a pattern with word boundaries written as rules (bounded_rules)
 
@@ -95,7 +95,7 @@ def _branch_chars(b):
     node = seq(EMPTY if b.start else ANY, chars_ir(b.node), EMPTY if b.end else ANY)
     looks = [alt(*[seq(chars_ir(x.node), EMPTY if x.end else ANY) for x in inner]) for _, inner in b.looks]
     f = both(node, *[y if positive else negation(y) for y, (positive, _) in zip(looks, b.looks)])
-    if not isinstance(f, Bool) and _bounded([b.node]):
+    if not isinstance(f, Bool) and has_bound(node):
         return Bool("and", (f,))  # a word boundary: difference.py's automata alone read it
     return f
 
@@ -138,14 +138,6 @@ def bounded_rules(node, grammar, where: str):
     for p, name in names.items():
         grammar.define(name, body(g.follow[p], p in last))
     return body(first, nullable)
-
-
-def _bounded(trees) -> bool:
-    """Whether a regex_syntax tree holds a word boundary (``\\b`` / ``\\B``)."""
-    for n in trees:
-        if n[0] == "bound" or (n[0] in ("seq", "alt") and _bounded(n[1])) or (n[0] == "rep" and _bounded([n[1]])):
-            return True
-    return False
 
 
 def chars_ir(node):
