@@ -3,7 +3,7 @@
 get_walk() -> walk or None (numba missing, or FURCA_NO_NUMBA=1: the caller then uses
 the numpy level-by-level walk). numba is imported on the first call, not at import.
 
-walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short, room, full) -> int
+walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short, room, full, keep) -> int
     Visits trie nodes i, i+1, ... in DFS order: the state of node i is trans[state of its
     parent, byte[i]]; a dead node (0) skips its subtree; a live node sets the bits (in the
     uint32 words) of the tokens that end there. Cost: proportional to the live nodes
@@ -23,15 +23,19 @@ walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, l
     canonical counts), so a long token is walked through one count's states. short[s] ==
     0 (s not yet mapped) stops the walk at i (the caller maps s and resumes). lim = -1:
     off (a grammar without counters or length regions).
+    keep[i] false skips node i's subtree unvisited: every token below it is in a slice
+    the caller set whole (tokenizer.TokenSlice without rest tries, over the whole trie;
+    the trie's keep_all otherwise).
 
 get_walk_range() -> walk_range or None:
 walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, acc, rec,
-           rest, lim, short, room, full) -> int
+           rest, lim, short, room, full, keep) -> int
     The same walk over nodes i .. stop-1 (a subtree: stop = end[root]), and, when
     rec has room (len(rec) > 1), records in rec[1 : 1 + rec[0]] the live nodes whose
     state is accepting (acc[state]): for an abstract state (masks.TokenMasks._context) those
     are the nodes where the rule returns to its caller. Returns i early also when rec
-    is full (the caller grows it and resumes).
+    is full (the caller grows it and resumes). A skipped subtree records nothing: its
+    tokens are allowed whatever follows the rule's return.
 walk_roots(j, i, roots, start, stack, ..., words, acc, rec, rest, lim, short, room, full) -> (j, i)
     The subtrees below the nodes roots[j:] walked from state `start` (an abstract
     state's continuation below the nodes where its rule returned), recording as
@@ -82,8 +86,9 @@ def _warm(walk, walk_range, walk_roots):
     d = np.arange(2, dtype=np.int32)  # the depths of a root and its child
     trans = np.zeros((2, 256), np.int32)
     rows = np.ones(2, bool)
-    walk(1, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z, np.zeros(1, np.uint32), z, -1, z, z, z)
+    keep = np.ones(2, dtype=np.bool_)
+    walk(1, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z, np.zeros(1, np.uint32), z, -1, z, z, z, keep)
     walk_range(1, 2, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z, np.zeros(1, np.uint32),
-               np.zeros(2, bool), np.zeros(1, np.int32), z, -1, z, z, z)
+               np.zeros(2, bool), np.zeros(1, np.int32), z, -1, z, z, z, keep)
     walk_roots(0, -1, np.zeros(1, np.int32), 0, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z,
                np.zeros(1, np.uint32), np.zeros(2, bool), np.zeros(1, np.int32), z, -1, z, z, z)

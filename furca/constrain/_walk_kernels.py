@@ -39,10 +39,13 @@ def node_state(ps, b, r, trans, rows, lim, short, room, full):
 
 
 @njit(cache=True, nogil=True)
-def walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short, room, full):
+def walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short, room, full, keep):
     n = depth.shape[0]
     one = np.uint32(1)
     while i < n:
+        if not keep[i]:  # every token below is in the slice the caller took whole
+            i = end[i]
+            continue
         s = node_state(stack[depth[i] - 1], byte[i], rest[i], trans, rows, lim, short, room, full)
         if s < 0:
             return i
@@ -59,11 +62,14 @@ def walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, res
 
 @njit(cache=True, nogil=True)
 def walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, acc, rec,
-               rest, lim, short, room, full):
+               rest, lim, short, room, full, keep):
     one = np.uint32(1)
     cap = rec.shape[0]
     record = cap > 1
     while i < stop:
+        if not keep[i]:
+            i = end[i]
+            continue
         s = node_state(stack[depth[i] - 1], byte[i], rest[i], trans, rows, lim, short, room, full)
         if s < 0:
             return i

@@ -420,6 +420,26 @@ class TokenMasks:
         """(words, return nodes, trie) of s's recording walk (an abstract state's)."""
         return self._compute_mask(s, record=True)
 
+    def _slice_level(self, s, row):
+        """The level (tokenizer.TokenSlice.levels) of the first slice whose strings of its
+        length all stay alive from s, or None. A state that takes "a" and " " tries the
+        JSON string slice; one that takes no space, the narrower alphabets (a pattern's),
+        each only where s takes every byte that starts one of its characters (a depth of
+        at least one), largest first."""
+        info = self._info
+        if row[0x61] and row[0x20]:  # cheap pre-check: "a" and " " live
+            candidates = info.slices()
+        elif row[0x61] and row[0x30]:  # "a" and "0", no space: a pattern's alphabet (every class holds both)
+            candidates = [sl for sl in info.class_slices() if row[sl.first_byte_list].all()]
+        else:
+            return None
+        for sl in candidates:
+            depth = self.slices.slice_depth(s, sl)
+            level = next((lv for lv in sl.levels if depth >= lv[0]), None)
+            if level is not None:
+                return level
+        return None
+
     def _compute_mask(self, s, record=False):
         a, info = self._a, self._info
         parts = self._keys.split(s) if self._keys is not None else None
@@ -437,24 +457,19 @@ class TokenMasks:
             split = self._recorded_split(s)
             if split is not None:
                 return split
-        trie, words = info.trie, None
+        trie, words, keep = info.trie, None, None
         if s != 0:
             a.expand(s)
-            row = a.trans[s]
-            if row[0x61] and row[0x20]:  # cheap pre-check: "a" and " " live
-                for sl in info.slices():
-                    depth = self.slices.slice_depth(s, sl)
-                    level = next((lv for lv in sl.levels if depth >= lv[0]), None)
-                    if level is not None:
-                        words = level[1].view(np.uint32).copy()
-                        trie = level[2]
-                        break
+            level = self._slice_level(s, a.trans[s])
+            if level is not None:
+                _L, bits, trie, keep = level
+                words = bits.view(np.uint32).copy()
         if words is None:
             words = np.zeros(info.num_words, dtype=np.uint32)
         if record:
-            return words, walk_recording(self._a, s, trie, words), trie
+            return words, walk_recording(self._a, s, trie, words, keep), trie
         if _walk.get_walk() is not None:
-            walk_compiled(self._a, s, trie, words)
+            walk_compiled(self._a, s, trie, words, keep)
         else:
             walk_numpy(self._a, s, trie, words)
         packed = words.view("<i4")

@@ -133,22 +133,54 @@ class TokenTrie:
         order = np.argsort(token_node_dfs[valid], kind="stable")
         self.tok_ids = valid[order].astype(np.int32)
         self.tok_start = np.searchsorted(token_node_dfs[valid][order], np.arange(n + 1)).astype(np.int32)
+        self.keep_all = np.ones(n, dtype=np.bool_)  # the walks' `keep` where nothing is skipped (_walk.py)
+
+    def subtrees_with(self, flags) -> np.ndarray:
+        """keep[i] for each DFS node i: whether some token in i's subtree has its flag set
+        (flags: one bool per entry of tok_ids, in their order). A token's subtree is a
+        run of tok_ids (tok_start[i] : tok_start[dfs_end[i]]), so this is a prefix sum."""
+        sums = np.zeros(len(flags) + 1, dtype=np.int64)
+        np.cumsum(flags, out=sums[1:])
+        start = self.tok_start[: self.num_nodes]
+        return sums[self.tok_start[self.dfs_end]] > sums[start]
 
 
 # JSON string content (no quote, backslash or control character): most of a vocabulary.
 SLICES = [("json_string_char", [(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)])]
 
+# The alphabets of common string patterns (`\S+`, `[\w.-]+`, `\w*`, `[a-zA-Z0-9]+`,
+# `[a-z0-9-]+`), largest first: a state inside such a pattern allows no space, so the JSON
+# string slice never applies, and its mask walked every token of the alphabet (~35-50k of
+# Llama-3.1's, 0.3-0.5 ms a mask). Taken through the whole trie (TokenSlice, rest_tries=False).
+CLASS_SLICES = [
+    ("nonspace", [(0x21, 0x21), (0x23, 0x5B), (0x5D, 0x7E)]),
+    ("ident", [(0x2D, 0x2E), (0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]),
+    ("word", [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]),
+    ("alnum", [(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)]),
+    ("lower_digit_dash", [(0x2D, 0x2D), (0x30, 0x39), (0x61, 0x7A)]),
+]
+
 
 class TokenSlice:
     """Tokens made only of characters in ``ranges`` (whole UTF-8 characters), in length
     levels: for each threshold L in ``LEVELS`` (and for "any length"), the packed bitmask
-    of the slice's tokens of at most L characters and a trie of every other token
+    of the slice's tokens of at most L characters and how to walk every other token
     (llguidance's "slicer", with lengths). A state from which every string of L slice
-    characters stays alive allows that bitmask at once and walks only the smaller trie."""
+    characters stays alive allows that bitmask at once and walks only the other tokens.
+
+    ``levels``: (L, packed bitmask, trie, keep) per level. With rest_tries (the JSON
+    string slice: ~95% of a vocabulary, so a small rest), trie holds only the other
+    tokens and keep is None. Without (a narrower alphabet, whose rest is most of the
+    vocabulary: a trie of it would cost ~0.3 s and ~6 MB a level), trie is the
+    tokenizer's whole trie and keep[i] says whether DFS node i's subtree holds a token
+    outside the level: the walks skip the other subtrees unvisited (_walk.py), which
+    visits the nodes a rest trie would hold, plus one check per skipped child.
+    ``first_byte_list``: the bytes that start a slice character (a state must take
+    every one for a depth of 1 or more)."""
 
     LEVELS = (16, 10)
 
-    def __init__(self, info: "TokenizerInfo", name: str, ranges):
+    def __init__(self, info: "TokenizerInfo", name: str, ranges, rest_tries: bool = True):
         self.name = name
         self.ranges = ranges
         klass = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges)
@@ -163,16 +195,22 @@ class TokenSlice:
                 continue
             if pat.fullmatch(text):
                 char_len[i] = len(text)
-        self.levels = []  # (L, packed mask of slice tokens with <= L chars, trie of the rest)
+        self.levels = []  # (L, packed mask of slice tokens with <= L chars, trie of the rest or whole, keep)
+        trie = info.trie
         for L in (1 << 30,) + self.LEVELS:  # 1 << 30: every slice token (slices.UNBOUNDED)
             short = (char_len > 0) & (char_len <= L)
-            rest = [None if short[i] else b for i, b in enumerate(info.token_bytes)]
-            self.levels.append((L, np.packbits(short, bitorder="little").view("<i4").copy(), TokenTrie(rest)))
+            packed = np.packbits(short, bitorder="little").view("<i4").copy()
+            if rest_tries:
+                rest = [None if short[i] else b for i, b in enumerate(info.token_bytes)]
+                self.levels.append((L, packed, TokenTrie(rest), None))
+            else:
+                self.levels.append((L, packed, trie, trie.subtrees_with(~short[trie.tok_ids])))
         self.max_level = max(self.LEVELS)  # levels the depth search looks ahead
         self.utf8_seqs = [seq for lo, hi in ranges for seq in _split_utf8(lo, hi)]
         self.first_bytes = 0  # bit b set: some slice character starts with byte b
         for seq in self.utf8_seqs:
             self.first_bytes |= (1 << (seq[0][1] + 1)) - (1 << seq[0][0])
+        self.first_byte_list = np.array([b for b in range(256) if self.first_bytes >> b & 1], dtype=np.intp)
 
 
 @dataclass(frozen=True)
@@ -250,6 +288,7 @@ class TokenizerInfo:
         eos_bits[list(self.eos_token_ids)] = True
         self.eos_mask = np.packbits(eos_bits, bitorder="little").view("<i4").copy()
         self._slices = [TokenSlice(self, name, ranges) for name, ranges in SLICES]
+        self._class_slices = [TokenSlice(self, name, ranges, rest_tries=False) for name, ranges in CLASS_SLICES]
         self._unique_tables = None  # token_tables.py's tables, made when a grammar first needs them
 
     def _split_long(self, limit: int) -> None:
@@ -270,6 +309,10 @@ class TokenizerInfo:
     def slices(self) -> list["TokenSlice"]:
         """The vocabulary slices the masks take whole where they can (see TokenSlice)."""
         return self._slices
+
+    def class_slices(self) -> list["TokenSlice"]:
+        """The slices of narrower alphabets (CLASS_SLICES), for states without a space."""
+        return self._class_slices
 
     @property
     def eos_token_id(self) -> int:

@@ -78,9 +78,11 @@ def resume(a, trie, stack, i) -> bool:
     return False
 
 
-def walk_compiled(a, s, trie, words):
-    """Sets in words the bits of trie's tokens that s allows (numba DFS walk)."""
+def walk_compiled(a, s, trie, words, keep=None):
+    """Sets in words the bits of trie's tokens that s allows (numba DFS walk); keep: the
+    nodes whose subtrees it visits (a slice level's, tokenizer.TokenSlice; default all)."""
     n = trie.num_nodes
+    keep = trie.keep_all if keep is None else keep
     stack = np.empty(trie.max_depth + 1, dtype=np.int32)  # the states of the walk's path, by depth
     stack[0] = s
     i = 1 if s != 0 else n
@@ -88,15 +90,16 @@ def walk_compiled(a, s, trie, words):
     walk = _walk.get_walk()
     while i < n:
         i = walk(i, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start, trie.tok_ids, words,
-                 trie.dfs_rest, a.walk_lim, a.short, a.room, a.full)
+                 trie.dfs_rest, a.walk_lim, a.short, a.room, a.full, keep)
         if i < n:
             resume(a, trie, stack, i)
 
 
-def walk_recording(a, s, trie, words):
+def walk_recording(a, s, trie, words, keep=None):
     """walk_compiled for an abstract state; returns the trie nodes (DFS order) where
     its rule returned to the context (accepting states)."""
     n = trie.num_nodes
+    keep = trie.keep_all if keep is None else keep
     stack = np.empty(trie.max_depth + 1, dtype=np.int32)
     stack[0] = s
     i = 1 if s != 0 else n
@@ -105,7 +108,7 @@ def walk_recording(a, s, trie, words):
     rec = np.zeros(REC_START, dtype=np.int32)
     while i < n:
         i = walk_range(i, n, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start,
-                       trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full)
+                       trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full, keep)
         if i < n and not resume(a, trie, stack, i):  # rec full
             rec = _grown(rec)
     return rec[1 : 1 + rec[0]].copy()
