@@ -19,6 +19,11 @@ it. A walk that reaches --max-steps is "unfinished" (not a failure).
 Failures, each printed with the schema and the text:
   refused       accept_token refused a token the mask allowed
   dead_end      no token allowed, the matcher not terminated
+  limit         accept_token refused an allowed token at a grammar limit (the automaton's size)
+  probe_refused, probe_dead_end, probe_accepted (--probes K): at a step of the walk, a fork
+                of the matcher refused an allowed token the walk did not take, was left with
+                no token allowed after it, or accepted a disallowed neighbour (in byte order)
+                of an allowed token: the mask and accept_token disagree off the walk's path
   bad_utf8      the bytes of a finished walk are not UTF-8
   invalid_json  json.loads refuses the text (NaN / Infinity refused too)
   duplicate_declared  an object names a member twice, a name some `properties` declares
@@ -59,6 +64,10 @@ def main():
     ap.add_argument("--walks", type=int, default=2)
     ap.add_argument("--max-steps", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--probes", type=int, default=0,
+                    help="per step, also try this many allowed tokens on forks of the matcher (each accepted, "
+                         "the first leaving no dead end) and the disallowed byte-order neighbours of as many "
+                         "(each refused): generation.walk")
     ap.add_argument("--timeout-s", type=int, default=60, help="per schema (compile + walks)")
     ap.add_argument("--whitespace", default="compact", choices=("compact", "flexible"),
                     help="compile_json_schema's whitespace (flexible: up to 4 blanks between tokens)")
@@ -68,7 +77,7 @@ def main():
     a = ap.parse_args()
     sys.path.insert(0, ROOT)
     sys.path.insert(0, os.path.join(ROOT, "tests"))
-    from constrain.generation import check_text, closer_tokens, declared_names, make_validator, walk
+    from constrain.generation import byte_neighbours, check_text, closer_tokens, declared_names, make_validator, walk
     from constrain.tokenizers_cache import tokenizer_json
 
     from furca.constrain import CompileError, GrammarCompiler, TokenizerInfo
@@ -78,6 +87,7 @@ def main():
     compiler = GrammarCompiler(info)
     eos = info.eos_token_id
     closer = closer_tokens(info)
+    near = byte_neighbours(info) if a.probes else None
     if a.files:
         with open(a.files) as f:
             names = [x.strip() for x in f if x.strip()]
@@ -113,7 +123,7 @@ def main():
                 continue
             counts["compiled"] = counts.get("compiled", 0) + 1
             for _ in range(a.walks):
-                kind, data = walk(g, info, eos, closer, rng, a.max_steps)
+                kind, data = walk(g, info, eos, closer, rng, a.max_steps, a.probes, near)
                 if kind == "finished":
                     bad = check_text(data, validator, declared)
                     if bad is None:

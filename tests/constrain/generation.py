@@ -101,26 +101,83 @@ def make_validator(schema):
     return v
 
 
-def walk(g, info, eos, closer, rng, max_steps):
+def byte_neighbours(info):
+    """(order, rank): the vocabulary's tokens sorted by their bytes, and each token's place
+    in that order. A token's neighbours in it share its longest prefixes: the disallowed
+    tokens a probe tries (`walk`) are a mask's near misses, not tokens whose first byte
+    is already dead."""
+    tb = [info.token_bytes[t] or b"" for t in range(info.vocab_size)]
+    order = np.array(sorted(range(len(tb)), key=tb.__getitem__), dtype=np.int64)
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return order, rank
+
+
+def _probe(m, info, allowed, rng, probes, near, out):
+    """None, or (failure kind, bytes) where the mask and accept_token disagree at m:
+    `probes` random allowed tokens, each accepted by a fork of m, the first of them also
+    leaving a non-empty mask (or a terminated matcher: no dead end); and the disallowed
+    byte-order neighbours (near: byte_neighbours) of `probes` random allowed tokens,
+    each refused. A refusal at a grammar limit (the automaton's size) is not a
+    disagreement."""
+    text = b"".join(out)
+    picks = allowed[rng.integers(len(allowed), size=min(probes, len(allowed)))]
+    for j, t in enumerate(picks):
+        t = int(t)
+        f = m.fork()
+        if not f.accept_token(t):
+            if f.error and "grammar limit" in f.error:
+                continue
+            return "probe_refused", text + b"<" + (info.token_bytes[t] or b"EOS") + b">"
+        if j == 0 and not f.is_terminated() and not len(f.get_allowed_tokens()):
+            return "probe_dead_end", text + b"<" + info.token_bytes[t] + b">"
+    if near is None:
+        return None
+    order, rank = near
+    ok = np.zeros(info.vocab_size, dtype=bool)
+    ok[allowed[allowed < info.vocab_size]] = True
+    for t in picks:
+        r = rank[t] if t < len(rank) else None
+        if r is None:
+            continue
+        for d in (-2, -1, 1, 2):
+            if not 0 <= r + d < len(order):
+                continue
+            u = int(order[r + d])
+            if ok[u] or not info.token_bytes[u]:
+                continue
+            f = m.fork()
+            if f.accept_token(u):
+                return "probe_accepted", text + b"<" + info.token_bytes[u] + b">"
+    return None
+
+
+def walk(g, info, eos, closer, rng, max_steps, probes=0, near=None):
     """One random walk of g's matcher: ("finished", bytes) | ("unfinished", bytes) |
-    (failure kind, bytes)."""
+    (failure kind, bytes). probes > 0: at every step also `_probe` (the mask against
+    accept_token on tokens the walk does not take)."""
     m = g.matcher()
     out = []
     for step in range(max_steps):
         allowed = m.get_allowed_tokens()
         if not len(allowed):
             return ("finished" if m.is_terminated() else "dead_end"), b"".join(out)
+        if probes:
+            bad = _probe(m, info, allowed, rng, probes, near, out)
+            if bad is not None:
+                return bad
         if eos in allowed and (rng.random() < 0.8 or len(allowed) == 1):
             if not m.accept_token(eos):
                 return "refused", b"".join(out) + b"<EOS>"
             return ("finished" if m.is_terminated() else "refused"), b"".join(out)
         allowed = allowed[allowed != eos]
         if rng.random() < min(0.9, 0.2 + step / 100):
-            near = allowed[closer[allowed]]
-            if len(near):
-                allowed = near
+            near_closers = allowed[closer[allowed]]
+            if len(near_closers):
+                allowed = near_closers
         t = int(allowed[rng.integers(len(allowed))])
         if not m.accept_token(t):
-            return "refused", b"".join(out) + b"<" + info.token_bytes[t] + b">"
+            kind = "limit" if m.error and "grammar limit" in m.error else "refused"
+            return kind, b"".join(out) + b"<" + info.token_bytes[t] + b">"
         out.append(info.token_bytes[t])
     return "unfinished", b"".join(out)
