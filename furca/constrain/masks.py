@@ -442,7 +442,9 @@ class TokenMasks:
 
     def _compute_mask(self, s, record=False):
         a, info = self._a, self._info
-        parts = self._keys.split(s) if self._keys is not None else None
+        # the key tries' masks are recording walks (numba's walk_range): without numba,
+        # such a state is walked as it is
+        parts = self._keys.split(s) if self._keys is not None and _walk.get_walk_range() is not None else None
         if parts is not None:  # at a key trie node: from the trie's shared "any key" walk
             n0 = self._keys.nbytes
             words, roots, trie = self._keys.words(s, parts, self._compute_recorded)
