@@ -106,11 +106,16 @@ def byte_neighbours(info):
     in that order. A token's neighbours in it share its longest prefixes: the disallowed
     tokens a probe tries (`walk`) are a mask's near misses, not tokens whose first byte
     is already dead."""
-    tb = [info.token_bytes[t] or b"" for t in range(info.vocab_size)]
+    tb = [_bytes(info, t) for t in range(info.vocab_size)]
     order = np.array(sorted(range(len(tb)), key=tb.__getitem__), dtype=np.int64)
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     return order, rank
+
+
+def _bytes(info, t) -> bytes:
+    """Token t's bytes; b"" for special tokens and the padding ids past token_bytes."""
+    return (info.token_bytes[t] if t < len(info.token_bytes) else None) or b""
 
 
 def _probe(m, info, allowed, rng, probes, near, out):
@@ -128,9 +133,9 @@ def _probe(m, info, allowed, rng, probes, near, out):
         if not f.accept_token(t):
             if f.error and "grammar limit" in f.error:
                 continue
-            return "probe_refused", text + b"<" + (info.token_bytes[t] or b"EOS") + b">"
+            return "probe_refused", text + b"<" + (_bytes(info, t) or b"EOS") + b">"
         if j == 0 and not f.is_terminated() and not len(f.get_allowed_tokens()):
-            return "probe_dead_end", text + b"<" + info.token_bytes[t] + b">"
+            return "probe_dead_end", text + b"<" + _bytes(info, t) + b">"
     if near is None:
         return None
     order, rank = near
@@ -144,11 +149,11 @@ def _probe(m, info, allowed, rng, probes, near, out):
             if not 0 <= r + d < len(order):
                 continue
             u = int(order[r + d])
-            if ok[u] or not info.token_bytes[u]:
+            if ok[u] or not _bytes(info, u):
                 continue
             f = m.fork()
             if f.accept_token(u):
-                return "probe_accepted", text + b"<" + info.token_bytes[u] + b">"
+                return "probe_accepted", text + b"<" + _bytes(info, u) + b">"
     return None
 
 

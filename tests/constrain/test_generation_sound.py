@@ -4,13 +4,14 @@ allowed token, biased towards closing bytes so that walks end) over the vendored
 100-schema MaskBench sample with the real Llama-3.1 tokenizer; every finished text must
 be JSON that `jsonschema` validates against the schema (its own draft, the formats
 whose checkers are installed). bench/constrain_fuzz.py runs the same over all of
-maskbench-dev."""
+maskbench-dev. At every step the walks also probe tokens they do not take (generation.walk's
+probes: allowed ones accepted, their disallowed byte-order neighbours refused)."""
 import numpy as np
 import pytest
 
 from furca.constrain import CompileError
 
-from .generation import check_text, closer_tokens, declared_names, make_validator, walk
+from .generation import byte_neighbours, check_text, closer_tokens, declared_names, make_validator, walk
 from .test_json_schema_helpers import maskbench_cases
 
 DRAFT4 = "http://json-schema.org/draft-04/schema#"
@@ -21,14 +22,20 @@ def closer(llama):
     return closer_tokens(llama[0])
 
 
-def _walks(compiler, info, closer, schema, n, seed, max_steps=300):
-    """(finished texts, failures) of n random walks of schema's grammar."""
+@pytest.fixture(scope="module")
+def near(llama):
+    return byte_neighbours(llama[0])
+
+
+def _walks(compiler, info, closer, schema, n, seed, max_steps=300, near=None):
+    """(finished texts, failures) of n random walks of schema's grammar (probing two
+    tokens a step where near, generation.byte_neighbours, is given)."""
     g = compiler.compile_json_schema(schema)
     validator, declared = make_validator(schema), declared_names(schema)
     rng = np.random.default_rng(seed)
     done, bad = 0, []
     for _ in range(n):
-        kind, data = walk(g, info, info.eos_token_id, closer, rng, max_steps)
+        kind, data = walk(g, info, info.eos_token_id, closer, rng, max_steps, 2 if near else 0, near)
         if kind == "finished":
             done += 1
             problem = check_text(data, validator, declared)
@@ -39,13 +46,13 @@ def _walks(compiler, info, closer, schema, n, seed, max_steps=300):
     return done, bad
 
 
-def test_random_walks_of_the_maskbench_sample_are_valid(llama, closer):
+def test_random_walks_of_the_maskbench_sample_are_valid(llama, closer, near):
     info, compiler, _ = llama
     compiled = finished = 0
     failures = []
     for i, (name, schema, _tests) in enumerate(maskbench_cases()):
         try:
-            done, bad = _walks(compiler, info, closer, schema, 2, [14, i])
+            done, bad = _walks(compiler, info, closer, schema, 2, [14, i], near=near)
         except CompileError:
             continue
         compiled += 1
@@ -81,3 +88,24 @@ def test_walks_reach_the_draft4_integral_enum(llama, closer):
               "properties": {"d": {"type": "integer", "enum": [1, 731]}}, "additionalProperties": False}
     done, bad = _walks(compiler, info, closer, schema, 40, 3)
     assert done >= 30 and not bad, bad[:3]
+
+
+def test_the_probes_catch_a_mask_that_disagrees_with_accept_token():
+    """generation._probe on a real matcher, handed a mask that lies: a token it calls
+    allowed that accept_token refuses, and an allowed token left out (found as the byte-
+    order neighbour of an allowed one)."""
+    from furca.constrain import GrammarCompiler
+
+    from .conftest import byte_info
+    from .generation import _probe
+
+    info = byte_info(["ab", "abc"])
+    m = GrammarCompiler(info).compile_json_schema({"enum": ["ab", "ax"]}).matcher()
+    assert m.accept_token(ord('"'))
+    allowed = m.get_allowed_tokens()
+    ab = info.token_bytes.index(b"ab")
+    assert ord("a") in allowed and ab in allowed
+    rng, near = np.random.default_rng(0), byte_neighbours(info)
+    assert _probe(m, info, allowed, rng, 4, near, [b'"']) is None
+    assert _probe(m, info, np.array([ord("z")]), rng, 1, near, [b'"'])[0] == "probe_refused"
+    assert _probe(m, info, np.array([ord("a")]), rng, 1, near, [b'"'])[0] == "probe_accepted"  # "ab" left out
