@@ -47,6 +47,7 @@ import numpy as np
 
 from .bitmask import allowed_ids, clear_ids
 from .matcher import Matcher
+from .stacks import AutomatonLimit
 from .token_tables import BACKSLASH, CLOSE, COMMA, QUOTE, _TokenTables, _tables
 
 
@@ -355,14 +356,20 @@ class UniqueMatcher(Matcher):
         w, o, v, _ = self._w
         if self.error is None and not self._t[1] and (w is not None or v is not None or self._os is not None):
             out = (bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy())[row]
-            if w is not None:
-                self._u.masked(w, self._t[0], out)
-            if v is not None:
-                self._vs.masked(v, self._t[0], out)
-            if o is not None:
-                self._os.masked(o, self._t[0], out)
-            elif self._os is not None:
-                self._os.masked_outside(self._t[0], out)
+            try:
+                if w is not None:
+                    self._u.masked(w, self._t[0], out)
+                if v is not None:
+                    self._vs.masked(v, self._t[0], out)
+                if o is not None:
+                    self._os.masked(o, self._t[0], out)
+                elif self._os is not None:
+                    self._os.masked_outside(self._t[0], out)
+            except AutomatonLimit as e:  # the watch stepped a token into a state past a limit
+                self._fail(f"grammar limit reached: {e}")
+                n = self._n
+                out[:n] = self._a.info.eos_mask  # the error state's mask, as Matcher writes it
+                out[n:] = 0
 
     def _refused(self, data) -> bool:
         """Whether data, accepted now, would repeat an item of a watched array (then the
@@ -392,7 +399,18 @@ class UniqueMatcher(Matcher):
 
     def _accept(self, data, step, arg) -> bool:
         """step(self, arg) (Matcher's own accept of data's bytes), refused when it would
-        repeat; the watch states after it pushed beside the history."""
+        repeat; the watch states after it pushed beside the history. The watches step the
+        automaton too: a grammar limit met there refuses the token as Matcher's own step
+        does (the error state, the matcher not moved)."""
+        h0 = self._t
+        try:
+            return self._accept_watched(data, step, arg)
+        except AutomatonLimit as e:
+            self._t = h0
+            self._fail(f"grammar limit reached: {e}")
+            return False
+
+    def _accept_watched(self, data, step, arg) -> bool:
         if self._refused(data):
             return False
         w, o, v, _ = self._w

@@ -10,6 +10,7 @@ import json
 import os
 
 import jsonschema
+import numpy as np
 import pytest
 
 from furca.constrain import GrammarCompiler
@@ -415,3 +416,35 @@ def test_a_key_that_ends_the_readings_outside_the_watch(llama):
     for t in sorted(allowed):
         assert m.fork().accept_token(t), tok.decode([t])
     assert any(m.fork().accept_token(t) for t in allowed)
+
+
+def test_a_grammar_limit_met_by_the_watch_refuses_instead_of_raising(monkeypatch):
+    """The watched objects' reads and masks step the automaton themselves; a limit met
+    there (Azure Pipelines' service-schema in any member order: more than 4,096 parallel
+    parses after `{"steps":[{"`) escaped accept_token / accept_string / fill_bitmask as
+    an AutomatonLimit. Here the limit is lowered to meet it on a small schema: the step
+    is refused, the error names the limit, the matcher stays where it was and offers EOS
+    only, as Matcher does for a limit met in its own step."""
+    from furca.constrain import automaton
+
+    info = byte_info(["ab", '{"', '":', '",'])
+    compilers = [GrammarCompiler(info) for _ in range(2)]  # made first: a new tokenizer's lexeme warm-up steps too
+    monkeypatch.setattr(automaton, "MAX_CONFIGS", 6)
+
+    def obj(*keys):
+        return {"type": "object", "properties": {k: {"type": "string"} for k in keys}, "required": [keys[0]]}
+
+    schema = {"type": "array", "items": {"anyOf": [obj("a", "b", "c"), obj("a", "d", "e"), obj("a", "f", "g"),
+                                                   obj("b", "a", "h")]}}
+    text = '[{"a":"x","b":"y"}]'
+    m = compilers[0].compile_json_schema(schema, member_order="any").matcher()
+    assert not m.accept_string(text) and "grammar limit" in m.error and m.num_accepted == 0
+    m = compilers[1].compile_json_schema(schema, member_order="any").matcher()
+    for i, b in enumerate(text.encode()):
+        bits = allowed_set(m, info)
+        if not m.accept_token(b):
+            assert "grammar limit" in m.error and m.num_accepted == i
+            assert list(np.flatnonzero(allowed_set(m, info))) == [BYTE_EOS]
+            return
+        assert bits[b]
+    raise AssertionError("the lowered limit was never met")
