@@ -36,7 +36,7 @@ walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids, wo
     are the nodes where the rule returns to its caller. Returns i early also when rec
     is full (the caller grows it and resumes). A skipped subtree records nothing: its
     tokens are allowed whatever follows the rule's return.
-walk_roots(j, i, roots, start, stack, ..., words, acc, rec, rest, lim, short, room, full) -> (j, i)
+walk_roots(j, i, roots, start, stack, ..., words, acc, rec, rest, lim, short, room, full, keep) -> (j, i)
     The subtrees below the nodes roots[j:] walked from state `start` (an abstract
     state's continuation below the nodes where its rule returned), recording as
     walk_range does; returns where the caller must expand, map or grow rec.
@@ -91,4 +91,4 @@ def _warm(walk, walk_range, walk_roots):
     walk_range(1, 2, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z, np.zeros(1, np.uint32),
                np.zeros(2, bool), np.zeros(1, np.int32), z, -1, z, z, z, keep)
     walk_roots(0, -1, np.zeros(1, np.int32), 0, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z,
-               np.zeros(1, np.uint32), np.zeros(2, bool), np.zeros(1, np.int32), z, -1, z, z, z)
+               np.zeros(1, np.uint32), np.zeros(2, bool), np.zeros(1, np.int32), z, -1, z, z, z, keep)

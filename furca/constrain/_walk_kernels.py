@@ -39,28 +39,6 @@ def node_state(ps, b, r, trans, rows, lim, short, room, full):
 
 
 @njit(cache=True, nogil=True)
-def walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short, room, full, keep):
-    n = depth.shape[0]
-    one = np.uint32(1)
-    while i < n:
-        if not keep[i]:  # every token below is in the slice the caller took whole
-            i = end[i]
-            continue
-        s = node_state(stack[depth[i] - 1], byte[i], rest[i], trans, rows, lim, short, room, full)
-        if s < 0:
-            return i
-        if s == 0:
-            i = end[i]
-        else:
-            stack[depth[i]] = s
-            for k in range(tok_start[i], tok_start[i + 1]):
-                t = tok_ids[k]
-                words[t >> 5] |= one << np.uint32(t & 31)
-            i += 1
-    return n
-
-
-@njit(cache=True, nogil=True)
 def walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, acc, rec,
                rest, lim, short, room, full, keep):
     one = np.uint32(1)
@@ -91,40 +69,30 @@ def walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids
 
 
 @njit(cache=True, nogil=True)
+def walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short, room, full, keep):
+    """walk_range over the whole trie, recording nothing (acc is then never read)."""
+    return walk_range(i, depth.shape[0], stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rows,
+                      np.zeros(1, dtype=np.int32), rest, lim, short, room, full, keep)
+
+
+@njit(cache=True, nogil=True)
 def walk_roots(j, i, roots, start, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words,
-               acc, rec, rest, lim, short, room, full):
+               acc, rec, rest, lim, short, room, full, keep):
     """For each root x in roots[j:]: the subtree below x walked from state `start`
-    (x's own tokens excluded), recording accepting nodes in rec as walk_range does
-    when len(rec) > 1. Returns (j, i) to resume after expanding the parent state of
-    node i (or growing rec); j == len(roots) when done. Start with i = -1."""
-    one = np.uint32(1)
+    (x's own tokens excluded) by walk_range, recording accepting nodes in rec when
+    len(rec) > 1. Returns (j, i) to resume after expanding the parent state of node i (or
+    growing rec); j == len(roots) when done. Start with i = -1."""
     nr = roots.shape[0]
-    cap = rec.shape[0]
-    record = cap > 1
     while j < nr:
         x = roots[j]
         stop = end[x]
         if i <= x:
             stack[depth[x]] = start
             i = x + 1
-        while i < stop:
-            s = node_state(stack[depth[i] - 1], byte[i], rest[i], trans, rows, lim, short, room, full)
-            if s < 0:
-                return j, i
-            if s == 0:
-                i = end[i]
-            else:
-                if record and acc[s]:
-                    c = rec[0]
-                    if c + 1 >= cap:
-                        return j, i
-                    rec[c + 1] = i
-                    rec[0] = c + 1
-                stack[depth[i]] = s
-                for k in range(tok_start[i], tok_start[i + 1]):
-                    t = tok_ids[k]
-                    words[t >> 5] |= one << np.uint32(t & 31)
-                i += 1
+        i = walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, acc, rec,
+                       rest, lim, short, room, full, keep)
+        if i < stop:
+            return j, i
         j += 1
         i = -1
     return j, i

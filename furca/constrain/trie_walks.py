@@ -40,7 +40,8 @@ def walk_continue(a, roots, trie, cont, words, record=False):
     j, i = 0, -1
     while True:
         j, i = walk_roots(j, i, roots, cont, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start,
-                          trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full)
+                          trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full,
+                          trie.keep_all)
         if j >= len(roots):
             break
         if not resume(a, trie, stack, i) and record:  # rec full
