@@ -121,7 +121,8 @@ def _bytes(info, t) -> bytes:
 def _probe(m, info, allowed, rng, probes, near, out):
     """None, or (failure kind, bytes) where the mask and accept_token disagree at m:
     `probes` random allowed tokens, each accepted by a fork of m, the first of them also
-    leaving a non-empty mask (or a terminated matcher: no dead end); and the disallowed
+    leaving a non-empty mask (or a terminated matcher: no dead end) of which a random
+    token is accepted too (two steps off the walk's path); and the disallowed
     byte-order neighbours (near: byte_neighbours) of `probes` random allowed tokens,
     each refused. A refusal at a grammar limit (the automaton's size) is not a
     disagreement."""
@@ -134,8 +135,13 @@ def _probe(m, info, allowed, rng, probes, near, out):
             if f.error and "grammar limit" in f.error:
                 continue
             return "probe_refused", text + b"<" + (_bytes(info, t) or b"EOS") + b">"
-        if j == 0 and not f.is_terminated() and not len(f.get_allowed_tokens()):
-            return "probe_dead_end", text + b"<" + _bytes(info, t) + b">"
+        if j == 0 and not f.is_terminated():
+            after = f.get_allowed_tokens()
+            if not len(after):
+                return "probe_dead_end", text + b"<" + _bytes(info, t) + b">"
+            u = int(after[rng.integers(len(after))])  # and one step further off the path
+            if not f.accept_token(u) and not (f.error and "grammar limit" in f.error):
+                return "probe_refused", text + b"<" + _bytes(info, t) + b"><" + (_bytes(info, u) or b"EOS") + b">"
     if near is None:
         return None
     order, rank = near
