@@ -86,7 +86,6 @@ def instrument():
     timed(slices.SliceBounds, "slice_depth", "slice search")
     timed(trie_walks, "resume", "walk resumes")
     timed(automaton.LazyAutomaton, "_step_byte", "byte steps")
-    walk = _walk.get_walk()
     walk_range, walk_roots = _walk.get_walk_range()
 
     def counted(f):
@@ -98,7 +97,7 @@ def instrument():
             x[1] += 1
             return r
         return g
-    _walk._WALK[0] = (counted(walk), (counted(walk_range), counted(walk_roots))) + _walk._WALK[0][2:]
+    _walk._WALK[0] = (counted(walk_range), counted(walk_roots))
 
 
 def main():

@@ -1,20 +1,23 @@
 """The trie walk of a token mask, compiled with numba when it is installed.
 
-get_walk() -> walk or None (numba missing, or FURCA_NO_NUMBA=1: the caller then uses
-the numpy level-by-level walk). numba is imported on the first call, not at import.
+get_walk() -> walk_range or None (numba missing, or FURCA_NO_NUMBA=1: the caller then
+uses the numpy level-by-level walk); get_walk_range() -> (walk_range, walk_roots) or None.
+numba is imported on the first call, not at import. The kernels: _walk_kernels.py.
 
-walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short, room, full, keep) -> int
-    Visits trie nodes i, i+1, ... in DFS order: the state of node i is trans[state of its
-    parent, byte[i]]; a dead node (0) skips its subtree; a live node sets the bits (in the
-    uint32 words) of the tokens that end there. Cost: proportional to the live nodes
-    (plus the root's children), so a restrictive state's mask costs microseconds.
+walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, acc, rec,
+           rest, lim, short, room, full, keep) -> int
+    Visits trie nodes i .. stop-1 in DFS order (the whole trie: stop = len(depth); a
+    subtree: stop = end[root]): the state of node i is trans[state of its parent,
+    byte[i]]; a dead node (0) skips its subtree; a live node sets the bits (in the uint32
+    words) of the tokens that end there. Cost: proportional to the live nodes (plus the
+    root's children), so a restrictive state's mask costs microseconds.
     The states of the current path are kept by depth: stack[depth[i]] (depth: the trie's
     dfs_depth; stack[0] is the walk's state). In DFS order a node's parent is the last
     node met one level up, so stack[depth[i] - 1] is its state: a walk's working array
     is max_depth + 1 ints, not one per trie node (1.1 MB a walk for Llama-3.1).
     At a parent state without a transition row (rows[ps], the automaton's ``expanded``
     flags, false) the walk stops and returns i (the caller expands it and resumes from
-    i); returns len(depth) when done.
+    i); returns stop when done.
     Canonical states inside the walk: at a node with rest[i] <= lim (no token below has
     more than lim bytes left), the node's state is short[s] (the automaton's
     canonical_short of s, shared by the walks of every count); at a node with
@@ -26,16 +29,12 @@ walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, l
     keep[i] false skips node i's subtree unvisited: every token below it is in a slice
     the caller set whole (tokenizer.TokenSlice without rest tries, over the whole trie;
     the trie's keep_all otherwise).
-
-get_walk_range() -> walk_range or None:
-walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, acc, rec,
-           rest, lim, short, room, full, keep) -> int
-    The same walk over nodes i .. stop-1 (a subtree: stop = end[root]), and, when
-    rec has room (len(rec) > 1), records in rec[1 : 1 + rec[0]] the live nodes whose
-    state is accepting (acc[state]): for an abstract state (masks.TokenMasks._context) those
-    are the nodes where the rule returns to its caller. Returns i early also when rec
-    is full (the caller grows it and resumes). A skipped subtree records nothing: its
-    tokens are allowed whatever follows the rule's return.
+    When rec has room (len(rec) > 1) it records in rec[1 : 1 + rec[0]] the live nodes
+    whose state is accepting (acc[state]): for an abstract state (masks.TokenMasks._context)
+    those are the nodes where the rule returns to its caller; it returns i early also
+    when rec is full (the caller grows it and resumes). A skipped subtree records nothing:
+    its tokens are allowed whatever follows the rule's return. A 1-long rec records
+    nothing (acc is then never read).
 walk_roots(j, i, roots, start, stack, ..., words, acc, rec, rest, lim, short, room, full, keep) -> (j, i)
     The subtrees below the nodes roots[j:] walked from state `start` (an abstract
     state's continuation below the nodes where its rule returned), recording as
@@ -50,36 +49,35 @@ import threading
 import numpy as np
 
 _LOCK = threading.Lock()
-_WALK: list = []  # [walk or None] once resolved
+_WALK: list = []  # [(walk_range, walk_roots) or None] once resolved
 
 
 def get_walk():
-    if _WALK:
-        return _WALK[0][0]
-    with _LOCK:
-        if not _WALK:
-            _WALK.append(_build())
-    return _WALK[0][0]
+    k = get_walk_range()
+    return None if k is None else k[0]
 
 
 def get_walk_range():
-    get_walk()
-    return _WALK[0][1]
+    if not _WALK:
+        with _LOCK:
+            if not _WALK:
+                _WALK.append(_build())
+    return _WALK[0]
 
 
 def _build():
     if os.environ.get("FURCA_NO_NUMBA", "") not in ("", "0"):
-        return None, None
+        return None
     try:
-        from ._walk_kernels import walk, walk_range, walk_roots
+        from ._walk_kernels import walk_range, walk_roots
     except ImportError:  # numba is optional
-        return None, None
+        return None
 
-    _warm(walk, walk_range, walk_roots)
-    return walk, (walk_range, walk_roots)
+    _warm(walk_range, walk_roots)
+    return walk_range, walk_roots
 
 
-def _warm(walk, walk_range, walk_roots):
+def _warm(walk_range, walk_roots):
     """Loads (or compiles) every kernel for the argument types the walks pass, on a
     two-node trie and a one-state automaton: the first real mask then pays nothing."""
     z = np.zeros(2, dtype=np.int32)
@@ -87,7 +85,6 @@ def _warm(walk, walk_range, walk_roots):
     trans = np.zeros((2, 256), np.int32)
     rows = np.ones(2, bool)
     keep = np.ones(2, dtype=np.bool_)
-    walk(1, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z, np.zeros(1, np.uint32), z, -1, z, z, z, keep)
     walk_range(1, 2, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z, np.zeros(1, np.uint32),
                np.zeros(2, bool), np.zeros(1, np.int32), z, -1, z, z, z, keep)
     walk_roots(0, -1, np.zeros(1, np.int32), 0, z, d, z, z + 2, trans, rows, np.zeros(3, np.int32), z,

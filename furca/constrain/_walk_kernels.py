@@ -69,13 +69,6 @@ def walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids
 
 
 @njit(cache=True, nogil=True)
-def walk(i, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rest, lim, short, room, full, keep):
-    """walk_range over the whole trie, recording nothing (acc is then never read)."""
-    return walk_range(i, depth.shape[0], stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, rows,
-                      np.zeros(1, dtype=np.int32), rest, lim, short, room, full, keep)
-
-
-@njit(cache=True, nogil=True)
 def walk_roots(j, i, roots, start, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words,
                acc, rec, rest, lim, short, room, full, keep):
     """For each root x in roots[j:]: the subtree below x walked from state `start`

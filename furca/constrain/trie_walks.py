@@ -82,37 +82,32 @@ def resume(a, trie, stack, i) -> bool:
 def walk_compiled(a, s, trie, words, keep=None):
     """Sets in words the bits of trie's tokens that s allows (numba DFS walk); keep: the
     nodes whose subtrees it visits (a slice level's, tokenizer.TokenSlice; default all)."""
+    _walk_from(a, s, trie, words, keep, _NO_REC)
+
+
+def walk_recording(a, s, trie, words, keep=None):
+    """walk_compiled for an abstract state; returns the trie nodes (DFS order) where
+    its rule returned to the context (accepting states)."""
+    rec = _walk_from(a, s, trie, words, keep, np.zeros(REC_START, dtype=np.int32))
+    return rec[1 : 1 + rec[0]].copy()
+
+
+def _walk_from(a, s, trie, words, keep, rec):
+    """The compiled walk of the whole trie from s, resumed after each row it needs
+    (resume); rec (grown when full) is returned: _NO_REC records nothing."""
     n = trie.num_nodes
     keep = trie.keep_all if keep is None else keep
     stack = np.empty(trie.max_depth + 1, dtype=np.int32)  # the states of the walk's path, by depth
     stack[0] = s
     i = 1 if s != 0 else n
     depth, byte, end = trie.dfs_depth, trie.dfs_byte, trie.dfs_end
-    walk = _walk.get_walk()
-    while i < n:
-        i = walk(i, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start, trie.tok_ids, words,
-                 trie.dfs_rest, a.walk_lim, a.short, a.room, a.full, keep)
-        if i < n:
-            resume(a, trie, stack, i)
-
-
-def walk_recording(a, s, trie, words, keep=None):
-    """walk_compiled for an abstract state; returns the trie nodes (DFS order) where
-    its rule returned to the context (accepting states)."""
-    n = trie.num_nodes
-    keep = trie.keep_all if keep is None else keep
-    stack = np.empty(trie.max_depth + 1, dtype=np.int32)
-    stack[0] = s
-    i = 1 if s != 0 else n
-    depth, byte, end = trie.dfs_depth, trie.dfs_byte, trie.dfs_end
-    walk_range = _walk.get_walk_range()[0]
-    rec = np.zeros(REC_START, dtype=np.int32)
+    walk_range = _walk.get_walk()
     while i < n:
         i = walk_range(i, n, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start,
                        trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full, keep)
         if i < n and not resume(a, trie, stack, i):  # rec full
             rec = _grown(rec)
-    return rec[1 : 1 + rec[0]].copy()
+    return rec
 
 
 def walk_numpy(a, s, trie, words):
