@@ -435,6 +435,8 @@ class TokenMasks:
             return None
         for sl in candidates:
             depth = self.slices.slice_depth(s, sl)
+            if 0 < depth < sl.max_level and self.slices.tight(s, sl, depth):  # a bound that near: exactly that deep
+                return sl.exact(depth)
             level = next((lv for lv in sl.levels if depth >= lv[0]), None)
             if level is not None:
                 return level

@@ -24,6 +24,7 @@ from .stacks import CUT_RET, AutomatonLimit
 
 SLICE_BUDGET = 24  # new slice steps one search may spend
 SLICE_BUDGET_TOTAL = 400  # ... one mask, nested searches included
+TIGHT_STATES = 64  # states one SliceBounds.tight may meet
 MAX_MOVES = 1 << 14  # cached configuration-set moves (_move) per grammar (~400 B each), then they start over
 
 
@@ -358,6 +359,37 @@ class SliceBounds:
         # False: the body's end is met within max_level characters, the cut only costs
         self._cut_verdict[(sl.name, node)] = own <= d
         return max(own, d)
+
+    def tight(self, s: int, sl, r: int) -> bool:
+        """Whether every string of r + 1 slice characters kills s and none of at most r
+        meets an accepting state on the way (inside an abstract state, a rule end whose
+        continuation might take more slice characters). Asked where slice_depth(s) = r
+        is below sl.max_level: s's depth is then exactly r, so the slice's tokens of at
+        most r characters are all allowed, its longer ones all refused, and a mask walks
+        only the tokens outside the slice (TokenSlice.exact). Without it, a string a few
+        characters short of its maxLength walked every trie node down to that depth.
+        A breadth-first walk over the states after each whole character (_step, cached
+        per state: the next count's check meets the same states), level by level (a
+        state met at two levels must die at the last one too), over at most TIGHT_STATES
+        states; the last level must take no byte that starts a slice character."""
+        a = self._a
+        accepting = a.accepting
+        level, met = {s}, 1
+        for _ in range(r):
+            nxt = set()
+            for x in level:
+                if accepting[x]:
+                    return False
+                dies, succ = self._step(x, sl)
+                if dies or x in self._mid_end:
+                    return False
+                nxt.update(succ)
+            met += len(nxt)
+            if met > TIGHT_STATES:
+                return False
+            level = nxt
+        takes, first = self.proof._cfg_bytes, sl.first_bytes
+        return not any(accepting[x] or any(takes(c) & first for c in a.configs[x]) for x in level)
 
     def _search(self, s: int, sl, nested: int) -> int:
         """A lower bound of d, the largest n such that every string of at most n slice

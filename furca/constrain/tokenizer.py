@@ -206,11 +206,29 @@ class TokenSlice:
             else:
                 self.levels.append((L, packed, trie, trie.subtrees_with(~short[trie.tok_ids])))
         self.max_level = max(self.LEVELS)  # levels the depth search looks ahead
+        self._char_len = np.minimum(char_len, 255).astype(np.uint8)  # exact()'s source
+        self._exact: dict[int, tuple] = {}
         self.utf8_seqs = [seq for lo, hi in ranges for seq in _split_utf8(lo, hi)]
         self.first_bytes = 0  # bit b set: some slice character starts with byte b
         for seq in self.utf8_seqs:
             self.first_bytes |= (1 << (seq[0][1] + 1)) - (1 << seq[0][0])
         self.first_byte_list = np.array([b for b in range(256) if self.first_bytes >> b & 1], dtype=np.intp)
+
+
+    def exact(self, r: int) -> tuple:
+        """The level of a state whose depth is exactly r (slices.SliceBounds.tight: every
+        string of at most r slice characters keeps it alive, every one of r + 1 kills it;
+        r below max_level):
+        (r, packed bitmask of the slice's tokens of at most r characters, the "any length"
+        level's trie and keep), so the walk goes over the tokens outside the slice only
+        (the slice's longer tokens are all refused). Made on first use, cached (a
+        dictionary write: thread-safe)."""
+        hit = self._exact.get(r)
+        if hit is None:
+            short = (self._char_len > 0) & (self._char_len <= r)
+            _L, _bits, trie, keep = self.levels[0]
+            hit = self._exact[r] = (r, np.packbits(short, bitorder="little").view("<i4").copy(), trie, keep)
+        return hit
 
 
 @dataclass(frozen=True)

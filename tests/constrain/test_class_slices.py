@@ -61,7 +61,7 @@ def test_pattern_masks_equal_brute_force(info, pattern, slice_name, max_length, 
         level = orig(self, s, row)
         if level is not None:
             taken.append(next(sl.name for sl in info.slices() + info.class_slices()
-                              if any(level is lv for lv in sl.levels)))
+                              if any(level is lv for lv in sl.levels + list(sl._exact.values()))))
         return level
 
     monkeypatch.setattr(TokenMasks, "_slice_level", spy)
