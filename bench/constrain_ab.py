@@ -9,7 +9,8 @@ jobs, drift by 30% and more between runs (even the warm p50), so a 5% change can
 seen in them. Here both versions (each a copy of the furca/constrain directory, loaded
 as its own package; the package is a leaf that imports only furca.errors from furca)
 walk the same schemas in the same minutes: per schema, a cold compile, the first mask,
-then every valid instance token by token (fill_bitmask + accept_token, thread CPU time),
+then every valid instance token by token (fill_bitmask + accept_token, thread CPU time;
+--every-instance: the invalid ones' steps too, up to where they stop, as the harness times),
 in A-B order for even schemas and B-A for odd ones. Prints per version the pass counts
 (every valid instance accepted and terminated, every invalid one stopped; invalid
 accepted must stay 0), TTFM and per-token percentiles, and the sum of the steps.
@@ -85,7 +86,7 @@ def load_versions(a):
     return schemas, tok, versions, names
 
 
-def run_schema(pkg, info, d, tok, text_of, clock, out, name=""):
+def run_schema(pkg, info, d, tok, text_of, clock, out, name="", every=False):
     """One schema with one version: appends TTFM and step times to out, and records in
     out["per"][name] (sum of its steps in ns, automaton states at its end); returns its
     status."""
@@ -107,7 +108,7 @@ def run_schema(pkg, info, d, tok, text_of, clock, out, name=""):
             m.fill_bitmask(bm)
             allowed = (int(bm[0, t >> 5]) >> (t & 31)) & 1
             ok = bool(allowed) and m.accept_token(t)
-            if test["valid"]:
+            if test["valid"] or every:  # every: the invalid instances' steps too, as the harness times
                 out["steps"].append(clock() - t0)
             if not ok:
                 break
@@ -124,6 +125,8 @@ def main():
     ap = argparse.ArgumentParser()
     add_ab_args(ap, sample=500)
     ap.add_argument("--slowest", type=int, default=15, help="schemas listed with their automaton states")
+    ap.add_argument("--every-instance", action="store_true",
+                    help="time the steps of the invalid instances too (as the shared harness does), not only the valid ones")
     a = ap.parse_args()
     schemas, tok, loaded, names = load_versions(a)
     versions = [(*v, {"ttfm": [], "steps": [], "counts": {}, "per": {}}) for v in loaded]
@@ -131,7 +134,8 @@ def main():
         with open(os.path.join(a.data, name), encoding="utf-8") as f:
             d = json.load(f)
         for label, _where, pkg, info, out in (versions if k % 2 == 0 else versions[::-1]):
-            status = run_schema(pkg, info, d, tok, schemas.instance_text, time.thread_time_ns, out, name)
+            status = run_schema(pkg, info, d, tok, schemas.instance_text, time.thread_time_ns, out, name,
+                                every=a.every_instance)
             out["counts"][status] = out["counts"].get(status, 0) + 1
     for label, where, _pkg, _info, out in versions:
         x, y = np.array(out["steps"]) / 1e3, np.array(out["ttfm"]) / 1e6
