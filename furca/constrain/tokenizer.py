@@ -214,15 +214,13 @@ class TokenSlice:
             self.first_bytes |= (1 << (seq[0][1] + 1)) - (1 << seq[0][0])
         self.first_byte_list = np.array([b for b in range(256) if self.first_bytes >> b & 1], dtype=np.intp)
 
-
     def exact(self, r: int) -> tuple:
-        """The level of a state whose depth is exactly r (slices.SliceBounds.tight: every
-        string of at most r slice characters keeps it alive, every one of r + 1 kills it;
-        r below max_level):
-        (r, packed bitmask of the slice's tokens of at most r characters, the "any length"
-        level's trie and keep), so the walk goes over the tokens outside the slice only
-        (the slice's longer tokens are all refused). Made on first use, cached (a
-        dictionary write: thread-safe)."""
+        """The level of a state whose depth is exactly r, below max_level
+        (slices.SliceBounds.tight: every string of at most r slice characters keeps it
+        alive, every one of r + 1 kills it): (r, packed bitmask of the slice's tokens of
+        at most r characters, the "any length" level's trie and keep), so the walk goes
+        over the tokens outside the slice only (the slice's longer tokens are all
+        refused). Made on first use, cached (a dictionary write: thread-safe)."""
         hit = self._exact.get(r)
         if hit is None:
             short = (self._char_len > 0) & (self._char_len <= r)
