@@ -83,6 +83,8 @@ GRAMMARS = [  # a bounded rule whose caller goes on with more of the same charac
     'root ::= "\\"" a b "\\""\na ::= [^"\\\\]{1,3}\nb ::= [^"\\\\]*',
     # ... which may end after one or two characters but not after three
     'root ::= "\\"" a b "\\""\na ::= [^"\\\\]{1,2} | [^"\\\\]{3} "\\t"\nb ::= [^"\\\\]*',
+    # ... which ends after exactly three (its last level accepting)
+    'root ::= "\\"" a b "\\""\na ::= [^"\\\\]{3}\nb ::= [^"\\\\]*',
 ]
 
 
