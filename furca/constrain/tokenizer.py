@@ -195,18 +195,18 @@ class TokenSlice:
                 continue
             if pat.fullmatch(text):
                 char_len[i] = len(text)
+        # every level's source (a token of more than 255 characters is longer than any level)
+        self._char_len = np.minimum(char_len, 255).astype(np.uint8)
         self.levels = []  # (L, packed mask of slice tokens with <= L chars, trie of the rest or whole, keep)
         trie = info.trie
         for L in (1 << 30,) + self.LEVELS:  # 1 << 30: every slice token (slices.UNBOUNDED)
-            short = (char_len > 0) & (char_len <= L)
-            packed = np.packbits(short, bitorder="little").view("<i4").copy()
+            short, packed = self._short(L)
             if rest_tries:
                 rest = [None if short[i] else b for i, b in enumerate(info.token_bytes)]
                 self.levels.append((L, packed, TokenTrie(rest), None))
             else:
                 self.levels.append((L, packed, trie, trie.subtrees_with(~short[trie.tok_ids])))
         self.max_level = max(self.LEVELS)  # levels the depth search looks ahead
-        self._char_len = np.minimum(char_len, 255).astype(np.uint8)  # exact()'s source
         self._exact: dict[int, tuple] = {}
         self.utf8_seqs = [seq for lo, hi in ranges for seq in _split_utf8(lo, hi)]
         self.first_bytes = 0  # bit b set: some slice character starts with byte b
@@ -223,10 +223,14 @@ class TokenSlice:
         refused). Made on first use, cached (a dictionary write: thread-safe)."""
         hit = self._exact.get(r)
         if hit is None:
-            short = (self._char_len > 0) & (self._char_len <= r)
             _L, _bits, trie, keep = self.levels[0]
-            hit = self._exact[r] = (r, np.packbits(short, bitorder="little").view("<i4").copy(), trie, keep)
+            hit = self._exact[r] = (r, self._short(r)[1], trie, keep)
         return hit
+
+    def _short(self, L: int):
+        """(per token: in the slice with at most L characters, the same as packed int32 words)."""
+        short = (self._char_len > 0) & (self._char_len <= L)
+        return short, np.packbits(short, bitorder="little").view("<i4").copy()
 
 
 @dataclass(frozen=True)
