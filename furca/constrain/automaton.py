@@ -28,7 +28,7 @@ import threading
 
 import numpy as np
 
-from .closures import Closures
+from .closures import Closures, return_through
 from .deadline import check as check_deadline
 from .nfa import NFA
 from .rows import Rows, bucket_plan, from_plan
@@ -204,11 +204,11 @@ class LazyAutomaton:
         return t
 
     def abstract(self, s: int):
-        """(abstract state, base) of s, or None: base is the innermost call frame (not a
-        counter frame: those stay in the abstract state) below which every configuration
-        of s shares its stack, and the abstract state is s with base replaced by the
-        context frame `cut` (reaching the rule's end there is accepting instead of a
-        return). None without such a frame (base 0, or already the context frame).
+        """(abstract state, base) of s, or None: base is the innermost call frame or item
+        counter frame (_base; other counter frames stay in the abstract state) below which
+        every configuration of s shares its stack, and the abstract state is s with base
+        replaced by the context frame `cut` (reaching the rule's end, or the item's, there
+        is accepting instead of a return). None without such a frame (base 0, or already the context frame).
         Cached per state: masks.TokenMasks._context (a state's mask) and _step_abstract
         (the token accepted from it) ask for the same state one after the other."""
         hit = self._abstract.get(s, False)
@@ -224,15 +224,30 @@ class LazyAutomaton:
         return res
 
     def _base(self, configs) -> int:
-        """The innermost call frame (counter frames skipped) below which every
-        configuration shares its stack (0: none)."""
+        """The innermost call frame or item counter frame (nfa.item_counters) below which
+        every configuration shares its stack (0: none); the frames of length regions and
+        other counters are skipped. An item's body ends only after several bytes (a value,
+        its closing quote or bracket), so few tokens pass its end and the items of an
+        array share one abstract state, whatever their count; a character's or a word's
+        counter stays in the abstract state (nearly every token would pass its body's end
+        and be walked again from the continuation)."""
         if not configs:
             return 0
-        frames = self.stacks.frames
+        frames, items = self.stacks.frames, self.nfa.item_counters
         base = self.stacks.base_of(configs)
-        while base and frames[base][2]:  # counter frames stay in the abstract state
+        while base and frames[base][2] and frames[base][0] not in items:
             base = frames[base][1]
         return base
+
+    def after_return(self, frame: int) -> int:
+        """The state after a rule end returns through the stack frame `frame` (closures.py's
+        return_through): a call frame goes on at its return node; an item counter frame
+        with k bodies done runs the body again at k + 1 below its maximum and leaves at or
+        past its minimum."""
+        ret, parent, k = self.stacks.frames[frame]
+        pairs = [(t, parent if again is None else self.stacks.push(ret, parent, again))
+                 for t, again in return_through(self.nfa, ret, k)]
+        return self.intern(*self.closure_of(pairs))
 
     def _step_abstract(self, s: int, data: bytes):
         """(state, rest): s stepped over a prefix of data through s's abstract state

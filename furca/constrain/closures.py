@@ -34,7 +34,7 @@ def _node_template(edges):
     return tuple((cuts[j], cuts[j + 1], tuple(sorted(c))) for j, c in enumerate(classes) if c)
 
 
-def _return_through(nfa: NFA, ret: int, k: int):
+def return_through(nfa: NFA, ret: int, k: int):
     """Where a rule end goes through the frame (ret, k): ((next node, count pushed again or
     None), ...). A length frame (k - 1 characters) leaves to its exit past its minimum; a
     counter frame (k bodies done) runs the body again with k + 1 below its maximum and
@@ -106,7 +106,7 @@ class Closures:
                 if ret == CUT_RET:  # an abstract state's context: the rule ends here
                     accept = True
                     continue
-                for nxt, again in _return_through(nfa, ret, k):
+                for nxt, again in return_through(nfa, ret, k):
                     work.append((nxt, parent if again is None else push(ret, parent, again)))
         out = dict.fromkeys(out)
         if self.nfa.need:
@@ -193,7 +193,7 @@ class Closures:
                 else:
                     ret, k = rel[-1]
                     parent = rel[:-1]
-                    for t, again in _return_through(nfa, ret, k):
+                    for t, again in return_through(nfa, ret, k):
                         nxt.append((t, parent if again is None else parent + ((ret, again),)))
             for x in nxt:
                 if x not in seen:

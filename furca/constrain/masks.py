@@ -210,9 +210,10 @@ class TokenMasks:
     def _context(self, s):
         """(abstract state, continuation state) for s, or None.
 
-        C = the innermost call frame (not a counter frame) below which every
-        configuration of s shares its stack: s is "inside the rule called by C", and
-        C is the context (who called it, and everything under that). The abstract state
+        C = the innermost call frame or array item's counter frame (automaton._base;
+        not a character's or a word's counter) below which every configuration of s
+        shares its stack: s is "inside the rule called by C" (or inside an item), and C
+        is the context (who called it, and everything under that). The abstract state
         has the same configurations with C replaced by a context frame that returns to
         nowhere: reaching the rule's end there marks the state accepting instead of
         returning. Its mask is the same for every context, so it is computed once
@@ -232,13 +233,11 @@ class TokenMasks:
         return res
 
     def _cont_of(self, base):
-        """The state after returning from the call frame base (its return node, on the
-        stack below it)."""
+        """The state after returning from the frame base (a call frame: its return node on
+        the stack below it; an item counter frame: the next item or the array's end)."""
         cont = self._cont.get(base)
         if cont is None:
-            a = self._a
-            ret, parent, _k = a.stacks.frames[base]
-            cont = self._cont[base] = a.intern(*a.closure_of([(ret, parent)]))
+            cont = self._cont[base] = self._a.after_return(base)
         return cont
 
     def _wide(self, s) -> bool:

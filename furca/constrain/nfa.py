@@ -48,6 +48,9 @@ class NFA:
         self.call: dict[int, tuple] = {}  # call node -> (callee rule start node, return node)
         self.counter: dict[int, tuple] = {}  # counter entry -> (body start, exit node, min, max)
         self.counter_bytes: dict[int, int] = {}  # counter entry -> fewest bytes of a body (>= 1)
+        # counter entries whose body holds a call, a key trie or a length region (an array's item,
+        # not a character or a word): abstract states are cut at their frames (automaton._base)
+        self.item_counters: set[int] = set()
         self.length: dict[int, tuple] = {}  # length region entry -> (body start, exit node, min, max or None)
         self.tick: set[int] = set()  # nodes whose byte edges start a character of a length region
         self.length_free: dict[int, int] = {}  # entry of a region with a maximum -> its twin without (masks)
@@ -167,7 +170,10 @@ def build_nfa(g: ir.Grammar) -> NFA:
                 entry, done = new(), new()
                 eps[s] += (entry,)
                 nfa.counter[entry] = (body_start, done, lo, top)
-                nfa.counter_bytes[entry] = max(1, _fewest(x, "byte") or 0)
+                fewest = _fewest(x, "byte")
+                nfa.counter_bytes[entry] = max(1, fewest or 0)
+                if fewest is None:
+                    nfa.item_counters.add(entry)
                 if hi is None:  # x{lo,}: then x*
                     loop = new()
                     eps[done] += (loop,)

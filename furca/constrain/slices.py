@@ -305,9 +305,11 @@ class SliceBounds:
     def _counter_cut(self, s: int) -> tuple:
         """(s with the lowest counter frame under which every configuration sits cut
         (that frame and all below it replaced by the context frame), the counter's node),
-        or (s, None) when there is none. Counter frames stay in the abstract states of
-        masks.py (the count decides which tokens leave the rule), so a string in an array
-        of more than 16 items is a new state for every item; but a slice string that would return through the
+        or (s, None) when there is none. A character's or a word's counter frame stays in
+        the abstract states of masks.py (the count decides which tokens leave the rule),
+        and an item's counter frame lies under every call frame of the item's own (a
+        string value's lexeme), so a state under it is a new state for every count; but a
+        slice string that would return through the
         counter's body end dies in the cut state (a lower bound), and inside a JSON string
         none can (a slice character is no quote), so the cut state's depth is the same,
         and shared by every item. Length frames are never cut (a tick node and

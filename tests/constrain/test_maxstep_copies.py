@@ -55,8 +55,12 @@ def test_copies_are_the_same_nodes_shifted(schema):
     ({"type": "array", "items": WORDS, "maxItems": 20}, "\u00e9 ", 30),
     ({"type": "array", "items": WORDS, "maxItems": 20}, "ab ", 30),
 ])
-def test_masks_equal_brute_force_at_every_word_count(schema, word, limit):
-    info = byte_info(EXTRA, long_tokens=0)
+@pytest.mark.parametrize("long_tokens", [0, 3])
+def test_masks_equal_brute_force_at_every_word_count(schema, word, limit, long_tokens):
+    """long_tokens=3: the three longest tokens (40, 28 and 24 bytes) are walked from the
+    state itself (or its abstract state), the rest take the mask of its canonical_short
+    form."""
+    info = byte_info(EXTRA, long_tokens=long_tokens)
     g = GrammarCompiler(info).compile_json_schema(schema)
     prefix = '["a","' if "items" in schema else '"'
     counts = sorted({0, 1, 2, 5, 9, limit // 2, limit - 9, limit - 7, limit - 5, limit - 4, limit - 3,
@@ -102,3 +106,4 @@ def test_a_cut_search_that_meets_no_rule_end_settles_the_cut():
     assert bounds.slice_depth(s, sl) < sl.max_level
     assert bounds._cut_verdict[(sl.name, node)] is True
     assert s not in bounds._steps[sl.name]
+
