@@ -71,6 +71,8 @@ def test_items_share_their_abstract_states(item, text):
       "minItems": 17, "maxItems": 19}, '{"a":1,"b":"ab"}'),
     ({"type": "array", "items": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 18},
       "maxItems": 20}, "[" + ",".join(['"ab"'] * 18) + "]"),
+    ({"type": "array", "items": {"type": "string", "maxLength": 6}, "minItems": 18}, '"abc"'),  # no maximum
+    ({"type": "array", "items": {"enum": ["ab", "a b", "abc"]}, "maxItems": 20}, '"a b"'),
 ])
 def test_masks_equal_brute_force_through_the_items(schema, text):
     """Every count from the first item to the maximum (each byte's mask by brute force
@@ -81,14 +83,14 @@ def test_masks_equal_brute_force_through_the_items(schema, text):
     g = GrammarCompiler(info).compile_json_schema(schema)
     m = g.matcher()
     assert m.accept_token(ord("["))
-    top = schema["maxItems"]
+    top = schema.get("maxItems", 22)
     for i in range(top):
         for b in (("," if i else "") + text).encode():
             if i < 2 or i >= top - 3:
                 check_mask(m, info)
             assert m.accept_token(b), m.error
     check_mask(m, info)
-    assert not m.accept_token(ord(","))  # past maxItems
+    assert m.accept_token(ord(",")) == ("maxItems" not in schema)  # past maxItems
     for k in sorted({1, top - 2, top - 1, top}):
         m = accept_bytes(g, "[" + ",".join([text] * k))
         walk_checking_masks(m, info, random.Random(k), 30)
