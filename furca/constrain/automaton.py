@@ -208,7 +208,8 @@ class LazyAutomaton:
         counter frame (_base; other counter frames stay in the abstract state) below which
         every configuration of s shares its stack, and the abstract state is s with base
         replaced by the context frame `cut` (reaching the rule's end, or the item's, there
-        is accepting instead of a return). None without such a frame (base 0, or already the context frame).
+        is accepting instead of a return). None without such a frame (base 0, or already
+        the context frame).
         Cached per state: masks.TokenMasks._context (a state's mask) and _step_abstract
         (the token accepted from it) ask for the same state one after the other."""
         hit = self._abstract.get(s, False)
