@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from furca.errors import ConfigError, FurcaError
+from furca.runtime import memory
 from furca.runtime.config import EngineConfig
 from furca.runtime.memory import (
     MemoryAccountingError,
@@ -77,12 +78,16 @@ def test_req_to_token_rows():
     assert pool.table.shape == (3, 16) and pool.table.dtype == torch.int64
 
 
-def test_pool_capacity_precedence():
+def test_pool_capacity_precedence(monkeypatch):
     kw = dict(bytes_per_token=100, device=torch.device("cpu"))
     assert pool_capacity_tokens(max_total_tokens=77, kv_cache_bytes=10**9, kv_cache_fraction=None, **kw) == 77
     assert pool_capacity_tokens(max_total_tokens=None, kv_cache_bytes=10_000, kv_cache_fraction=None, **kw) == 100
+    assert available_memory_bytes(torch.device("cpu")) > 0  # MemAvailable, read for real
+    # the fraction of free memory, with free memory held still (MemAvailable moves between two
+    # reads on a busy machine: compared with a second read, this failed once in CI)
+    monkeypatch.setattr(memory, "available_memory_bytes", lambda device: 123_456_789)
     frac = pool_capacity_tokens(max_total_tokens=None, kv_cache_bytes=None, kv_cache_fraction=0.01, **kw)
-    assert frac == int(available_memory_bytes(torch.device("cpu")) * 0.01) // 100
+    assert frac == int(123_456_789 * 0.01) // 100
     capped = pool_capacity_tokens(max_total_tokens=None, kv_cache_bytes=None, kv_cache_fraction=None,
                                   default_cap=1234, **kw)
     assert capped == 1234
