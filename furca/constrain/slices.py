@@ -309,10 +309,9 @@ class SliceBounds:
         the abstract states of masks.py (the count decides which tokens leave the rule),
         and an item's counter frame lies under every call frame of the item's own (a
         string value's lexeme), so a state under it is a new state for every count; but a
-        slice string that would return through the
-        counter's body end dies in the cut state (a lower bound), and inside a JSON string
-        none can (a slice character is no quote), so the cut state's depth is the same,
-        and shared by every item. Length frames are never cut (a tick node and
+        slice string that would return through the counter's body end dies in the cut state
+        (a lower bound), and inside a JSON string none can (a slice character is no quote),
+        so the cut state's depth is the same, and shared by every item. Length frames are never cut (a tick node and
         Closures.live read the top frame's count; a length region holds no counter)."""
         hit = self._below.get(s)
         if hit is not None:
