@@ -105,6 +105,7 @@ class KeyTrieMasks:
         self._any: dict[tuple, tuple] = {}  # (narrow target, stack) -> (words, return nodes, trie)
         self._fits: dict[tuple, bool] = {}  # (rest's start, other's start) -> _rules_fit
         self.nbytes = 0  # of the cached "any key" masks
+        self.base = None  # the "any key" words the last words() started from (int32, read-only)
 
     def clear(self) -> None:
         self._any.clear()
@@ -171,6 +172,8 @@ class KeyTrieMasks:
             self._any[key] = hit
             self.nbytes += hit[0].nbytes + hit[1].nbytes
         any_words, any_roots, trie = hit
+        any_words.setflags(write=False)  # kept: the masks made from it may refer to it (masks.Delta)
+        self.base = any_words.view("<i4")
         words = any_words.copy()
         roots = any_roots
         end, tok_start, tok_ids = trie.dfs_end, trie.tok_start, trie.tok_ids

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .automaton import AutomatonLimit
+from .masks import Delta
 
 if TYPE_CHECKING:  # compiled.py imports this module (CompiledGrammar.matcher)
     from .compiled import CompiledGrammar
@@ -138,6 +139,9 @@ class Matcher:
                     if type(m) is tuple:
                         self._dmv[:] = self._zeros
                         self._dest[m[0]] = m[1]
+                    elif type(m) is Delta:
+                        self._dmv[:] = m.base
+                        self._dest[m.idx] = m.words
                     else:
                         self._dmv[:] = m
                     return
@@ -152,7 +156,7 @@ class Matcher:
                         dest.fill(0)
                         dest[m[0]] = m[1]
                         return
-                    if width == n:
+                    if width == n and type(m) is not Delta:
                         out[row] = m
                         return
         out = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()  # torch CPU tensor: shared memory

@@ -230,7 +230,9 @@ class TokenSlice:
     def _short(self, L: int):
         """(per token: in the slice with at most L characters, the same as packed int32 words)."""
         short = (self._char_len > 0) & (self._char_len <= L)
-        return short, np.packbits(short, bitorder="little").view("<i4").copy()
+        packed = np.packbits(short, bitorder="little").view("<i4").copy()
+        packed.setflags(write=False)  # shared: masks start from it, stored masks refer to it (masks.Delta)
+        return short, packed
 
 
 @dataclass(frozen=True)

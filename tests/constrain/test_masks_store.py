@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from furca.constrain import GrammarCompiler, _walk
-from furca.constrain.masks import SPARSE_WORDS, _stored
+from furca.constrain.masks import SPARSE_WORDS, Delta, _size, _stored, write_stored
 
 from .conftest import byte_info, walk_checking_masks
 from .test_adaptive import EXTRA
@@ -25,6 +25,30 @@ def test_stored_forms():
     assert vals[0] == 1
     idx, vals = _stored(np.zeros(10, dtype=np.int32))
     assert len(idx) == 0 and len(vals) == 0
+
+
+def test_delta_form_over_a_base():
+    # a dense mask that differs from a kept base in few words is stored as those words
+    # (masks.Delta): written, materialized and sized as what it replaces
+    rng = np.random.default_rng(0)
+    base = rng.integers(-(1 << 31), 1 << 31, size=4008, dtype=np.int64).astype(np.int32)
+    base.setflags(write=False)
+    packed = base.copy()
+    packed[[5, 900, 4007]] = [0, -1, 12345]
+    m = _stored(packed, base)
+    assert type(m) is Delta and m.base is base and m.idx.tolist() == [5, 900, 4007]
+    assert _size(m) == m.idx.nbytes + m.words.nbytes < 64
+    assert (m.packed() == packed).all()
+    out = np.full(4010, 7, dtype=np.int32)
+    write_stored(m, out)
+    assert (out[:4008] == packed).all() and (out[4008:] == 0).all()
+    packed[9] = 1  # the Delta keeps copies of its words, not views of packed
+    assert m.words.tolist() == [0, -1, 12345]
+    far = base.copy()
+    far[: SPARSE_WORDS + 1] ^= 1  # more words differ than a sparse form holds: stored whole
+    m = _stored(far, base)
+    assert type(m) is np.ndarray and m is far and not m.flags.writeable
+    assert type(_stored(packed, None)) is np.ndarray
 
 
 # a wide rule (it takes "a" and " ") that no token can leave: its states add nothing to
@@ -88,7 +112,7 @@ def test_warm_fills_match_the_first_ones(llama):
         first.append(bm[0].copy())
         assert m.accept_token(t)
     kinds = {type(g.masks.warm.get(s)) for s in g.masks.warm}
-    assert kinds == {tuple, np.ndarray}, kinds  # both stored forms met
+    assert kinds == {tuple, np.ndarray, Delta}, kinds  # every stored form met (a string body's: a Delta)
     for evict in (False, True):
         if evict:
             g.masks._evict()

@@ -5,6 +5,8 @@ path."""
 import numpy as np
 import pytest
 
+from furca.constrain.masks import Delta
+
 from .conftest import BYTE_EOS
 
 
@@ -26,7 +28,9 @@ def test_fills_into_a_remembered_row_match_fresh_ones(llama):
         fresh.append(bm[0].copy())
         assert m.accept_token(t)
     kinds = {type(g.masks.warm.get(s)) for s in g.masks.warm}
-    assert kinds == {tuple, np.ndarray}, kinds  # both stored forms met
+    # the sparse form and a string body's Delta (its abstract state's words and the
+    # tokens that close it); the whole packed form: test_masks_store's warm test
+    assert kinds == {tuple, Delta}, kinds
     shared = np.zeros((2, n), dtype=np.int32)
     m = g.matcher()
     for k, t in enumerate(ids):

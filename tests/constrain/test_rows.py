@@ -155,3 +155,39 @@ def test_tables_grow_past_the_reserve(monkeypatch):
     for s in range(1, a.num_states):
         if a.expanded[s]:
             assert a.trans[s].tolist() == reference_row(a, s), (s, a.configs[s])
+
+
+def test_a_dropped_table_serves_the_next_grammar(monkeypatch):
+    # the reserved table of an automaton no longer referenced (nor any view of it) goes
+    # to a pool, and the next reservation takes it with its old rows in place: masks stay
+    # exact over those rows (a row is read only once its state has written it)
+    import gc
+
+    from furca.constrain import automaton
+
+    pool = automaton._TablePool()
+    monkeypatch.setattr(automaton, "_TABLES", pool)
+    monkeypatch.setattr(automaton, "RESERVE_AFTER", 64)
+    info = byte_info(EXTRA)
+    schema = {"type": "array", "items": {"type": "string", "maxLength": 30}, "maxItems": 40}
+    g = GrammarCompiler(info).compile_json_schema(schema)
+    rng = random.Random(4)
+    for _ in range(10):
+        walk_checking_masks(g.matcher(), info, rng, 20)
+    assert len(g.automaton.trans) == automaton.MAX_STATES
+    row = g.automaton.trans[5]  # a view keeps the table out of the pool
+    del g
+    gc.collect()
+    assert len(pool._free) == 0
+    del row
+    gc.collect()
+    assert len(pool._free) == 1
+    # another grammar: other states, other rows
+    g = GrammarCompiler(info).compile_json_schema({"type": "array", "items": {"type": "string", "maxLength": 25}})
+    for _ in range(30):
+        walk_checking_masks(g.matcher(), info, rng, 20)
+    a = g.automaton
+    assert a.num_states > 64 and len(a.trans) == automaton.MAX_STATES and len(pool._free) == 0
+    for s in range(1, a.num_states):
+        if a.expanded[s]:
+            assert a.trans[s].tolist() == reference_row(a, s), (s, a.configs[s])
