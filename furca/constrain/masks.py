@@ -91,6 +91,14 @@ def _stored(packed, base=None):
     return nz, packed[nz]
 
 
+def _base_of(m):
+    """The packed words a mask computed from the stored mask m may be stored against (a
+    Delta's own base: Deltas do not chain), or None."""
+    if type(m) is np.ndarray:
+        return m
+    return m.base if type(m) is Delta else None
+
+
 def _size(m):
     """Bytes of a stored mask (a Delta's base is counted where it is stored)."""
     if type(m) is tuple:
@@ -164,7 +172,10 @@ class TokenMasks:
                     GC_PAUSE.enter()  # a new mask grows the automaton: see gcpause.py
                     try:
                         short = self._a.canonical_short(s) if self._tiered else s
-                        m = self._compute_mask_ctx(s) if short == s else _stored(self._tiered_mask(s, short))
+                        if short == s:
+                            m = self._compute_mask_ctx(s)
+                        else:  # short's bits for the short tokens: its stored words are the base
+                            m = _stored(self._tiered_mask(s, short), _base_of(self._store.get(short)))
                     finally:
                         GC_PAUSE.exit()
                     size = _size(m)
@@ -324,7 +335,7 @@ class TokenMasks:
         packed = words.view("<i4")
         if accepting:
             packed |= self._info.eos_mask
-        return _stored(packed, stored if type(stored) is np.ndarray else None)
+        return _stored(packed, _base_of(stored))
 
     def _abstract_part(self, ab):
         """((stored words, return nodes, trie, size), free) of abstract state ab's

@@ -135,3 +135,25 @@ def test_warm_fills_match_the_first_ones(llama):
         bm = np.full((1, n), -1, dtype=np.int32)
         m.fill_bitmask(bm)  # terminated: nothing allowed
         assert not bm.any()
+
+
+def test_deltas_of_counted_strings_equal_stepping_every_token(llama):
+    # a string of at most 100 characters: its states far from the bound take the short
+    # tokens' bits of their canonical count (tiered masks) and walk the long ones; those
+    # masks, and the string body's beside its closing tokens, are stored as Deltas over
+    # the masks they start from; each equals every token stepped alone
+    info, _c, tok = llama
+    g = GrammarCompiler(info).compile_json_schema({
+        "type": "object", "properties": {"text": {"type": "string", "maxLength": 100}}, "required": ["text"]})
+    m = g.matcher()
+    ids = tok.encode('{"text":"the quick brown fox jumps over the lazy dog and runs away"}', add_special_tokens=False).ids
+    bm = np.zeros((1, info.num_words), dtype=np.int32)
+    checked = 0
+    for k, t in enumerate(ids):
+        m.fill_bitmask(bm)
+        if type(g.masks._store.get(g.masks._canon(m._h.state))) is Delta and checked < 3:
+            ref = g.mask_by_steps(m._h.state)  # ~0.5 s: every token stepped
+            assert (bm[0] == ref).all(), (k, np.flatnonzero(bm[0] != ref)[:10])
+            checked += 1
+        assert m.accept_token(t), m.error
+    assert checked == 3
