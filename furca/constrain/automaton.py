@@ -63,13 +63,15 @@ def _reserved_table():
         except (OSError, ValueError):
             return None
     arr = np.frombuffer(buf, dtype=np.int32)  # every view of the table has arr as its base
-    weakref.finalize(arr, _TABLES.give, buf)  # when no view is left: kept for the next table
+    weakref.finalize(arr, _TABLES.give, buf).atexit = False  # when no view is left: kept for the next table
     return arr.reshape(MAX_STATES, 256)
 
 
 class _TablePool:
     """The reserved transition tables of dropped automata (at most MAX_KEPT), each
-    with its first KEEP_BYTES resident and the rest returned to the system."""
+    with its first KEEP_BYTES resident and the rest returned to the system: at most 16
+    MB a process. A table is a 1 GB reservation of address space (a 64-bit process has
+    128 TB); where the system refuses one (strict overcommit), the table keeps doubling."""
 
     MAX_KEPT = 4
     KEEP_BYTES = 4 << 20
