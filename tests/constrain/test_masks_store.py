@@ -42,7 +42,7 @@ def test_delta_form_over_a_base():
     out = np.full(4010, 7, dtype=np.int32)
     write_stored(m, out)
     assert (out[:4008] == packed).all() and (out[4008:] == 0).all()
-    packed[9] = 1  # the Delta keeps copies of its words, not views of packed
+    packed[5] = 99  # the Delta keeps copies of its words, not views of packed
     assert m.words.tolist() == [0, -1, 12345]
     far = base.copy()
     far[: SPARSE_WORDS + 1] ^= 1  # more words differ than a sparse form holds: stored whole
@@ -138,10 +138,9 @@ def test_warm_fills_match_the_first_ones(llama):
 
 
 def test_deltas_of_counted_strings_equal_stepping_every_token(llama):
-    # a string of at most 100 characters: its states far from the bound take the short
-    # tokens' bits of their canonical count (tiered masks) and walk the long ones; those
-    # masks, and the string body's beside its closing tokens, are stored as Deltas over
-    # the masks they start from; each equals every token stepped alone
+    # a string of at most 100 characters: masks stored as Deltas over the masks they
+    # start from (the string body's abstract mask beside its closing tokens; far from
+    # the bound, a tiered mask over its canonical count's) equal every token stepped alone
     info, _c, tok = llama
     g = GrammarCompiler(info).compile_json_schema({
         "type": "object", "properties": {"text": {"type": "string", "maxLength": 100}}, "required": ["text"]})
