@@ -24,9 +24,7 @@ are written before a state is marked expanded). Its parts compute under the same
 
 from __future__ import annotations
 
-import mmap
 import threading
-import weakref
 
 import numpy as np
 
@@ -35,6 +33,7 @@ from .deadline import check as check_deadline
 from .nfa import NFA
 from .rows import Rows, bucket_plan, from_plan
 from .stacks import CUT_RET, AutomatonLimit, Stacks
+from .tables import reserved_table
 from .tokenizer import TokenizerInfo
 
 __all__ = ["AutomatonLimit", "LazyAutomaton"]
@@ -45,56 +44,6 @@ RESERVE_AFTER = 64  # past this many states the transition table is reserved at 
 MAX_JUMP = 4096
 MAX_STEP_KEY = 64  # step() results are cached for data up to this long (tokens)
 MAX_STEPS_CACHED = 1 << 16  # ... this many (then the cache starts over)
-
-
-def _reserved_table():
-    """The transition table at MAX_STATES rows, or None where the system refuses the
-    reservation (strict overcommit). An anonymous mapping whose pages become resident
-    when rows are first written (4 rows a page), or the mapping of a dropped
-    automaton's table (_TABLES: its written pages kept, so a long-lived process pays
-    no page faults for the next grammar's rows; its old rows are never read: a row is
-    read only once its state is walkable, after it was written). Not np.zeros: numpy
-    advises huge pages for arrays that large, and the first row written would then
-    fault in (zero) 2 MB at once, ~1 ms here."""
-    buf = _TABLES.take()
-    if buf is None:
-        try:
-            buf = mmap.mmap(-1, MAX_STATES * 256 * 4)
-        except (OSError, ValueError):
-            return None
-    arr = np.frombuffer(buf, dtype=np.int32)  # every view of the table has arr as its base
-    weakref.finalize(arr, _TABLES.give, buf).atexit = False  # when no view is left: kept for the next table
-    return arr.reshape(MAX_STATES, 256)
-
-
-class _TablePool:
-    """The reserved transition tables of dropped automata (at most MAX_KEPT), each
-    with its first KEEP_BYTES resident and the rest returned to the system: at most 16
-    MB a process. A table is a 1 GB reservation of address space (a 64-bit process has
-    128 TB); where the system refuses one (strict overcommit), the table keeps doubling."""
-
-    MAX_KEPT = 4
-    KEEP_BYTES = 4 << 20
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._free: list = []
-
-    def take(self):
-        with self._lock:
-            return self._free.pop() if self._free else None
-
-    def give(self, buf) -> None:
-        try:
-            buf.madvise(mmap.MADV_DONTNEED, self.KEEP_BYTES, len(buf) - self.KEEP_BYTES)
-        except (OSError, ValueError, AttributeError):
-            return  # dropped: unmapped with buf
-        with self._lock:
-            if len(self._free) < self.MAX_KEPT:
-                self._free.append(buf)
-
-
-_TABLES = _TablePool()
 
 
 def _grown(x, cap):
@@ -185,7 +134,7 @@ class LazyAutomaton:
 
     def _grow(self):
         """Doubles the tables. The transition table (1 KB a state), past RESERVE_AFTER
-        (64) states, is reserved for MAX_STATES at once instead (_reserved_table: a
+        (64) states, is reserved for MAX_STATES at once instead (tables.reserved_table: a
         mapping whose pages become resident only when rows are written), so a grammar
         never pays the copy of a big table in the middle of a request (a 50-150 ms step
         at 64 MB), and a process forked per request (the shared harness) faults in each
@@ -197,7 +146,7 @@ class LazyAutomaton:
         n = self._cap
         self._cap = min(2 * n, MAX_STATES)
         if len(self.trans) < self._cap:
-            trans = _reserved_table() if n >= RESERVE_AFTER else None
+            trans = reserved_table(MAX_STATES) if n >= RESERVE_AFTER else None
             if trans is None:
                 trans = np.empty((self._cap, 256), dtype=np.int32)
             trans[:n] = self.trans[:n]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .automaton import AutomatonLimit
-from .masks import Delta
+from .stored_masks import Delta
 
 if TYPE_CHECKING:  # compiled.py imports this module (CompiledGrammar.matcher)
     from .compiled import CompiledGrammar

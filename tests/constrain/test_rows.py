@@ -163,10 +163,10 @@ def test_a_dropped_table_serves_the_next_grammar(monkeypatch):
     # exact over those rows (a row is read only once its state has written it)
     import gc
 
-    from furca.constrain import automaton
+    from furca.constrain import automaton, tables
 
-    pool = automaton._TablePool()
-    monkeypatch.setattr(automaton, "_TABLES", pool)
+    pool = tables._TablePool()
+    monkeypatch.setattr(tables, "_TABLES", pool)
     monkeypatch.setattr(automaton, "RESERVE_AFTER", 64)
     info = byte_info(EXTRA)
     schema = {"type": "array", "items": {"type": "string", "maxLength": 30}, "maxItems": 40}

@@ -1,0 +1,60 @@
+"""The automaton's transition table past its first rows (automaton.LazyAutomaton._grow):
+a reserved anonymous mapping, and the pool of dropped automata's tables."""
+
+from __future__ import annotations
+
+import mmap
+import threading
+import weakref
+
+import numpy as np
+
+
+def reserved_table(rows: int):
+    """A transition table of `rows` rows (256 int32 each), or None where the system refuses the
+    reservation (strict overcommit). An anonymous mapping whose pages become resident
+    when rows are first written (4 rows a page), or the mapping of a dropped
+    automaton's table (_TABLES: its written pages kept, so a long-lived process pays
+    no page faults for the next grammar's rows; its old rows are never read: a row is
+    read only once its state is walkable, after it was written). Not np.zeros: numpy
+    advises huge pages for arrays that large, and the first row written would then
+    fault in (zero) 2 MB at once, ~1 ms here."""
+    buf = _TABLES.take()
+    if buf is None:
+        try:
+            buf = mmap.mmap(-1, rows * 256 * 4)
+        except (OSError, ValueError):
+            return None
+    arr = np.frombuffer(buf, dtype=np.int32)  # every view of the table has arr as its base
+    weakref.finalize(arr, _TABLES.give, buf).atexit = False  # when no view is left: kept for the next table
+    return arr.reshape(rows, 256)
+
+
+class _TablePool:
+    """The reserved transition tables of dropped automata (at most MAX_KEPT), each
+    with its first KEEP_BYTES resident and the rest returned to the system: at most 16
+    MB a process. A table is a 1 GB reservation of address space (a 64-bit process has
+    128 TB); where the system refuses one (strict overcommit), the table keeps doubling."""
+
+    MAX_KEPT = 4
+    KEEP_BYTES = 4 << 20
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._free: list = []
+
+    def take(self):
+        with self._lock:
+            return self._free.pop() if self._free else None
+
+    def give(self, buf) -> None:
+        try:
+            buf.madvise(mmap.MADV_DONTNEED, self.KEEP_BYTES, len(buf) - self.KEEP_BYTES)
+        except (OSError, ValueError, AttributeError):
+            return  # dropped: unmapped with buf
+        with self._lock:
+            if len(self._free) < self.MAX_KEPT:
+                self._free.append(buf)
+
+
+_TABLES = _TablePool()
