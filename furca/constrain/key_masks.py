@@ -105,7 +105,6 @@ class KeyTrieMasks:
         self._any: dict[tuple, tuple] = {}  # (narrow target, stack) -> (words, return nodes, trie)
         self._fits: dict[tuple, bool] = {}  # (rest's start, other's start) -> _rules_fit
         self.nbytes = 0  # of the cached "any key" masks
-        self.base = None  # the "any key" words the last words() started from (int32, read-only)
 
     def clear(self) -> None:
         self._any.clear()
@@ -159,8 +158,10 @@ class KeyTrieMasks:
         return k, st_k, tuple(rest)
 
     def words(self, s, parts, compute):
-        """(words, return nodes, trie) of s's abstract walk from parts = split(s);
-        compute(state) -> the same of a state's own recording walk (masks.TokenMasks)."""
+        """(words, return nodes, trie, base) of s's abstract walk from parts = split(s),
+        base being the read-only "any key" words (int32) it began as (masks.Delta);
+        compute(state) -> (words, return nodes, trie) of a state's own recording walk
+        (masks.TokenMasks)."""
         a = self._a
         k, st_k, rest = parts
         narrow_to = self._marks[k][0]
@@ -173,7 +174,6 @@ class KeyTrieMasks:
             self.nbytes += hit[0].nbytes + hit[1].nbytes
         any_words, any_roots, trie = hit
         any_words.setflags(write=False)  # kept: the masks made from it may refer to it (masks.Delta)
-        self.base = any_words.view("<i4")
         words = any_words.copy()
         roots = any_roots
         end, tok_start, tok_ids = trie.dfs_end, trie.tok_start, trie.tok_ids
@@ -193,7 +193,7 @@ class KeyTrieMasks:
             more = [x for x in more if len(x)]
             if more:
                 roots = np.union1d(roots, np.concatenate(more)).astype(np.int32)
-        return words, roots, trie
+        return words, roots, trie, any_words.view("<i4")
 
     def _literal_walks(self, configs, trie, words):
         """Sets in words the tokens that the configurations on literal bytes allow;

@@ -79,7 +79,6 @@ class TokenMasks:
         # the rest states of _recorded_split: configurations whose epsilon moves lead into
         # another part, so not closures (walked, never a matcher's state, never searched)
         self.parts: set[int] = set()
-        self._base = None  # _compute_mask's starting words (a slice's, read-only), for _stored's Delta
 
     # ---- the mask store ---------------------------------------------------------------
     def _cached_mask(self, s: int):
@@ -243,9 +242,8 @@ class TokenMasks:
         fns = _walk.get_walk_range()
         ctx = self._context(s) if fns is not None and self._wide(s) else None
         if ctx is None:
-            self._base = None
-            packed = self._compute_mask(s)
-            return _stored(packed, self._base)
+            packed, base = self._compute_mask(s)
+            return _stored(packed, base)
         ab, cont = ctx
         hit, free = self._abstract_part(ab)  # free: a row holding the abstract mask that nothing stores
         stored, roots, trie, _ = hit
@@ -274,9 +272,8 @@ class TokenMasks:
             if shared is not None and shared[0]() is self._info:
                 hit = shared[1]
             else:
-                self._base = None
-                words, roots, trie = self._compute_mask(ab, record=True)
-                stored = _stored(words.view("<i4"), self._base)
+                words, roots, trie, base = self._compute_mask(ab, record=True)
+                stored = _stored(words.view("<i4"), base)
                 if isinstance(stored, tuple):  # stored as a copy of its non-zero words
                     free = words
                 hit = (stored, roots, trie, _size(stored) + roots.nbytes)
@@ -301,7 +298,7 @@ class TokenMasks:
         return stored.view(np.uint32).copy()
 
     def _recorded_split(self, s):
-        """(words, return nodes, trie) of abstract state s's recording walk as the union of
+        """(words, return nodes, trie, base) of abstract state s's recording walk as the union of
         its parts, or None where no part is a lexeme. The language of a set of
         configurations is the union of theirs, so s splits into groups: the
         configurations in the closed layout of lasting rules (nfa._Layout) under the same
@@ -370,7 +367,7 @@ class TokenMasks:
             found.append(walk_recording(a, t, trie, words))
         found = [x for x in found if len(x)]
         roots = np.unique(np.concatenate(found)).astype(np.int32) if found else np.zeros(0, dtype=np.int32)
-        return words, roots, trie
+        return words, roots, trie, _base_of(hits[0][0][0])  # the words began as the first part's mask
 
     def _lexeme_key(self, ab):
         """The key of abstract state ab in _LEXEME_MASKS, or None: when every node of its
@@ -402,7 +399,7 @@ class TokenMasks:
 
     def _compute_recorded(self, s):
         """(words, return nodes, trie) of s's recording walk (an abstract state's)."""
-        return self._compute_mask(s, record=True)
+        return self._compute_mask(s, record=True)[:3]
 
     def _slice_level(self, s, row):
         """The level (tokenizer.TokenSlice.levels) of the first slice whose strings of its
@@ -427,37 +424,40 @@ class TokenMasks:
         return None
 
     def _compute_mask(self, s, record=False):
+        """s's mask as (packed int32 words, base), or with record (an abstract state's
+        recording walk) as (uint32 words, return nodes, trie, base). base: read-only
+        packed words the mask began as (a key trie's "any key" words, a slice level's
+        bits, a split's first part), which _stored may keep it as a Delta against; or None."""
         a, info = self._a, self._info
         # the key tries' masks are recording walks (numba's walk_range): without numba,
         # such a state is walked as it is
         parts = self._keys.split(s) if self._keys is not None and _walk.get_walk_range() is not None else None
         if parts is not None:  # at a key trie node: from the trie's shared "any key" walk
             n0 = self._keys.nbytes
-            words, roots, trie = self._keys.words(s, parts, self._compute_recorded)
-            self._base = self._keys.base
+            words, roots, trie, base = self._keys.words(s, parts, self._compute_recorded)
             self.mask_bytes += self._keys.nbytes - n0
             if record:
-                return words, roots, trie
+                return words, roots, trie, base
             packed = words.view("<i4")
             if a.accepting[s]:
                 packed |= info.eos_mask
-            return packed
+            return packed, base
         if record:  # from its lexeme parts, where it has some
             split = self._recorded_split(s)
             if split is not None:
                 return split
-        trie, words, keep = info.trie, None, None
+        trie, words, keep, base = info.trie, None, None, None
         if s != 0:
             a.expand(s)
             level = self._slice_level(s, a.trans[s])
             if level is not None:
                 _L, bits, trie, keep = level
                 words = bits.view(np.uint32).copy()
-                self._base = bits if bits.dtype == np.int32 and not bits.flags.writeable else None
+                base = bits if bits.dtype == np.int32 and not bits.flags.writeable else None
         if words is None:
             words = np.zeros(info.num_words, dtype=np.uint32)
         if record:
-            return words, walk_recording(self._a, s, trie, words, keep), trie
+            return words, walk_recording(self._a, s, trie, words, keep), trie, base
         if _walk.get_walk() is not None:
             walk_compiled(self._a, s, trie, words, keep)
         else:
@@ -465,4 +465,4 @@ class TokenMasks:
         packed = words.view("<i4")
         if a.accepting[s]:
             packed |= info.eos_mask
-        return packed
+        return packed, base
