@@ -88,8 +88,8 @@ def load_versions(a):
 
 def run_schema(pkg, info, d, tok, text_of, clock, out, name="", every=False):
     """One schema with one version: appends TTFM and step times to out, and records in
-    out["per"][name] (sum of its steps in ns, automaton states at its end); returns its
-    status."""
+    out["per"][name] (sum of its steps in ns, automaton states at its end, its slowest
+    step in ns); returns its status."""
     bm = np.zeros((1, info.num_words), dtype=np.int32)
     t0 = clock()
     try:
@@ -117,7 +117,7 @@ def run_schema(pkg, info, d, tok, text_of, clock, out, name="", every=False):
             status = "valid_rejected"
         if not test["valid"] and ok:
             status = "invalid_accepted"
-    out["per"][name] = (sum(out["steps"][first:]), g.automaton.num_states)
+    out["per"][name] = (sum(out["steps"][first:]), g.automaton.num_states, max(out["steps"][first:], default=0))
     return status
 
 
@@ -143,6 +143,9 @@ def main():
         print(f"  TTFM ms p50 {np.percentile(y, 50):.2f} p99 {np.percentile(y, 99):.1f} | token µs p50 "
               f"{np.percentile(x, 50):.1f} p90 {np.percentile(x, 90):.1f} p99 {np.percentile(x, 99):.1f} "
               f"max {x.max():.0f} sum {x.sum() / 1e3:.0f} ms, {(x > 500).sum()} over 500 µs (n={len(x)})")
+        worst = max(out["per"], key=lambda k: out["per"][k][2], default=None)
+        if worst is not None:
+            print(f"  slowest step: {worst} {out['per'][worst][2] / 1e3:.0f} µs")
     print_slowest([out["per"] for *_rest, out in versions], a.slowest)
 
 

@@ -157,7 +157,7 @@ class KeyTrieMasks:
                 rest.append((n, st))
         return k, st_k, tuple(rest)
 
-    def words(self, s, parts, compute):
+    def words(self, s, parts, compute, entry=None):
         """(words, return nodes, trie, base) of s's abstract walk from parts = split(s),
         base being the read-only "any key" words (int32) it began as (masks.Delta);
         compute(state) -> (words, return nodes, trie) of a state's own recording walk
@@ -186,7 +186,7 @@ class KeyTrieMasks:
                 roots = roots[(roots < x) | (roots >= stop)]
         if rest:
             extra = np.zeros_like(words)
-            more, others = self._literal_walks(rest, trie, extra)  # the declared names' literals
+            more, others = self._literal_walks(rest, trie, extra, entry)  # the declared names' literals
             if others:
                 more.append(walk_recording(a, a.intern(others, False), trie, extra))
             words |= extra
@@ -195,7 +195,7 @@ class KeyTrieMasks:
                 roots = np.union1d(roots, np.concatenate(more)).astype(np.int32)
         return words, roots, trie, any_words.view("<i4")
 
-    def _literal_walks(self, configs, trie, words):
+    def _literal_walks(self, configs, trie, words, entry=None):
         """Sets in words the tokens that the configurations on literal bytes allow;
         returns (the lists of return nodes found, the configurations not on a literal).
         A configuration whose node takes one byte, whose successors' closures are the next
@@ -238,7 +238,8 @@ class KeyTrieMasks:
                     found.append(np.array([x], dtype=np.int32))
                 if configs_t:
                     s = a.intern(configs_t, accept)
-                    found.append(walk_continue(a, np.array([x], dtype=np.int32), trie, s, words, record=True))
+                    found.append(walk_continue(a, np.array([x], dtype=np.int32), trie, s, words, record=True,
+                                               entry=entry))
                 break
         return found, others
 

@@ -79,6 +79,10 @@ class TokenMasks:
         # the rest states of _recorded_split: configurations whose epsilon moves lead into
         # another part, so not closures (walked, never a matcher's state, never searched)
         self.parts: set[int] = set()
+        # (trie id, abstract state, trie node) -> (word indices, words, return nodes): the
+        # tokens below a trie node from a call's abstract state (_call_entry)
+        self._sub: dict[tuple, tuple] = {}
+        self._frames: dict[int, frozenset] = {}  # state -> the frames of its stacks (_call_entry)
 
     # ---- the mask store ---------------------------------------------------------------
     def _cached_mask(self, s: int):
@@ -119,6 +123,9 @@ class TokenMasks:
         for old in self._abs_long.values():
             self.mask_bytes -= sum(x.nbytes for x in old)
         self._abs_long.clear()
+        for old in self._sub.values():
+            self.mask_bytes -= old[0].nbytes + old[1].nbytes + old[2].nbytes
+        self._sub.clear()
         if self._keys is not None:
             self.mask_bytes -= self._keys.nbytes
             self._keys.clear()
@@ -360,7 +367,7 @@ class TokenMasks:
             if cont is None:  # at the context frame: the lexeme's returns are s's
                 found.append(roots)
             elif len(roots) and cont:
-                found.append(walk_continue(a, roots, trie, cont, words, record=True))
+                found.append(walk_continue(a, roots, trie, cont, words, record=True, entry=self._call_entry))
         if rest:
             t = a.intern(rest, False)
             self.parts.add(t)
@@ -401,6 +408,62 @@ class TokenMasks:
         """(words, return nodes, trie) of s's recording walk (an abstract state's)."""
         return self._compute_mask(s, record=True)[:3]
 
+    def _call_entry(self, trie, stack, i, words, start):
+        """(where to resume, accepting nodes) for a recording walk from `start` that stopped
+        at trie node i for its parent's state p without a row, or (-1, None). When p is
+        inside a call that start is not in (p's abstract state ab, automaton.abstract,
+        has a base frame none of start's stacks hold: the walk entered the call below
+        i's parent x, as `":` enters a member's value), sets the bits of x's whole
+        subtree from ab's walk below x, kept per (trie, ab, x): the same for every
+        caller (the "any key" walk of every object with free members reaches `":` and
+        the same JSON value there), and walks the continuation after the call's return
+        below the nodes where ab's rule returned, recording where start's own rule
+        returns. Exact as _compute_mask_ctx: the tokens below x from p are those from
+        ab that stay inside the call plus those from the state after its return."""
+        a = self._a
+        d = int(trie.dfs_depth[i])
+        if d < 2:
+            return -1, None
+        p = int(stack[d - 1])
+        if a.walkable[p]:
+            return -1, None
+        hit = a.abstract(p)
+        if hit is None:
+            return -1, None
+        ab, base = hit
+        frames = self._frames.get(start)
+        if frames is None:
+            frames = self._frames[start] = self._stack_frames(start)
+        if base in frames:
+            return -1, None
+        x = int(trie.dfs_parent[i])
+        key = (id(trie), ab, x)
+        sub = self._sub.get(key)
+        if sub is None:
+            below = np.zeros(len(words), dtype=np.uint32)
+            ret = walk_continue(a, np.array([x], dtype=np.int32), trie, ab, below, record=True)
+            nz = below.nonzero()[0]
+            sub = self._sub[key] = (nz, below[nz], ret)
+            self.mask_bytes += nz.nbytes + sub[1].nbytes + ret.nbytes
+        nz, vals, ret = sub
+        words[nz] |= vals
+        found = None
+        cont = self._cont_of(base) if len(ret) else 0
+        if cont:
+            found = walk_continue(a, ret, trie, cont, words, record=True, entry=self._call_entry)
+            if a.accepting[cont]:  # the call was the last thing start's rule had left: it returns there too
+                found = np.concatenate([found, ret])
+        return int(trie.dfs_end[x]), found
+
+    def _stack_frames(self, s):
+        """The frames (stack ids) on the stacks of s's configurations."""
+        frames, out = self._a.stacks.frames, set()
+        for _n, st in self._a.configs[s]:
+            while st > 0 and st not in out:
+                out.add(st)
+                st = frames[st][1]
+        return frozenset(out)
+
     def _slice_level(self, s, row):
         """The level (tokenizer.TokenSlice.levels) of the first slice whose strings of its
         length all stay alive from s, or None. A state that takes "a" and " " tries the
@@ -434,7 +497,7 @@ class TokenMasks:
         parts = self._keys.split(s) if self._keys is not None and _walk.get_walk_range() is not None else None
         if parts is not None:  # at a key trie node: from the trie's shared "any key" walk
             n0 = self._keys.nbytes
-            words, roots, trie, base = self._keys.words(s, parts, self._compute_recorded)
+            words, roots, trie, base = self._keys.words(s, parts, self._compute_recorded, self._call_entry)
             self.mask_bytes += self._keys.nbytes - n0
             if record:
                 return words, roots, trie, base

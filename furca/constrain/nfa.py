@@ -7,7 +7,8 @@ collection, where 10^5 lists of a big schema were rescanned by every full collec
 ``call``: {call node: (callee start node, return node)}; ``is_end``: the set of
 rule-end nodes (return to the caller; at the bottom of the stack: the language may
 end). ``is_tail``: return nodes where returning is the same as returning from the
-calling rule (tail call: no frame is pushed, so right recursion does not grow the stack).
+calling rule (tail call: no frame is pushed, so right recursion does not grow the stack),
+except a call from the grammar's own rules into a lasting one (build_nfa).
 ``counter``: large bounded repetitions ``x{m,n}`` (n > COUNTER_THRESHOLD) are not copied
 n times: entering pushes a counter frame (entry node, k=1) and runs the body ``x`` (its
 end is a rule end); returning with k < n may run the body again with k+1, with k >= m
@@ -277,6 +278,15 @@ def build_nfa(g: ir.Grammar) -> NFA:
     nfa.call = merged
     nfa.start = nfa.rule_start[g.root]
     nfa.is_tail = _tails(nfa)
+    if nfa.layout is not None and not nfa.objects and not nfa.unique:
+        # a call from the grammar's own rules into a lasting one (a JSON value, string,
+        # number) keeps its frame even in tail position: the lasting rule's states then
+        # have a frame of their own to be cut at (automaton.abstract), the same abstract
+        # states wherever it is called (masks.TokenMasks._call_entry). Not where a
+        # matcher watches objects' keys or arrays' items (members.py, unique.py): their
+        # watches read the stacks as the tail calls leave them
+        size = nfa.layout.size
+        nfa.is_tail -= {r for c, (callee, r) in nfa.call.items() if callee < size <= c}
     return nfa
 
 

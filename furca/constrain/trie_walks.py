@@ -28,15 +28,20 @@ def _grown(rec):
     return out
 
 
-def walk_continue(a, roots, trie, cont, words, record=False):
+def walk_continue(a, roots, trie, cont, words, record=False, entry=None):
     """Sets in words the bits of the tokens below the trie nodes roots (where an
     abstract state's rule returned) that the continuation state cont allows. record:
     also returns, as walk_recording does, the nodes below the roots where cont's walk is
-    accepting (returned through the context frame: cont continues an abstract state)."""
+    accepting (returned through the context frame: cont continues an abstract state), in
+    no particular order. entry(trie, stack, i, words, cont) -> (resume at, accepting
+    nodes or None), or (-1, None): asked first where the walk stops at node i (with
+    record: masks.TokenMasks._call_entry, which may walk the whole subtree of i's parent
+    itself)."""
     walk_roots = _walk.get_walk_range()[1]
     stack = np.empty(trie.max_depth + 1, dtype=np.int32)
     depth, byte, end = trie.dfs_depth, trie.dfs_byte, trie.dfs_end
     rec = np.zeros(REC_START, dtype=np.int32) if record else _NO_REC
+    more = []  # accepting nodes found by entry
     j, i = 0, -1
     while True:
         j, i = walk_roots(j, i, roots, cont, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start,
@@ -44,9 +49,18 @@ def walk_continue(a, roots, trie, cont, words, record=False):
                           trie.keep_all)
         if j >= len(roots):
             break
+        if entry is not None:
+            nxt, found = entry(trie, stack, i, words, cont)
+            if nxt >= 0:
+                if found is not None and len(found):
+                    more.append(found)
+                i = nxt
+                continue
         if not resume(a, trie, stack, i) and record:  # rec full
             rec = _grown(rec)
-    return rec[1 : 1 + rec[0]].copy() if record else None
+    if not record:
+        return None
+    return np.concatenate([rec[1 : 1 + rec[0]]] + more) if more else rec[1 : 1 + rec[0]].copy()
 
 
 def resume(a, trie, stack, i) -> bool:
