@@ -126,6 +126,7 @@ class TokenMasks:
         for old in self._sub.values():
             self.mask_bytes -= old[0].nbytes + old[1].nbytes + old[2].nbytes
         self._sub.clear()
+        self._frames.clear()
         if self._keys is not None:
             self.mask_bytes -= self._keys.nbytes
             self._keys.clear()

@@ -89,3 +89,21 @@ def test_calls_into_lasting_rules_keep_their_frame(llama):
     nfa = compiler.compile_json_schema(schema, member_order="any").automaton.nfa
     calls = _own_calls_into_lasting(nfa)
     assert any(r in nfa.is_tail for _c, r in calls)
+
+
+def test_eviction_drops_the_memo_and_masks_stay_the_same(llama, fresh_lexemes):
+    # the memo's bytes are counted in the store's budget and dropped with the abstract
+    # masks (TokenMasks._evict); the masks computed again after it are the same
+    from furca.constrain.stored_masks import _size
+
+    info, _, tok = llama
+    schema, texts = CASES[1]
+    g = GrammarCompiler(info).compile_json_schema(schema)
+    first = [_masks(g, tok, t) for t in texts]
+    assert g.masks._sub
+    g.masks._evict()
+    assert not g.masks._sub
+    assert g.masks.mask_bytes == sum(_size(m) for m in g.masks._store.values())
+    again = [_masks(g, tok, t) for t in texts]
+    for (masks, end), (masks2, end2) in zip(first, again):
+        assert end == end2 and all(np.array_equal(x, y) for x, y in zip(masks, masks2))
