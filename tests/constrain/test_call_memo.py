@@ -31,6 +31,9 @@ CASES = [
     # free members whose values have a schema of their own (not a lasting rule)
     ({"type": "object", "properties": {"id": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
      ['{"id":7,"note":"free text","":"","x\\"y":"z"}']),
+    # flexible whitespace: the declared names' literal walks (no split: the layout is open)
+    ({"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}}},
+     ['{ "name": "Ada", "tags": [ "a", "b" ], "x": { "y": 1 } }', '{"name":"","extra":[]}'], {"whitespace": "flexible"}),
 ]
 
 
@@ -47,7 +50,8 @@ def fresh_lexemes():
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_masks_equal_those_without_the_memo(llama, fresh_lexemes, monkeypatch, case):
     info, _, tok = llama
-    schema, texts = CASES[case]
+    schema, texts, *kw = CASES[case]
+    kw = kw[0] if kw else {}
     applied = []
     real = masks_mod.TokenMasks._call_entry
 
@@ -58,14 +62,14 @@ def test_masks_equal_those_without_the_memo(llama, fresh_lexemes, monkeypatch, c
         return out
 
     monkeypatch.setattr(masks_mod.TokenMasks, "_call_entry", counted)
-    g = GrammarCompiler(info).compile_json_schema(schema)
+    g = GrammarCompiler(info).compile_json_schema(schema, **kw)
     got = [_masks(g, tok, t) for t in texts]
     assert applied, "the memo was never used"
     if case == 1:  # shared: applied more often than computed
         assert len(applied) > len(g.masks._sub) > 0, (len(applied), len(g.masks._sub))
     monkeypatch.setattr(masks_mod.TokenMasks, "_call_entry", lambda self, *args: (-1, None))
     masks_mod._LEXEME_MASKS.clear()
-    plain = GrammarCompiler(info).compile_json_schema(schema)
+    plain = GrammarCompiler(info).compile_json_schema(schema, **kw)
     for text, (masks, end) in zip(texts, got):
         masks2, end2 = _masks(plain, tok, text)
         assert end == end2 and len(masks) == len(masks2)
@@ -97,7 +101,7 @@ def test_eviction_drops_the_memo_and_masks_stay_the_same(llama, fresh_lexemes):
     from furca.constrain.stored_masks import _size
 
     info, _, tok = llama
-    schema, texts = CASES[1]
+    schema, texts = CASES[1][:2]
     g = GrammarCompiler(info).compile_json_schema(schema)
     first = [_masks(g, tok, t) for t in texts]
     assert g.masks._sub
