@@ -10,7 +10,8 @@ inside a rule call shares the mask of its abstract state (the rule's context cut
 see _context) and re-walks only the tokens that leave the rule; a state at a key trie
 node takes its trie's shared "any key" mask less the name closers (key_masks.py), and an
 abstract state with configurations inside a lexeme under a frame of its own grammar takes
-the lexeme's shared walk, continued after its returns (_recorded_split). Masks are stored
+the lexeme's shared walk, continued after its returns (_recorded_split), where a member's
+value is walked once per grammar (call_memo.py). Masks are stored
 packed, or sparse when few words are non-zero, in a store bounded per grammar. See
 DESIGN.md.
 """
@@ -23,6 +24,7 @@ import numpy as np
 
 from . import _walk
 from .automaton import LazyAutomaton
+from .call_memo import CallMemo
 from .gcpause import GC_PAUSE
 from .key_masks import KeyTrieMasks
 from .slices import SliceBounds
@@ -79,10 +81,8 @@ class TokenMasks:
         # the rest states of _recorded_split: configurations whose epsilon moves lead into
         # another part, so not closures (walked, never a matcher's state, never searched)
         self.parts: set[int] = set()
-        # (trie id, abstract state, trie node) -> (word indices, words, return nodes): the
-        # tokens below a trie node from a call's abstract state (_call_entry)
-        self._sub: dict[tuple, tuple] = {}
-        self._frames: dict[int, frozenset] = {}  # state -> the frames of its stacks (_call_entry)
+        # the tokens below a trie node from a lasting call's abstract state (call_memo.py)
+        self._calls = CallMemo(automaton)
 
     # ---- the mask store ---------------------------------------------------------------
     def _cached_mask(self, s: int):
@@ -97,6 +97,7 @@ class TokenMasks:
                 m = self._store.get(s)
                 if m is None:
                     GC_PAUSE.enter()  # a new mask grows the automaton: see gcpause.py
+                    calls0 = self._calls.nbytes
                     try:
                         short = self._a.canonical_short(s) if self._tiered else s
                         if short == s:
@@ -104,6 +105,7 @@ class TokenMasks:
                         else:  # short's bits for the short tokens: its stored words are the base
                             m = _stored(self._tiered_mask(s, short), _base_of(self._store.get(short)))
                     finally:
+                        self.mask_bytes += self._calls.nbytes - calls0  # kept even if the mask failed
                         GC_PAUSE.exit()
                     size = _size(m)
                     if self.mask_bytes + size > MAX_MASK_BYTES:
@@ -123,10 +125,8 @@ class TokenMasks:
         for old in self._abs_long.values():
             self.mask_bytes -= sum(x.nbytes for x in old)
         self._abs_long.clear()
-        for old in self._sub.values():
-            self.mask_bytes -= old[0].nbytes + old[1].nbytes + old[2].nbytes
-        self._sub.clear()
-        self._frames.clear()
+        self.mask_bytes -= self._calls.nbytes
+        self._calls.clear()
         if self._keys is not None:
             self.mask_bytes -= self._keys.nbytes
             self._keys.clear()
@@ -410,60 +410,9 @@ class TokenMasks:
         return self._compute_mask(s, record=True)[:3]
 
     def _call_entry(self, trie, stack, i, words, start):
-        """(where to resume, accepting nodes) for a recording walk from `start` that stopped
-        at trie node i for its parent's state p without a row, or (-1, None). When p is
-        inside a call that start is not in (p's abstract state ab, automaton.abstract,
-        has a base frame none of start's stacks hold: the walk entered the call below
-        i's parent x, as `":` enters a member's value), sets the bits of x's whole
-        subtree from ab's walk below x, kept per (trie, ab, x): the same for every
-        caller (the "any key" walk of every object with free members reaches `":` and
-        the same JSON value there), and walks the continuation after the call's return
-        below the nodes where ab's rule returned, recording where start's own rule
-        returns. Exact as _compute_mask_ctx: the tokens below x from p are those from
-        ab that stay inside the call plus those from the state after its return."""
-        a = self._a
-        d = int(trie.dfs_depth[i])
-        if d < 2:
-            return -1, None
-        p = int(stack[d - 1])
-        if a.walkable[p]:
-            return -1, None
-        hit = a.abstract(p)
-        if hit is None:
-            return -1, None
-        ab, base = hit
-        frames = self._frames.get(start)
-        if frames is None:
-            frames = self._frames[start] = self._stack_frames(start)
-        if base in frames:
-            return -1, None
-        x = int(trie.dfs_parent[i])
-        key = (id(trie), ab, x)
-        sub = self._sub.get(key)
-        if sub is None:
-            below = np.zeros(len(words), dtype=np.uint32)
-            ret = walk_continue(a, np.array([x], dtype=np.int32), trie, ab, below, record=True)
-            nz = below.nonzero()[0]
-            sub = self._sub[key] = (nz, below[nz], ret)
-            self.mask_bytes += nz.nbytes + sub[1].nbytes + ret.nbytes
-        nz, vals, ret = sub
-        words[nz] |= vals
-        found = None
-        cont = self._cont_of(base) if len(ret) else 0
-        if cont:
-            found = walk_continue(a, ret, trie, cont, words, record=True, entry=self._call_entry)
-            if a.accepting[cont]:  # the call was the last thing start's rule had left: it returns there too
-                found = np.concatenate([found, ret])
-        return int(trie.dfs_end[x]), found
-
-    def _stack_frames(self, s):
-        """The frames (stack ids) on the stacks of s's configurations."""
-        frames, out = self._a.stacks.frames, set()
-        for _n, st in self._a.configs[s]:
-            while st > 0 and st not in out:
-                out.add(st)
-                st = frames[st][1]
-        return frozenset(out)
+        """The key tries' recording walks' entry callback: CallMemo.entry with this
+        grammar's continuation states (call_memo.py)."""
+        return self._calls.entry(trie, stack, i, words, start, self._cont_of)
 
     def _slice_level(self, s, row):
         """The level (tokenizer.TokenSlice.levels) of the first slice whose strings of its

@@ -35,7 +35,7 @@ def walk_continue(a, roots, trie, cont, words, record=False, entry=None):
     accepting (returned through the context frame: cont continues an abstract state), in
     no particular order. entry(trie, stack, i, words, cont) -> (resume at, accepting
     nodes or None), or (-1, None): asked first where the walk stops at node i (with
-    record: masks.TokenMasks._call_entry, which may walk the whole subtree of i's parent
+    record: call_memo.CallMemo.entry, which may walk the whole subtree of i's parent
     itself)."""
     walk_roots = _walk.get_walk_range()[1]
     stack = np.empty(trie.max_depth + 1, dtype=np.int32)

@@ -1,5 +1,5 @@
 """The tokens below a trie node from a lasting call's abstract state, kept per (trie,
-abstract state, node) and shared by every caller (masks.TokenMasks._call_entry), in the
+abstract state, node) and shared by every caller (call_memo.CallMemo), in the
 recording walks of key tries: the "any key" state's continuation (`":` then any JSON
 value, then the object's own `,` / `}`) and the declared names' literal walks.
 
@@ -58,7 +58,7 @@ def test_masks_equal_those_without_the_memo(llama, fresh_lexemes, monkeypatch, c
     def counted(self, trie, stack, i, words, start):
         out = real(self, trie, stack, i, words, start)
         if out[0] >= 0:
-            applied.append(len(self._sub))
+            applied.append(len(self._calls))
         return out
 
     monkeypatch.setattr(masks_mod.TokenMasks, "_call_entry", counted)
@@ -66,7 +66,7 @@ def test_masks_equal_those_without_the_memo(llama, fresh_lexemes, monkeypatch, c
     got = [_masks(g, tok, t) for t in texts]
     assert applied, "the memo was never used"
     if case == 1:  # shared: applied more often than computed
-        assert len(applied) > len(g.masks._sub) > 0, (len(applied), len(g.masks._sub))
+        assert len(applied) > len(g.masks._calls) > 0, (len(applied), len(g.masks._calls))
     monkeypatch.setattr(masks_mod.TokenMasks, "_call_entry", lambda self, *args: (-1, None))
     masks_mod._LEXEME_MASKS.clear()
     plain = GrammarCompiler(info).compile_json_schema(schema, **kw)
@@ -104,9 +104,9 @@ def test_eviction_drops_the_memo_and_masks_stay_the_same(llama, fresh_lexemes):
     schema, texts = CASES[1][:2]
     g = GrammarCompiler(info).compile_json_schema(schema)
     first = [_masks(g, tok, t) for t in texts]
-    assert g.masks._sub
+    assert len(g.masks._calls)
     g.masks._evict()
-    assert not g.masks._sub
+    assert not len(g.masks._calls)
     assert g.masks.mask_bytes == sum(_size(m) for m in g.masks._store.values())
     again = [_masks(g, tok, t) for t in texts]
     for (masks, end), (masks2, end2) in zip(first, again):
