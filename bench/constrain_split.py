@@ -17,7 +17,8 @@ of every step it ran in): their p99 and how many stay over --over-us. "rows" is 
 kind together; "walks+resumes" the numba walks with the Python between their calls (the
 resumes hold the rows); "+byte steps+slices" those and the byte steps and the slice
 search (a floor: these two hold resumes of their own, subtracted twice). That is the
-bound of a lever on the part: the most the per-token p99 can fall by making it cheaper.
+bound of a lever on the part: the most the per-token p99 can fall by making it cheaper
+(leaning optimistic: each part's wrapper cost, ~0.5 µs a call, goes out with it).
 """
 
 from __future__ import annotations
