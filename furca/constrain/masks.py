@@ -28,7 +28,7 @@ from .call_memo import CallMemo
 from .gcpause import GC_PAUSE
 from .key_masks import KeyTrieMasks
 from .slices import SliceBounds
-from .stored_masks import SPARSE_WORDS, Delta, _base_of, _size, _stored, write_stored  # noqa: F401 (SPARSE_WORDS: re-exported)
+from .stored_masks import Delta, _base_of, _size, _stored, write_stored
 from .trie_walks import walk_compiled, walk_continue, walk_numpy, walk_recording
 
 MAX_MASK_BYTES = 256 << 20  # per compiled grammar

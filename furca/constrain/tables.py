@@ -19,10 +19,11 @@ def reserved_table(rows: int):
     read only once its state is walkable, after it was written). Not np.zeros: numpy
     advises huge pages for arrays that large, and the first row written would then
     fault in (zero) 2 MB at once, ~1 ms here."""
-    buf = _TABLES.take()
+    size = rows * 256 * 4
+    buf = _TABLES.take(size)
     if buf is None:
         try:
-            buf = mmap.mmap(-1, rows * 256 * 4)
+            buf = mmap.mmap(-1, size)
         except (OSError, ValueError):
             return None
     arr = np.frombuffer(buf, dtype=np.int32)  # every view of the table has arr as its base
@@ -43,9 +44,13 @@ class _TablePool:
         self._lock = threading.Lock()
         self._free: list = []
 
-    def take(self):
+    def take(self, size: int):
+        """A kept table of `size` bytes, or None."""
         with self._lock:
-            return self._free.pop() if self._free else None
+            for i, buf in enumerate(self._free):
+                if len(buf) == size:
+                    return self._free.pop(i)
+        return None
 
     def give(self, buf) -> None:
         try:

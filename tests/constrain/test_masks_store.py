@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from furca.constrain import GrammarCompiler, _walk
-from furca.constrain.masks import SPARSE_WORDS, Delta, _size, _stored, write_stored
+from furca.constrain.stored_masks import SPARSE_WORDS, Delta, _size, _stored, write_stored
 
 from .conftest import byte_info, walk_checking_masks
 from .test_adaptive import EXTRA
