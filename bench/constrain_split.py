@@ -87,13 +87,14 @@ def multi_kind(_rows, _a, _s, configs):
 
 
 def instrument():
-    from furca.constrain import _walk, automaton, rows, slices, trie_walks
+    from furca.constrain import _walk, automaton, gcpause, rows, slices, trie_walks
 
     timed(rows.Rows, "single", single_kind)
     timed(rows.Rows, "multi", multi_kind)
     timed(slices.SliceBounds, "slice_depth", "slice search")
     timed(trie_walks, "resume", "walk resumes")
     timed(automaton.LazyAutomaton, "_step_byte", "byte steps")
+    timed(gcpause.GcPause, "exit", "young collection")
     walk_range, walk_roots = _walk.get_walk_range()
 
     def counted(f):

@@ -28,6 +28,7 @@ import threading
 
 import numpy as np
 
+from . import core_rows
 from .closures import Closures, return_through
 from .deadline import check as check_deadline
 from .nfa import NFA
@@ -44,6 +45,9 @@ RESERVE_AFTER = 64  # past this many states the transition table is reserved at 
 MAX_JUMP = 4096
 MAX_STEP_KEY = 64  # step() results are cached for data up to this long (tokens)
 MAX_STEPS_CACHED = 1 << 16  # ... this many (then the cache starts over)
+# rows a grammar computes in Python (rows.py) before its kernel tables are made and the
+# kernel takes over (core_rows.py): a small grammar does not pay for packing its NFA
+CORE_AFTER = 32
 
 
 def _grown(x, cap):
@@ -102,6 +106,10 @@ class LazyAutomaton:
         self.expanded[0] = self.walkable[0] = True
         self.cut = self.stacks.push(CUT_RET, 0)  # the context frame of abstract states (masks.py)
         self.start = self.intern(*self.closure_of([(nfa.start, 0)]))
+        # the kernel that computes rows (core_rows.py), made at the row after the first
+        # CORE_AFTER where FURCA_CORE=1 and numba is installed; None before and else (_rows_to_core -1)
+        self.core = None
+        self._rows_to_core = CORE_AFTER if core_rows.enabled() else -1
 
     @property
     def num_states(self):
@@ -164,12 +172,25 @@ class LazyAutomaton:
             if self.expanded[s]:
                 return
             configs = self.configs[s]
-            if len(configs) == 1:  # most states (one position in a rule): the node's template
+            if self._rows_to_core > 0:
+                self._rows_to_core -= 1
+            elif self._rows_to_core == 0:
+                self._rows_to_core = -1
+                self.core = core_rows.Core(self, core_rows.pack(self.nfa))
+            if self.core is not None and self.core.row(self, s):
+                pass  # the kernel's row (core_rows.py): the same as rows.py's
+            elif len(configs) == 1:  # most states (one position in a rule): the node's template
                 self.rows.single(self, s, *configs[0])
             else:
                 self.rows.multi(self, s, configs)
             self.walkable[s] = True
             self.expanded[s] = True
+
+    def start_core(self) -> None:
+        """Makes the kernel (core_rows.py) at the next row rather than after CORE_AFTER
+        (where it is enabled): the compiler's warm-up loads its compiled code so."""
+        if self._rows_to_core > 0:
+            self._rows_to_core = 0
 
     def step(self, s: int, data: bytes) -> int:
         """State after consuming data from s (0 = dead), cached per (s, data) for data of

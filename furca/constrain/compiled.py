@@ -135,8 +135,9 @@ class CompiledGrammar:
         return self.automaton.num_states
 
     def memory_size_bytes(self) -> int:
-        """The memory the grammar holds now: the transition rows in use plus the stored
-        token masks (both grow with use; the masks are bounded per grammar).
+        """The memory the grammar holds now: the transition rows in use, the stored token
+        masks and the arrays of its row kernel, if it has one (core_rows.Core.nbytes); all
+        grow with use, the masks are bounded per grammar.
 
         Returns
         -------
@@ -144,8 +145,9 @@ class CompiledGrammar:
             Bytes.
         """
         a = self.automaton
-        # transition rows in use (the table may be reserved larger, see automaton._grow) and masks
-        return int(a.num_states * a.trans.shape[1] * a.trans.itemsize + self.masks.mask_bytes)
+        # transition rows in use (the table may be reserved larger, see automaton._grow), masks, kernel
+        core = 0 if a.core is None else a.core.nbytes()
+        return int(a.num_states * a.trans.shape[1] * a.trans.itemsize + self.masks.mask_bytes + core)
 
 
 # Persistent history: one node per accepted step, a plain tuple (state, terminated,

@@ -44,9 +44,13 @@ def walk_continue(a, roots, trie, cont, words, record=False, entry=None):
     more = []  # accepting nodes found by entry
     j, i = 0, -1
     while True:
-        j, i = walk_roots(j, i, roots, cont, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start,
-                          trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full,
-                          trie.keep_all)
+        if a.core is not None and entry is None:  # rows made inside the walk (core_rows.py); with
+            # entry the walk stops at each state without a row, where the call memo may walk for it
+            j, i = a.core.walk_roots(a, j, i, roots, cont, stack, trie, words, rec, trie.keep_all)
+        else:
+            j, i = walk_roots(j, i, roots, cont, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start,
+                              trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full,
+                              trie.keep_all)
         if j >= len(roots):
             break
         if entry is not None:
@@ -117,8 +121,11 @@ def _walk_from(a, s, trie, words, keep, rec):
     depth, byte, end = trie.dfs_depth, trie.dfs_byte, trie.dfs_end
     walk_range = _walk.get_walk()
     while i < n:
-        i = walk_range(i, n, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start,
-                       trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full, keep)
+        if a.core is not None:  # rows made inside the walk (core_rows.py)
+            i = a.core.walk_range(a, i, stack, trie, words, rec, keep)
+        else:
+            i = walk_range(i, n, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start,
+                           trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full, keep)
         if i < n and not resume(a, trie, stack, i):  # rec full
             rec = _grown(rec)
     return rec

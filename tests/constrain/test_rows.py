@@ -4,15 +4,33 @@ of every configuration (a layout per tuple of NFA nodes, shared by the states on
 same nodes with other stacks), with successors looked up by their targets (states that
 converge on the same configurations share one) and built from the targets' relative
 closures pushed on each configuration's stack. Every row is checked byte by byte
-against the NFA's edges directly."""
+against the NFA's edges directly, computed both ways: by rows.py (the default) and by
+the kernel of core_rows.py (FURCA_CORE=1, with numba), which must give the same
+states."""
 
 import random
 
 import pytest
 
-from furca.constrain import GrammarCompiler
+from furca.constrain import GrammarCompiler, automaton, core_rows
 
 from .conftest import byte_info, walk_checking_masks
+
+
+@pytest.fixture(params=["python", "kernel"])
+def rows_by(request, monkeypatch):
+    """Which computes the rows of the automata made in the test: rows.py, or the kernel
+    (core_rows.py; skipped without numba)."""
+    monkeypatch.setenv("FURCA_CORE", "0" if request.param == "python" else "1")
+    monkeypatch.setattr(automaton, "CORE_AFTER", 0)  # the kernel from the first row
+    if request.param == "kernel" and not core_rows.enabled():
+        pytest.skip("numba is not installed (or FURCA_NO_NUMBA is set)")
+    return request.param
+
+
+def check_rows_by(a, rows_by):
+    """The automaton computes its rows as the test asked."""
+    assert (a.core is not None) == (rows_by == "kernel")
 
 EXTRA = ['"', '",', '"x', 'ab"', '"}', '"x,', "ab", "abc", "[{", "}]", "日", "\xe6", "abcdefghij", '{"a', '":']
 
@@ -43,10 +61,11 @@ def reference_row(a, s):
 
 
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
-def test_rows_match_the_nfa_byte_by_byte(name):
+def test_rows_match_the_nfa_byte_by_byte(name, rows_by):
     info = byte_info(EXTRA)
     g = GrammarCompiler(info).compile_grammar(GRAMMARS[name])
     a = g.automaton
+    check_rows_by(a, rows_by)
     rng = random.Random(5)
     for _ in range(12):
         walk_checking_masks(g.matcher(), info, rng, 25)
@@ -60,24 +79,28 @@ def test_rows_match_the_nfa_byte_by_byte(name):
     assert len(multi) >= 5
     if name == "nested":
         assert any(len(stacks) > 1 for stacks in by_nodes.values())
-        # states on the same nodes share one byte layout (rows.Rows._layout)
-        assert set(a.rows._layouts) - {()} == set(by_nodes) and len(by_nodes) < len(multi)
-    # new successors of several configurations came from the buckets' plans (rows._plan):
-    # targets' relative closures pushed on their configuration's stack (frames pushed too),
-    # and the full closure for targets whose rule may end (they return through the stack)
-    entries = [e for lay in a.rows._layouts.values() for plan in lay[2] or () if plan is not None for e in plan]
-    assert any(e[2] is None for e in entries)
-    assert any(e[2] is not None and any(rel for _n, rel in e[2]) for e in entries)
+    if rows_by == "python":
+        if name == "nested":  # states on the same nodes share one byte layout (rows.Rows._layout)
+            assert set(a.rows._layouts) - {()} == set(by_nodes) and len(by_nodes) < len(multi)
+        # new successors of several configurations came from the buckets' plans (rows._plan):
+        # targets' relative closures pushed on their configuration's stack (frames pushed too),
+        # and the full closure for targets whose rule may end (they return through the stack)
+        entries = [e for lay in a.rows._layouts.values() for plan in lay[2] or () if plan is not None for e in plan]
+        assert any(e[2] is None for e in entries)
+        assert any(e[2] is not None and any(rel for _n, rel in e[2]) for e in entries)
+    else:  # no row came from rows.py
+        assert not a.rows._layouts
     for s in expanded:
         assert a.trans[s].tolist() == reference_row(a, s), (s, a.configs[s])
 
 
-def test_json_mode_rows_at_several_depths():
+def test_json_mode_rows_at_several_depths(rows_by):
     # JSON mode is recursive: the states of one object or array position at each
     # nesting depth sit on the same nodes; each row must still lead to its own depth
     info = byte_info(['{"', '":', '[[', ']]', '"a"', "true", "nul"])
     g = GrammarCompiler(info).compile_json_schema({})
     a = g.automaton
+    check_rows_by(a, rows_by)
     m = g.matcher()
     text = '{"a":[[{"b":[1,{"c":[[true,null]]}]}]],"d":{"e":{"f":[{}]}}}'
     assert m.accept_string(text) and m.can_terminate()
@@ -89,7 +112,7 @@ def test_json_mode_rows_at_several_depths():
     assert max(depths) >= 6
 
 
-def test_rows_of_many_runs_and_of_length_regions():
+def test_rows_of_many_runs_and_of_length_regions(rows_by):
     # after "a": two configurations whose byte classes interleave (26 runs with targets:
     # the row is filled through a byte -> bucket array, rows.MAX_SPANS), and states of few
     # runs (filled as slices); a length region (nfa.tick: a byte may change the stack, a
@@ -104,17 +127,20 @@ x ::= [acegikmoqsuwy] "1"
 y ::= [bdfhjlnprtvxz] "2"
 ''')
     a = g.automaton
+    check_rows_by(a, rows_by)
     a.expand(a.start)
     s = int(a.trans[a.start, ord("a")])
     a.expand(s)
     assert len(a.configs[s]) == 3 and a.trans[s].tolist() == reference_row(a, s)
-    fills = [lay[0] for lay in a.rows._layouts.values()]
-    assert any(not isinstance(f, tuple) for f in fills)
+    if rows_by == "python":
+        fills = [lay[0] for lay in a.rows._layouts.values()]
+        assert any(not isinstance(f, tuple) for f in fills)
     for b in (ord("a"), ord("b")):
         t = int(a.trans[s, b])
         a.expand(t)
         assert len(a.configs[t]) == 2 and a.trans[t].tolist() == reference_row(a, t)
-    assert any(isinstance(f, tuple) for f in [lay[0] for lay in a.rows._layouts.values()])
+    if rows_by == "python":
+        assert any(isinstance(f, tuple) for f in [lay[0] for lay in a.rows._layouts.values()])
     assert rows.MAX_SPANS < 26
 
     g = GrammarCompiler(info).compile_json_schema(
@@ -126,8 +152,8 @@ y ::= [bdfhjlnprtvxz] "2"
         walk_checking_masks(g.matcher(), info, rng, 12)
     multi = [s for s in range(1, a.num_states) if a.expanded[s] and len(a.configs[s]) > 1]
     assert multi
-    # the successors came from plans there too (rows.from_plan with Closures.live)
-    assert any(plan is not None for lay in a.rows._layouts.values() for plan in lay[2])
+    if rows_by == "python":  # the successors came from plans there too (rows.from_plan with Closures.live)
+        assert any(plan is not None for lay in a.rows._layouts.values() for plan in lay[2])
     for s in range(1, a.num_states):
         if a.expanded[s]:
             assert a.trans[s].tolist() == reference_row(a, s), (s, a.configs[s])

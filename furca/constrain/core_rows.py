@@ -1,0 +1,307 @@
+"""Transition rows computed in numba: the kernel tables that mirror an automaton.
+
+``Core(a)`` packs the automaton's NFA into int32 arrays (`pack`) and keeps kernel copies
+of its stacks (ret, parent, count, depth) and states (their configurations as sorted
+int64 keys node << 32 | stack, and whether they accept), each with an open-addressing
+table, under the same ids as the automaton's. ``row(a, s)`` computes state s's whole
+transition row in one kernel call (_core_kernels.row: the closures of every byte class,
+their successors interned) where `LazyAutomaton.expand` would have run rows.py; it
+returns False where the kernel cannot (a limit of the automaton, which Python's row
+then raises, or a closure too big for its scratch arrays): the caller computes the row
+in Python. Rows, states and stacks are the same either way (the kernel follows
+closures.py and rows.py; tests/constrain/test_core_rows.py compares them).
+
+The ids stay in step both ways: the stacks and states that Python made since the last
+kernel call (the ids past the kernel's counts) are entered into the kernel tables before
+the next one; those the kernel makes are appended to the automaton's lists and dicts
+(configs, accepting, the interning dicts, frames, depth) right after it. The
+Core holds no reference to the automaton (which owns it): a dropped grammar is freed
+by reference counts. Opt-in: made only with FURCA_CORE=1 and numba installed (the
+automaton's ``core`` is None otherwise): in the shared harness's forked children its
+fresh arrays cost more page faults than its rows save at the per-token p99 (DESIGN.md,
+"Rows in a kernel", which has the figures).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import numpy as np
+
+from .deadline import check as check_deadline
+
+_chain = itertools.chain.from_iterable
+_ROOT = np.zeros(1, np.int32)  # the trie's root as the one root of a walk of the whole trie
+WALK_ROWS = 64  # rows a compiled walk makes before it returns (then Python checks the deadline)
+
+
+def enabled() -> bool:
+    """Whether automata compute rows in the kernel: numba installed and the walks
+    compiled (_walk: FURCA_NO_NUMBA unset), and FURCA_CORE=1 (off by default)."""
+    if os.environ.get("FURCA_CORE", "") in ("", "0"):
+        return False
+    from . import _walk
+
+    return _walk.get_walk() is not None
+
+
+def pack(nfa):
+    """The NFA as int32 arrays (_core_kernels reads them by position): edges (CSR offsets,
+    lo, hi, target), eps (offsets, targets), per node: callee and return node of a call
+    (-1: none), tail (the return node of a tail call), end (a rule end), counter (body,
+    exit, min, max; -1: none), length (body, exit, min, max or -1; -1: none), tick, need
+    (-1: none), the twin without a maximum of a length region (-1: none) and its need, a
+    counter body's fewest bytes (the automaton's canonical forms). ~0.25 ms for the
+    median MaskBench grammar (~700 nodes), once, when its kernel is made."""
+    edges, eps = nfa.edges, nfa.eps
+    n = len(edges)
+    e_off = np.zeros(n + 1, np.int32)
+    np.cumsum(np.fromiter(map(len, edges), np.int32, n), out=e_off[1:])
+    flat = np.fromiter(_chain(_chain(edges)), np.int32, 3 * int(e_off[-1])).reshape(-1, 3)
+    p_off = np.zeros(n + 1, np.int32)
+    np.cumsum(np.fromiter(map(len, eps), np.int32, n), out=p_off[1:])
+    p_t = np.fromiter(_chain(eps), np.int32, int(p_off[-1]))
+    callee = np.full(n, -1, np.int32)
+    cret = np.full(n, -1, np.int32)
+    if nfa.call:
+        c = np.fromiter(nfa.call.keys(), np.int32, len(nfa.call))
+        fr = np.fromiter(_chain(nfa.call.values()), np.int32, 2 * len(nfa.call)).reshape(-1, 2)
+        callee[c], cret[c] = fr[:, 0], fr[:, 1]
+    tail = np.zeros(n, np.int32)
+    tail[np.fromiter(nfa.is_tail, np.int32, len(nfa.is_tail))] = 1
+    end = np.zeros(n, np.int32)
+    end[np.fromiter(nfa.is_end, np.int32, len(nfa.is_end))] = 1
+    k4 = np.full((n, 4), -1, np.int32)
+    for c, v in nfa.counter.items():
+        k4[c] = v
+    l4 = np.full((n, 4), -1, np.int32)
+    for c, (b, x, lo, hi) in nfa.length.items():
+        l4[c] = (b, x, lo, -1 if hi is None else hi)
+    tick = np.zeros(n, np.int32)
+    tick[np.fromiter(nfa.tick, np.int32, len(nfa.tick))] = 1
+    need = np.full(n, -1, np.int32)
+    if nfa.need:
+        need[np.fromiter(nfa.need.keys(), np.int32, len(nfa.need))] = np.fromiter(
+            nfa.need.values(), np.int32, len(nfa.need))
+    lfree = np.full(n, -1, np.int32)
+    lneed = np.zeros(n, np.int32)
+    for c, f in nfa.length_free.items():
+        lfree[c] = f
+        lneed[c] = nfa.length_need[c]
+    kbytes = np.ones(n, np.int32)
+    for c, b in nfa.counter_bytes.items():
+        kbytes[c] = b
+    return (e_off, np.ascontiguousarray(flat[:, 0]), np.ascontiguousarray(flat[:, 1]),
+            np.ascontiguousarray(flat[:, 2]), p_off, p_t, callee, cret, tail, end, k4, l4, tick, need, lfree, lneed,
+            kbytes)
+
+
+def _doubled(x, rows):
+    out = np.zeros((rows,) + x.shape[1:], x.dtype)
+    out[: len(x)] = x
+    return out
+
+
+class Core:
+    """row(a, s) -> bool. See the module docstring."""
+
+    def __init__(self, a, packed):
+        """a: the automaton; packed: pack(a.nfa)."""
+        from . import _core_kernels as kern
+
+        self._k = kern
+        self.P = packed
+        self.has_need = bool(a.nfa.need)
+        self.stk = np.zeros((64, 4), np.int32)
+        self.sh = np.full(128, -1, np.int32)
+        self.pool = np.zeros(1024, np.int64)
+        self.sinfo = np.zeros((64, 3), np.int64)
+        self.hh = np.full(128, -1, np.int32)
+        # stacks, pool used, states (0: the empty stack, the dead state), and the rows a walk
+        # may still make before it returns (WALK_ROWS each call: Python checks the deadline between)
+        self.cnt = np.array([1, 0, 1, 0, 0], np.int64)  # [4]: the closure steps a row may still take
+        self.stk[0] = (-1, -1, 0, 0)
+        # per stack: its canonical form for short tokens, its full_canonical form and room (-1: not yet)
+        self.cmemo = np.full(64, -1, np.int32)
+        self.fmemo = np.full(64, -1, np.int32)
+        self.froom = np.full(64, -1, np.int64)
+        # scratch of a row: successor keys, the closure's work list, its relative frame
+        # chains, its visited set (node, chain, stack, generation), the stacks after the byte
+        self.buf = np.zeros(1 << 12, np.int64)
+        self.ws = np.zeros((1 << 10, 3), np.int64)
+        self.rel = np.zeros((64, 3), np.int64)
+        self.seen = np.zeros((1 << 11, 4), np.int64)
+        self.sts = np.zeros(64, np.int32)
+        self.cuts = np.zeros(257, np.bool_)
+        self._nst, self._ns = 1, 1  # the counts of stacks and states both sides hold (cnt[0], cnt[2])
+        self._gen = 0  # bumped when a table of the kernel is replaced (grown)
+        self._wargs = (None, None)  # (key, the walk's arguments after `keep`): walk_roots
+
+    def nbytes(self) -> int:
+        """The bytes of the kernel's arrays: the packed NFA, the tables, the scratch."""
+        return sum(x.nbytes for x in self.P) + sum(
+            x.nbytes for x in (self.stk, self.sh, self.pool, self.sinfo, self.hh, self.cmemo, self.fmemo, self.froom,
+                               self.buf, self.ws, self.rel, self.seen, self.sts, self.cuts))
+
+    def row(self, a, s) -> bool:
+        """Writes a.trans[s] (s: a state of a without a row); False: not done, the caller
+        computes it (a.trans[s] may hold a part: rows.py writes every byte)."""
+        k = self._k
+        check_deadline()
+        while True:
+            self._enter(a)
+            r = k.row(s, self.P, self.stk, self.sh, self.cnt, self.pool, self.sinfo, self.hh, a.trans, self.buf,
+                      self.ws, self.rel, self.seen, self.sts, self.cuts, self.has_need)
+            self._leave(a)
+            if r != k.ROOM:
+                return r == 0
+            if not self._grow(a):
+                return False
+
+    def walk_range(self, a, i, stack, trie, words, rec, keep) -> int:
+        """_walk.walk_range over the whole trie from node i (stack[0]: the walk's state),
+        making the rows it meets: walk_roots below the trie's root."""
+        j, i = self.walk_roots(a, 0, i, _ROOT, int(stack[0]), stack, trie, words, rec, keep)
+        return trie.num_nodes if j else i
+
+    def walk_roots(self, a, j, i, roots, cont, stack, trie, words, rec, keep) -> tuple[int, int]:
+        """_walk.walk_roots making the rows it meets (_core_kernels.walk_roots_core)."""
+        while len(a.configs) + 257 > a._cap:  # room for a row's new states in the per-state arrays
+            a._grow()
+        self._enter(a)
+        if (self._nst + 1024 > len(self.stk) or self._ns + 1024 > len(self.sinfo)
+                or int(self.cnt[1]) + 8 * len(self.buf) > len(self.pool)):
+            self._headroom()
+        self.cnt[3] = WALK_ROWS
+        key, args = self._wargs
+        if key != (id(trie), id(a.trans), a._cap, self._gen):
+            args = (trie.dfs_depth, trie.dfs_byte, trie.dfs_end, trie.tok_start, trie.tok_ids, trie.dfs_rest,
+                    a.trans, a.walkable, a.acc, a.walk_lim, a.short, a.room, a.full, a.expanded, self.P, self.stk,
+                    self.sh, self.cnt, self.pool, self.sinfo, self.hh, self.buf, self.ws, self.rel, self.seen,
+                    self.sts, self.cuts, self.has_need, self.cmemo, self.fmemo, self.froom)
+            self._wargs = ((id(trie), id(a.trans), a._cap, self._gen), args)
+        j, i = self._k.walk_roots_core(j, i, roots, cont, stack, words, rec, keep, *args)
+        self._leave(a)
+        return j, i
+
+    def _grow(self, a) -> bool:
+        """Doubles the tables that are full (their hashes rebuilt); False at the
+        automaton's MAX_STATES (its Python row raises the limit)."""
+        from .automaton import MAX_STATES
+
+        k = self._k
+        n_st, used, n_s = (int(x) for x in self.cnt[:3])
+        if n_st + 1 >= len(self.stk) or 2 * (n_st + 1) >= len(self.sh):
+            self._grow_stacks(2 * len(self.stk))
+        if used + k.MAX_CONFIGS > len(self.pool) - len(self.buf):
+            self._gen += 1
+            self.pool = _doubled(self.pool, 2 * len(self.pool) + len(self.buf))
+        if n_s + 1 >= len(self.sinfo) or 2 * (n_s + 1) >= len(self.hh):
+            if len(self.sinfo) >= MAX_STATES:
+                return False
+            self._grow_states(2 * len(self.sinfo))
+        return True
+
+    def _headroom(self):
+        """Grows the kernel's tables ahead of a walk (which cannot grow them)."""
+        if self._nst + 1024 > len(self.stk):
+            self._grow_stacks(2 * len(self.stk))
+        if self._ns + 1024 > len(self.sinfo):
+            self._grow_states(2 * len(self.sinfo))
+        if int(self.cnt[1]) + 8 * len(self.buf) > len(self.pool):
+            self._gen += 1
+            self.pool = _doubled(self.pool, 2 * len(self.pool) + 8 * len(self.buf))
+
+    def _grow_stacks(self, rows):
+        self._gen += 1
+        self.stk = _doubled(self.stk, rows)
+        n = len(self.cmemo)
+        for name in ("cmemo", "fmemo", "froom"):
+            x = np.full(rows, -1, getattr(self, name).dtype)
+            x[:n] = getattr(self, name)
+            setattr(self, name, x)
+        self.sh = np.full(2 * rows, -1, np.int32)
+        self._k.insert_stacks(1, int(self.cnt[0]), self.stk, self.sh)
+
+    def _grow_states(self, rows):
+        self._gen += 1
+        self.sinfo = _doubled(self.sinfo, rows)
+        self.hh = np.full(2 * rows, -1, np.int32)
+        self._k.insert_states(1, int(self.cnt[2]), self.pool, self.sinfo, self.hh)
+
+    def _enter(self, a):
+        """Enters the stacks and states the automaton made since the last kernel call."""
+        stacks = a.stacks
+        n_st = len(stacks.frames)
+        if n_st == self._nst and len(a.configs) == self._ns:
+            return
+        first = self._nst
+        if n_st > first:
+            if 2 * (n_st + 1) >= len(self.sh) or n_st >= len(self.stk):
+                rows = len(self.stk)
+                while 2 * (n_st + 1) >= 2 * rows or n_st >= rows:
+                    rows *= 2
+                self._grow_stacks(rows)
+            stk, frames, depth = self.stk, stacks.frames, stacks.depth
+            for sid in range(first, n_st):
+                ret, par, k = frames[sid]
+                stk[sid] = (ret, par, k, depth[sid])
+            self.cnt[0] = self._nst = n_st
+            self._k.insert_stacks(first, n_st, self.stk, self.sh)
+        configs = a.configs
+        first = self._ns
+        if len(configs) > first:
+            n_s = len(configs)
+            if 2 * (n_s + 1) >= len(self.hh) or n_s >= len(self.sinfo):
+                rows = len(self.sinfo)
+                while 2 * (n_s + 1) >= 2 * rows or n_s >= rows:
+                    rows *= 2
+                self._grow_states(rows)
+            used = int(self.cnt[1])
+            keys = [(n << 32) | st for sid in range(first, n_s) for n, st in configs[sid]]
+            if used + len(keys) > len(self.pool) - len(self.buf):
+                self._gen += 1
+                self.pool = _doubled(self.pool, 2 * (used + len(keys)) + len(self.buf))
+            self.pool[used:used + len(keys)] = keys
+            accepting, sinfo = a.accepting, self.sinfo
+            for sid in range(first, n_s):
+                m = len(configs[sid])
+                sinfo[sid] = (used, m, accepting[sid])
+                used += m
+            self.cnt[1] = used
+            self._k.insert_states(first, n_s, self.pool, self.sinfo, self.hh)
+            self.cnt[2] = self._ns = n_s
+
+    def _leave(self, a):
+        """Appends the stacks and states the kernel made to the automaton's (one or a few
+        a row: element by element, cheaper than vectorised numpy at that size)."""
+        n_st, _used, n_s = self.cnt[:3].tolist()
+        if n_st == self._nst and n_s == self._ns:
+            return
+        stacks = a.stacks
+        first = self._nst
+        self._nst, self._ns = n_st, n_s
+        if n_st > first:
+            frames, depth, ids, stk = stacks.frames, stacks.depth, stacks._ids, self.stk
+            for sid in range(first, n_st):
+                ret, par, k, d = stk[sid].tolist()
+                key = (ret, par, k)
+                frames.append(key)
+                depth.append(d)
+                ids[key] = sid
+        first = len(a.configs)
+        if n_s > first:
+            configs, accepting, state_ids, sinfo, pool = a.configs, a.accepting, a._state_ids, self.sinfo, self.pool
+            while n_s > a._cap:
+                a._grow()
+            acc_arr = a.acc
+            for sid in range(first, n_s):
+                off, m, acc = sinfo[sid].tolist()
+                cfg = tuple([(x >> 32, x & 0xFFFFFFFF) for x in pool[off:off + m].tolist()])
+                acc = acc != 0
+                state_ids[(cfg, acc)] = sid
+                configs.append(cfg)
+                accepting.append(acc)
+                if acc:
+                    acc_arr[sid] = True
