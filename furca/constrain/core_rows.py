@@ -17,9 +17,9 @@ the next one; those the kernel makes are appended to the automaton's lists and d
 (configs, accepting, the interning dicts, frames, depth) right after it. The
 Core holds no reference to the automaton (which owns it): a dropped grammar is freed
 by reference counts. Opt-in: made only with FURCA_CORE=1 and numba installed (the
-automaton's ``core`` is None otherwise): in the shared harness's forked children its
-fresh arrays cost more page faults than its rows save at the per-token p99 (DESIGN.md,
-"Rows in a kernel", which has the figures).
+automaton's ``core`` is None otherwise): in the shared harness's forked children the
+per-token p99 is worse with it, though the sum of the steps is lower (DESIGN.md, "Rows
+in a kernel", which has the figures).
 """
 
 from __future__ import annotations
