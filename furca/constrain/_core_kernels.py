@@ -221,7 +221,7 @@ def closure(node, st, P, stk, sh, cnt, out, m, ws, rel, seen):
             out[m] = (np.int64(n) << 32) | x
             m += 1
         for j in range(p_off[n], p_off[n + 1]):
-            if top >= ws.shape[0]:
+            if top + 5 >= ws.shape[0]:  # room for this one and the call, counter or length items below
                 return LIMIT, acc
             top = _item(ws, top, p_t[j], c, base)
         f = callee[n]
@@ -415,10 +415,12 @@ def insert_states(first, stop, pool, sinfo, hh):
 
 
 @njit(cache=True, nogil=True)
-def _row_inline(ps, trans, rows, acc, expanded, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, sts, cuts,
+def _row_inline(ps, trans, rows, acc, made, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, sts, cuts,
                 has_need):
     """ps's row made inside a walk (row()), with the per-state tables of its new
-    successors (accepting) set and ps marked expanded; False where the walk must return
+    successors (accepting) set, ps walkable (rows) and noted in made[cnt[5]] (the caller
+    marks it expanded once the new states are the automaton's too: a reader that takes
+    no lock steps only through expanded states); False where the walk must return
     to Python (no room in the per-state arrays for a row's new states, or row() failed)."""
     n0 = cnt[2]
     if n0 + 257 > rows.shape[0] or n0 + 257 > trans.shape[0]:
@@ -427,14 +429,15 @@ def _row_inline(ps, trans, rows, acc, expanded, P, stk, sh, cnt, pool, sinfo, hh
         return False
     for sid in range(n0, cnt[2]):
         acc[sid] = sinfo[sid, 2] != 0
-    expanded[ps] = True
+    made[cnt[5]] = ps
+    cnt[5] += 1
     rows[ps] = True
     return True
 
 
 @njit(cache=True, nogil=True)
 def walk_roots_core(j, i, roots, start, stack, words, rec, keep, depth, byte, end, tok_start, tok_ids, rest,
-                    trans, rows, acc, lim, short, room, full, expanded, P, stk, sh, cnt, pool, sinfo, hh, buf, ws,
+                    trans, rows, acc, lim, short, room, full, made, P, stk, sh, cnt, pool, sinfo, hh, buf, ws,
                     rel, seen, sts, cuts, has_need, cmemo, fmemo, froom):
     """_walk_kernels.walk_roots (walk_range's loop written in: a call per root would pass
     its ~35 arrays, their reference counts, for each of up to 10^4 roots), making the
@@ -464,7 +467,7 @@ def walk_roots_core(j, i, roots, start, stack, words, rec, keep, depth, byte, en
                 if cnt[3] <= 0:  # this call's budget of rows spent: Python makes this one (and checks its deadline)
                     return j, i
                 cnt[3] -= 1
-                if not _row_inline(ps, trans, rows, acc, expanded, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel,
+                if not _row_inline(ps, trans, rows, acc, made, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel,
                                    seen, sts, cuts, has_need):
                     return j, i
             s = node_state(ps, byte[i], r, trans, rows, lim, short, room, full)

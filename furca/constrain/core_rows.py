@@ -1,15 +1,18 @@
 """Transition rows computed in numba: the kernel tables that mirror an automaton.
 
-``Core(a)`` packs the automaton's NFA into int32 arrays (`pack`) and keeps kernel copies
-of its stacks (ret, parent, count, depth) and states (their configurations as sorted
-int64 keys node << 32 | stack, and whether they accept), each with an open-addressing
-table, under the same ids as the automaton's. ``row(a, s)`` computes state s's whole
-transition row in one kernel call (_core_kernels.row: the closures of every byte class,
-their successors interned) where `LazyAutomaton.expand` would have run rows.py; it
-returns False where the kernel cannot (a limit of the automaton, which Python's row
-then raises, or a closure too big for its scratch arrays): the caller computes the row
-in Python. Rows, states and stacks are the same either way (the kernel follows
-closures.py and rows.py; tests/constrain/test_core_rows.py compares them).
+``Core(a, pack(a.nfa))`` holds the automaton's NFA as int32 arrays (`pack`) and kernel
+copies of its stacks (ret, parent, count, depth) and states (their configurations as
+sorted int64 keys node << 32 | stack, and whether they accept), each with an
+open-addressing table, under the same ids as the automaton's. ``row(a, s)`` computes
+state s's whole transition row in one kernel call (_core_kernels.row: the closures of
+every byte class, their successors interned) where `LazyAutomaton.expand` would have
+run rows.py; ``walk_roots`` / ``walk_range`` are the trie walks that make the rows and
+canonical forms they meet (_core_kernels.walk_roots_core). A row returns False where
+the kernel does not make it (a limit of the automaton, which Python's row then raises;
+a state of over 64 configurations or a closure past its budget, which rows.py's
+per-node caches serve): the caller computes it in Python. Rows, states and stacks are
+the same either way (the kernel follows closures.py and rows.py; test_rows.py,
+test_expand_plans.py and test_core_rows.py compare them).
 
 The ids stay in step both ways: the stacks and states that Python made since the last
 kernel call (the ids past the kernel's counts) are entered into the kernel tables before
@@ -118,9 +121,12 @@ class Core:
         self.pool = np.zeros(1024, np.int64)
         self.sinfo = np.zeros((64, 3), np.int64)
         self.hh = np.full(128, -1, np.int32)
-        # stacks, pool used, states (0: the empty stack, the dead state), and the rows a walk
-        # may still make before it returns (WALK_ROWS each call: Python checks the deadline between)
-        self.cnt = np.array([1, 0, 1, 0, 0], np.int64)  # [4]: the closure steps a row may still take
+        # [0] stacks, [1] pool used, [2] states (0: the empty stack, the dead state), [3] the
+        # rows and mappings a walk may still make before it returns (WALK_ROWS a call: Python
+        # checks the deadline between), [4] the closure steps a row may still take, [5] the
+        # rows a walk made (their states in `made`)
+        self.cnt = np.array([1, 0, 1, 0, 0, 0], np.int64)
+        self.made = np.zeros(WALK_ROWS, np.int32)  # the states a walk gave rows, to mark expanded after it
         self.stk[0] = (-1, -1, 0, 0)
         # per stack: its canonical form for short tokens, its full_canonical form and room (-1: not yet)
         self.cmemo = np.full(64, -1, np.int32)
@@ -132,7 +138,7 @@ class Core:
         self.ws = np.zeros((1 << 10, 3), np.int64)
         self.rel = np.zeros((64, 3), np.int64)
         self.seen = np.zeros((1 << 11, 4), np.int64)
-        self.sts = np.zeros(64, np.int32)
+        self.sts = np.zeros(64, np.int32)  # a state of over 64 configurations: rows.py's row (its layouts)
         self.cuts = np.zeros(257, np.bool_)
         self._nst, self._ns = 1, 1  # the counts of stacks and states both sides hold (cnt[0], cnt[2])
         self._gen = 0  # bumped when a table of the kernel is replaced (grown)
@@ -177,12 +183,16 @@ class Core:
         key, args = self._wargs
         if key != (id(trie), id(a.trans), a._cap, self._gen):
             args = (trie.dfs_depth, trie.dfs_byte, trie.dfs_end, trie.tok_start, trie.tok_ids, trie.dfs_rest,
-                    a.trans, a.walkable, a.acc, a.walk_lim, a.short, a.room, a.full, a.expanded, self.P, self.stk,
+                    a.trans, a.walkable, a.acc, a.walk_lim, a.short, a.room, a.full, self.made, self.P, self.stk,
                     self.sh, self.cnt, self.pool, self.sinfo, self.hh, self.buf, self.ws, self.rel, self.seen,
                     self.sts, self.cuts, self.has_need, self.cmemo, self.fmemo, self.froom)
             self._wargs = ((id(trie), id(a.trans), a._cap, self._gen), args)
+        self.cnt[5] = 0
         j, i = self._k.walk_roots_core(j, i, roots, cont, stack, words, rec, keep, *args)
         self._leave(a)
+        made = int(self.cnt[5])
+        if made:  # expanded only now: their successors are in the automaton's lists
+            a.expanded[self.made[:made]] = True
         return j, i
 
     def _grow(self, a) -> bool:
