@@ -20,9 +20,11 @@ the next one; those the kernel makes are appended to the automaton's lists and d
 (configs, accepting, the interning dicts, frames, depth) right after it. The
 Core holds no reference to the automaton (which owns it): a dropped grammar is freed
 by reference counts. Opt-in: made only with FURCA_CORE=1 and numba installed (the
-automaton's ``core`` is None otherwise): in the shared harness's forked children the
-per-token p99 is worse with it, though the sum of the steps is lower (DESIGN.md, "Rows
-in a kernel", which has the figures).
+automaton's ``core`` is None otherwise): made at a grammar's 33rd row, inside a decode
+step, it makes the shared harness's per-token p99 worse in a forked child (the packing
+and its first calls there), though the sum of the steps is lower; made with the grammar,
+the p99 is lower and the time to first mask higher (DESIGN.md, "Rows in a kernel", has
+the figures).
 """
 
 from __future__ import annotations
