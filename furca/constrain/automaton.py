@@ -46,8 +46,10 @@ MAX_JUMP = 4096
 MAX_STEP_KEY = 64  # step() results are cached for data up to this long (tokens)
 MAX_STEPS_CACHED = 1 << 16  # ... this many (then the cache starts over)
 # rows a grammar computes in Python (rows.py) before its kernel tables are made and the
-# kernel takes over (core_rows.py): a small grammar does not pay for packing its NFA
-CORE_AFTER = 32
+# kernel takes over (core_rows.py). 0: made with the grammar, in its first mask: made at
+# its 33rd row, inside a decode step, the packing and the kernels' first calls cost that
+# step more than the rows saved (harness per-token p99 547 against 401 µs, DESIGN.md)
+CORE_AFTER = 0
 
 
 def _grown(x, cap):
@@ -107,7 +109,8 @@ class LazyAutomaton:
         self.cut = self.stacks.push(CUT_RET, 0)  # the context frame of abstract states (masks.py)
         self.start = self.intern(*self.closure_of([(nfa.start, 0)]))
         # the kernel that computes rows (core_rows.py), made at the row after the first
-        # CORE_AFTER where FURCA_CORE=1 and numba is installed; None before and else (_rows_to_core -1)
+        # CORE_AFTER where numba is installed and FURCA_CORE is not 0; None before and else
+        # (_rows_to_core -1)
         self.core = None
         self._rows_to_core = CORE_AFTER if core_rows.enabled() else -1
 
@@ -185,12 +188,6 @@ class LazyAutomaton:
                 self.rows.multi(self, s, configs)
             self.walkable[s] = True
             self.expanded[s] = True
-
-    def start_core(self) -> None:
-        """Makes the kernel (core_rows.py) at the next row rather than after CORE_AFTER
-        (where it is enabled): the compiler's warm-up loads its compiled code so."""
-        if self._rows_to_core > 0:
-            self._rows_to_core = 0
 
     def step(self, s: int, data: bytes) -> int:
         """State after consuming data from s (0 = dead), cached per (s, data) for data of

@@ -81,15 +81,14 @@ class GrammarCompiler:
         made here, the first request of each new schema does not compute them. A grammar
         through every lexeme, its masks filled at every byte of a text through them
         (~0.2 s for Llama-3.1 in a process that has computed no mask yet). Its rows come
-        from the kernel (core_rows.py) from its second row on, so its compiled code is
-        loaded here too (numba's on-disk cache, ~0.1-0.3 s once per process), not in a
-        request's step. Not cached in this compiler."""
+        from the kernel (core_rows.py), so the kernel's compiled code is loaded here too
+        (numba's on-disk cache, ~0.1-0.3 s once per process), not in a request's compile.
+        Not cached in this compiler."""
         info = self.info
         if info in _LEXEMES_DONE:
             return
         g = self._compile(schema_to_ir(_LEXEME_SCHEMA), ("lexemes",))
         a = g.automaton
-        a.start_core()
         m = g.matcher()
         row = np.zeros((1, info.num_words), dtype=np.int32)
         for b in _LEXEME_TEXT.encode():

@@ -19,12 +19,11 @@ kernel call (the ids past the kernel's counts) are entered into the kernel table
 the next one; those the kernel makes are appended to the automaton's lists and dicts
 (configs, accepting, the interning dicts, frames, depth) right after it. The
 Core holds no reference to the automaton (which owns it): a dropped grammar is freed
-by reference counts. Opt-in: made only with FURCA_CORE=1 and numba installed (the
-automaton's ``core`` is None otherwise): made at a grammar's 33rd row, inside a decode
-step, it makes the shared harness's per-token p99 worse in a forked child (the packing
-and its first calls there), though the sum of the steps is lower; made with the grammar,
-the p99 is lower and the time to first mask higher (DESIGN.md, "Rows in a kernel", has
-the figures).
+by reference counts. Made with the grammar (its first row, inside the compile's first
+mask) where numba is installed, unless FURCA_CORE=0 (the automaton's ``core`` is then
+None): made later, inside a decode step, its packing and first calls cost that step more
+than its rows saved at the per-token p99 (DESIGN.md, "Rows in a kernel", has the
+figures).
 """
 
 from __future__ import annotations
@@ -43,8 +42,8 @@ WALK_ROWS = 64  # rows a compiled walk makes before it returns (then Python chec
 
 def enabled() -> bool:
     """Whether automata compute rows in the kernel: numba installed and the walks
-    compiled (_walk: FURCA_NO_NUMBA unset), and FURCA_CORE=1 (off by default)."""
-    if os.environ.get("FURCA_CORE", "") in ("", "0"):
+    compiled (_walk: FURCA_NO_NUMBA unset), and FURCA_CORE not 0 (on by default)."""
+    if os.environ.get("FURCA_CORE", "") == "0":
         return False
     from . import _walk
 

@@ -1,4 +1,4 @@
-"""The row kernel (core_rows.py, FURCA_CORE=1) against rows.py on real grammars: every
+"""The row kernel (core_rows.py; FURCA_CORE=0 turns it off) against rows.py on real grammars: every
 10th schema of the in-repo MaskBench sample compiled twice, the kernel on from each
 grammar's first row and off, each valid instance walked token by token on the Llama-3.1
 tokenizer: the masks of every step equal, the same tokens accepted, the same number of

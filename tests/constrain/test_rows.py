@@ -4,8 +4,8 @@ of every configuration (a layout per tuple of NFA nodes, shared by the states on
 same nodes with other stacks), with successors looked up by their targets (states that
 converge on the same configurations share one) and built from the targets' relative
 closures pushed on each configuration's stack. Every row is checked byte by byte
-against the NFA's edges directly, computed both ways: by rows.py (the default) and by
-the kernel of core_rows.py (FURCA_CORE=1, with numba), which must give the same
+against the NFA's edges directly, computed both ways: by rows.py (FURCA_CORE=0) and by
+the kernel of core_rows.py (the default with numba), which must give the same
 states."""
 
 import random
