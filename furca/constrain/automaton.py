@@ -179,7 +179,7 @@ class LazyAutomaton:
                 self._rows_to_core -= 1
             elif self._rows_to_core == 0:
                 self._rows_to_core = -1
-                self.core = core_rows.Core(self, core_rows.pack(self.nfa))
+                self.core = core_rows.make(self)
             if self.core is not None and self.core.row(self, s):
                 pass  # the kernel's row (core_rows.py): the same as rows.py's
             elif len(configs) == 1:  # most states (one position in a rule): the node's template

@@ -101,6 +101,17 @@ def pack(nfa):
             kbytes)
 
 
+def make(a):
+    """Core(a, pack(a.nfa)), or None where the NFA does not fit the kernel's int32 tables
+    (a counter or length bound past 2^31 - 1, as a hostile maxLength writes): rows.py
+    computes that grammar's rows, whose ints have no bound."""
+    try:
+        packed = pack(a.nfa)
+    except OverflowError:
+        return None
+    return Core(a, packed)
+
+
 def _doubled(x, rows):
     out = np.zeros((rows,) + x.shape[1:], x.dtype)
     out[: len(x)] = x

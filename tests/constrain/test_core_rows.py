@@ -57,3 +57,18 @@ def test_kernel_rows_give_the_same_masks(llama, monkeypatch):
         compared += len(on[0])
         kernel_states += int(on[2].core.cnt[2])  # the states the kernel tables hold
     assert compared > 500 and kernel_states > 500, (compared, kernel_states)
+
+
+def test_bounds_past_int32_leave_the_grammar_to_python(llama, monkeypatch):
+    # a counter bound the kernel's int32 tables cannot hold (a hostile maxLength): the
+    # grammar gets no kernel and rows.py computes its rows, its masks as usual
+    info, _compiler, tok = llama
+    monkeypatch.setenv("FURCA_CORE", "1")
+    if not core_rows.enabled():
+        pytest.skip("numba is not installed (or FURCA_NO_NUMBA is set)")
+    g = GrammarCompiler(info).compile_json_schema({"type": "string", "maxLength": 10**20})
+    assert g.automaton.core is None and g.automaton._rows_to_core == -1
+    m = g.matcher()
+    assert m.accept_string('"' + "ab" * 40 + '"') and m.can_terminate()
+    g2 = GrammarCompiler(info).compile_json_schema({"type": "string", "maxLength": 300})
+    assert g2.automaton.core is not None
