@@ -123,9 +123,10 @@ class Core:
 
     def __init__(self, a, packed):
         """a: the automaton; packed: pack(a.nfa)."""
-        from . import _core_kernels as kern
+        from . import _core_kernels as kern, _core_walk_kernels
 
         self._k = kern
+        self._walk_core = _core_walk_kernels.walk_roots_core
         self.P = packed
         self.has_need = bool(a.nfa.need)
         self.stk = np.zeros((64, 4), np.int32)
@@ -200,7 +201,7 @@ class Core:
                     self.sts, self.cuts, self.has_need, self.cmemo, self.fmemo, self.froom)
             self._wargs = ((id(trie), id(a.trans), a._cap, self._gen), args)
         self.cnt[5] = 0
-        j, i = self._k.walk_roots_core(j, i, roots, cont, stack, words, rec, keep, *args)
+        j, i = self._walk_core(j, i, roots, cont, stack, words, rec, keep, *args)
         self._leave(a)
         made = int(self.cnt[5])
         if made:  # expanded only now: their successors are in the automaton's lists

@@ -1,0 +1,255 @@
+"""The compiled walk of core_rows.Core: _walk_kernels.walk_range's loop making the rows
+(_core_kernels.row) and the canonical forms (map_short: automaton.map_short's frame
+arithmetic) it meets. Imported only when numba is installed; kernels at module level
+(numba's disk cache: see _walk_kernels.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._core_kernels import LIMIT, _sort_dedup, intern, push, row
+from ._walk_kernels import node_state
+
+
+@njit(cache=True, nogil=True)
+def _row_inline(ps, trans, rows, acc, made, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, sts, cuts,
+                has_need):
+    """ps's row made inside a walk (row()), with the per-state tables of its new
+    successors (accepting) set, ps walkable (rows) and noted in made[cnt[5]] (the caller
+    marks it expanded once the new states are the automaton's too: a reader that takes
+    no lock steps only through expanded states); False where the walk must return
+    to Python (no room in the per-state arrays for a row's new states, or row() failed)."""
+    n0 = cnt[2]
+    if n0 + 257 > rows.shape[0] or n0 + 257 > trans.shape[0]:
+        return False
+    if row(ps, P, stk, sh, cnt, pool, sinfo, hh, trans, buf, ws, rel, seen, sts, cuts, has_need) != 0:
+        return False
+    for sid in range(n0, cnt[2]):
+        acc[sid] = sinfo[sid, 2] != 0
+    made[cnt[5]] = ps
+    cnt[5] += 1
+    rows[ps] = True
+    return True
+
+
+@njit(cache=True, nogil=True)
+def walk_roots_core(j, i, roots, start, stack, words, rec, keep, depth, byte, end, tok_start, tok_ids, rest,
+                    trans, rows, acc, lim, short, room, full, made, P, stk, sh, cnt, pool, sinfo, hh, buf, ws,
+                    rel, seen, sts, cuts, has_need, cmemo, fmemo, froom):
+    """_walk_kernels.walk_roots (walk_range's loop written in: a call per root would pass
+    its ~35 arrays, their reference counts, for each of up to 10^4 roots), making the
+    rows it needs itself (core_rows.Core; the arguments that change from call to call
+    first, the rest kept by the caller as one tuple) and mapping new states to their
+    canonical forms (map_short): it returns to Python only where a counter state walked
+    past its room takes one byte (trie_walks.resume), a row or a mapping could not be
+    made here, or the call's budget of rows and mappings is spent. roots = [0] walks the
+    whole trie (stack[0] set by the caller)."""
+    one = np.uint32(1)
+    cap = rec.shape[0]
+    record = cap > 1
+    nr = roots.shape[0]
+    while j < nr:
+        x = roots[j]
+        stop = end[x]
+        if i <= x:
+            stack[depth[x]] = start
+            i = x + 1
+        while i < stop:
+            if not keep[i]:
+                i = end[i]
+                continue
+            ps = stack[depth[i] - 1]
+            r = rest[i]
+            if not rows[ps] and (room[ps] == 0 or r < room[ps]):
+                if cnt[3] <= 0:  # this call's budget of rows spent: Python makes this one (and checks its deadline)
+                    return j, i
+                cnt[3] -= 1
+                if not _row_inline(ps, trans, rows, acc, made, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel,
+                                   seen, sts, cuts, has_need):
+                    return j, i
+            s = node_state(ps, byte[i], r, trans, rows, lim, short, room, full)
+            if s < 0:
+                t = trans[ps, byte[i]] if rows[ps] else -1
+                if t <= 0 or short[t] != 0 or cnt[3] <= 0 or cnt[2] + 3 > rows.shape[0]:
+                    return j, i
+                cnt[3] -= 1  # t's canonical forms mapped here (automaton.map_short)
+                if map_short(t, lim, short, full, room, acc, P, stk, sh, cnt, pool, sinfo, hh, buf, cmemo, fmemo,
+                             froom) != 0:
+                    return j, i
+                s = node_state(ps, byte[i], r, trans, rows, lim, short, room, full)
+            if s == 0:
+                i = end[i]
+                continue
+            if record and acc[s]:
+                c = rec[0]
+                if c + 1 >= cap:
+                    return j, i
+                rec[c + 1] = i
+                rec[0] = c + 1
+            stack[depth[i]] = s
+            for k in range(tok_start[i], tok_start[i + 1]):
+                t = tok_ids[k]
+                words[t >> 5] |= one << np.uint32(t & 31)
+            i += 1
+        j += 1
+        i = -1
+    return j, i
+
+
+@njit(cache=True, nogil=True)
+def _unknown(st, stk, memo):
+    """(chain, n, x): the frames of st above x, the deepest with memo[x] known (or the
+    empty stack), in chain[:n] top first."""
+    chain = np.empty(stk[st, 3], np.int32)
+    n = 0
+    x = st
+    while x != 0 and memo[x] < 0:
+        chain[n] = x
+        n += 1
+        x = stk[x, 1]
+    return chain, n, x
+
+
+@njit(cache=True, nogil=True)
+def _canon_stack(st, bound, P, stk, sh, cnt, memo):
+    """automaton._canonical_stack: st with every counter or length frame whose room
+    exceeds bound bytes at its canonical count (memo[st]: the result, -1 unknown; the
+    frames below first). LIMIT / ROOM from push."""
+    if st == 0:
+        return 0
+    if memo[st] >= 0:
+        return memo[st]
+    k4, l4, lfree, lneed, kbytes = P[10], P[11], P[14], P[15], P[16]
+    chain, n, x = _unknown(st, stk, memo)
+    p = memo[x] if x != 0 else 0
+    for q in range(n - 1, -1, -1):
+        y = chain[q]
+        ret = stk[y, 0]
+        k = stk[y, 2]
+        if k and ret >= 0 and l4[ret, 0] >= 0:
+            free = lfree[ret]
+            if free >= 0:
+                lo = l4[ret, 2]
+                hi = l4[ret, 3]
+                if k > lo and hi - (k - 1) >= bound + lneed[ret]:
+                    ret = free
+                    k = lo + 1
+        elif k and ret >= 0:
+            lo = k4[ret, 2]
+            hi = k4[ret, 3]
+            b = kbytes[ret]
+            if k >= lo and hi - k > (bound + b - 1) // b:
+                k = max(lo, 1)
+        if ret == stk[y, 0] and p == stk[y, 1] and k == stk[y, 2]:
+            c = y
+        else:
+            c = push(ret, p, k, stk, sh, cnt)
+            if c < 0:
+                return c
+        memo[y] = c
+        p = c
+    return p
+
+
+@njit(cache=True, nogil=True)
+def _full_stack(st, P, stk, sh, cnt, fmemo, froom):
+    """automaton._full_stack: (st with its frames moved as full_canonical, the least
+    room of a moved frame: 1 << 30 when none moved); memo in fmemo / froom (-1 unknown)."""
+    if st == 0:
+        return 0, 1 << 30
+    if fmemo[st] >= 0:
+        return fmemo[st], froom[st]
+    k4, l4, lfree, lneed, kbytes = P[10], P[11], P[14], P[15], P[16]
+    chain, n, x = _unknown(st, stk, fmemo)
+    if x != 0:
+        p = fmemo[x]
+        room = froom[x]
+    else:
+        p = 0
+        room = 1 << 30
+    for q in range(n - 1, -1, -1):
+        y = chain[q]
+        ret = stk[y, 0]
+        k = stk[y, 2]
+        if k and ret >= 0 and l4[ret, 0] >= 0:
+            free = lfree[ret]
+            if free >= 0:
+                lo = l4[ret, 2]
+                hi = l4[ret, 3]
+                r = hi - (k - 1) - lneed[ret]
+                if k > lo and r > 0:
+                    room = min(room, r)
+                    ret = free
+                    k = lo + 1
+        elif k and ret >= 0:
+            lo = k4[ret, 2]
+            hi = k4[ret, 3]
+            c = max(lo, 1)
+            if k >= lo and k != c:
+                room = min(room, (hi - k) * kbytes[ret] + 1)
+                k = c
+        if ret == stk[y, 0] and p == stk[y, 1] and k == stk[y, 2]:
+            c2 = y
+        else:
+            c2 = push(ret, p, k, stk, sh, cnt)
+            if c2 < 0:
+                return c2, room
+        fmemo[y] = c2
+        froom[y] = room
+        p = c2
+    return p, room
+
+
+@njit(cache=True, nogil=True)
+def map_short(s, lim, short, full, room, acc, P, stk, sh, cnt, pool, sinfo, hh, buf, cmemo, fmemo, froom):
+    """automaton.map_short: short[s] = canonical_short(s) (bound lim), full[s], room[s] =
+    full_canonical(s), the new states' accepting flags set. Returns 0, or LIMIT / ROOM."""
+    o = sinfo[s, 0]
+    m = sinfo[s, 1]
+    a = sinfo[s, 2] != 0
+    if m > buf.shape[0]:
+        return LIMIT
+    n0 = cnt[2]
+    same = True
+    for i in range(m):
+        key = pool[o + i]
+        st = np.int32(key & 0xFFFFFFFF)
+        c = _canon_stack(st, lim, P, stk, sh, cnt, cmemo)
+        if c < 0:
+            return c
+        if c != st:
+            same = False
+        buf[i] = ((key >> 32) << 32) | c
+    if same:
+        cs = s
+    else:
+        mm = _sort_dedup(buf, m)
+        cs = intern(buf, mm, a, pool, sinfo, hh, cnt)
+        if cs < 0:
+            return cs
+    rm = 1 << 30
+    same = True
+    for i in range(m):
+        key = pool[o + i]
+        st = np.int32(key & 0xFFFFFFFF)
+        f, r = _full_stack(st, P, stk, sh, cnt, fmemo, froom)
+        if f < 0:
+            return f
+        if r < rm:
+            rm = r
+        buf[i] = ((key >> 32) << 32) | f
+    if rm == 1 << 30:
+        fs = s
+        rm = 0
+    else:
+        mm = _sort_dedup(buf, m)
+        fs = intern(buf, mm, a, pool, sinfo, hh, cnt)
+        if fs < 0:
+            return fs
+    for sid in range(n0, cnt[2]):
+        acc[sid] = sinfo[sid, 2] != 0
+    full[s] = fs
+    room[s] = rm
+    short[s] = cs
+    return 0
