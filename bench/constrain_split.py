@@ -87,7 +87,7 @@ def multi_kind(_rows, _a, _s, configs):
 
 
 def instrument():
-    from furca.constrain import _walk, automaton, gcpause, rows, slices, trie_walks
+    from furca.constrain import _core_kernels, _core_walk_kernels, _walk, automaton, core_rows, gcpause, masks, matcher, rows, slices, trie_walks
 
     timed(rows.Rows, "single", single_kind)
     timed(rows.Rows, "multi", multi_kind)
@@ -107,6 +107,19 @@ def instrument():
             return r
         return g
     _walk._WALK[0] = (counted(walk_range), counted(walk_roots))
+    # the row kernel (core_rows.py, on by default): its walks make the rows they meet
+    timed(core_rows.Core, "walk_roots", "numba walks")
+    timed(core_rows.Core, "row", "kernel rows")
+    timed(_core_walk_kernels, "walk_roots_core", "walk kernel")  # the compiled calls alone
+    timed(_core_kernels, "row", "row kernel")
+    timed(core_rows.Core, "_enter", "kernel enter")
+    timed(core_rows.Core, "_leave", "kernel leave")
+    timed(core_rows.Core, "_headroom", "kernel grow")
+    timed(core_rows.Core, "_grow", "kernel grow")
+    timed(masks.TokenMasks, "_compute_mask_ctx", "mask compute")
+    timed(masks.TokenMasks, "_tiered_mask", "tiered mask")
+    timed(matcher.Matcher, "accept_token", "accept_token")
+    timed(matcher.Matcher, "fill_bitmask", "fill_bitmask")
 
 
 def main():

@@ -23,7 +23,6 @@ from numba import njit
 
 CUT_RET = -2  # stacks.CUT_RET (a leaf module imports nothing of furca)
 MAXDEPTH = 512  # stacks.MAX_STACK_DEPTH
-MAX_CONFIGS = 4096  # automaton.MAX_CONFIGS
 LIMIT = -1  # a row past a limit of the automaton (Python's row raises it)
 ROOM = -2  # the kernel's tables are full (grow them, then again)
 ROW_WORK = 512  # closure steps of one row before it is left to Python
@@ -89,10 +88,11 @@ def _sort_dedup(buf, m):
 @njit(cache=True, nogil=True)
 def intern(keys, m, acc, pool, sinfo, hh, cnt):
     """keys[:m] sorted and distinct (node << 32 | stack); the state id (0: dead, no
-    configuration and not accepting), LIMIT past MAX_CONFIGS, ROOM when a table is full."""
+    configuration and not accepting), LIMIT past cnt[6] configurations (the automaton's
+    MAX_CONFIGS), ROOM when a table is full."""
     if m == 0 and not acc:
         return 0
-    if m > MAX_CONFIGS:
+    if m > cnt[6]:
         return LIMIT
     mask = hh.shape[0] - 1
     h = np.int64(acc) + 7
@@ -384,6 +384,40 @@ def row(s, P, stk, sh, cnt, pool, sinfo, hh, trans, buf, ws, rel, seen, sts, cut
             trans[s, lo:hi] = sid
         lo = hi
     return 0
+
+
+@njit(cache=True, nogil=True)
+def step_byte(s, b, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_need):
+    """trans[s, b] without s's row (automaton._step_byte: the row's successor for byte b
+    alone, the stacks after the byte made for the configurations that take b only, as
+    rows.py's bucket of b); the state id, or LIMIT / ROOM (Python steps it)."""
+    e_off, e_lo, e_hi, e_t = P[0], P[1], P[2], P[3]
+    o = sinfo[s, 0]
+    m = sinfo[s, 1]
+    cnt[4] = ROW_WORK
+    nb = 0
+    acc = False
+    for i in range(m):
+        n = np.int32(pool[o + i] >> 32)
+        x = PAST
+        first = True
+        for j in range(e_off[n], e_off[n + 1]):
+            if e_lo[j] <= b and b <= e_hi[j]:
+                if first:
+                    first = False
+                    x = _byte_stack(n, np.int32(pool[o + i] & 0xFFFFFFFF), P, stk, sh, cnt)
+                    if x == LIMIT or x == ROOM:
+                        return x
+                if x < 0:  # past a length region's maximum: takes no byte
+                    break
+                nb, a = closure(e_t[j], x, P, stk, sh, cnt, buf, nb, ws, rel, seen)
+                if nb < 0:
+                    return nb
+                acc |= a
+    if has_need:
+        nb = _live(buf, nb, P, stk)
+    nb = _sort_dedup(buf, nb)
+    return intern(buf, nb, acc, pool, sinfo, hh, cnt)
 
 
 @njit(cache=True, nogil=True)

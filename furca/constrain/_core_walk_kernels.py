@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._core_kernels import LIMIT, _sort_dedup, intern, push, row
+from ._core_kernels import CUT_RET, LIMIT, _sort_dedup, intern, push, row, step_byte
 from ._walk_kernels import node_state
 
 
@@ -34,17 +34,58 @@ def _row_inline(ps, trans, rows, acc, made, P, stk, sh, cnt, pool, sinfo, hh, bu
 
 
 @njit(cache=True, nogil=True)
-def walk_roots_core(j, i, roots, start, stack, words, rec, keep, depth, byte, end, tok_start, tok_ids, rest,
+def _entry_hit(p, start, P, stk, pool, sinfo):
+    """Whether call_memo.CallMemo.entry, asked for the row-less state p of a walk from
+    `start`, takes over (the walk entered a call below p's trie node): p's base
+    (automaton._base: the longest stack every configuration extends, less the counter
+    frames of no item) is a call or item frame, not the context frame, and on no stack
+    of start's configurations."""
+    item = P[17]
+    o = sinfo[p, 0]
+    m = sinfo[p, 1]
+    if m == 0:
+        return False
+    base = np.int32(pool[o] & 0xFFFFFFFF)
+    for q in range(1, m):
+        if base == 0:
+            break
+        y = np.int32(pool[o + q] & 0xFFFFFFFF)
+        while stk[base, 3] > stk[y, 3]:
+            base = stk[base, 1]
+        while stk[y, 3] > stk[base, 3]:
+            y = stk[y, 1]
+        while base != y:
+            base = stk[base, 1]
+            y = stk[y, 1]
+    while base != 0 and stk[base, 2] != 0 and not (stk[base, 0] >= 0 and item[stk[base, 0]]):
+        base = stk[base, 1]
+    if base == 0 or stk[base, 0] == CUT_RET:
+        return False
+    d = stk[base, 3]
+    o = sinfo[start, 0]
+    for q in range(sinfo[start, 1]):
+        y = np.int32(pool[o + q] & 0xFFFFFFFF)
+        while stk[y, 3] > d:
+            y = stk[y, 1]
+        if y == base:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def walk_roots_core(j, i, roots, start, estart, stack, words, rec, keep, depth, byte, end, tok_start, tok_ids, rest,
                     trans, rows, acc, lim, short, room, full, made, P, stk, sh, cnt, pool, sinfo, hh, buf, ws,
                     rel, seen, sts, cuts, has_need, cmemo, fmemo, froom):
     """_walk_kernels.walk_roots (walk_range's loop written in: a call per root would pass
     its ~35 arrays, their reference counts, for each of up to 10^4 roots), making the
     rows it needs itself (core_rows.Core; the arguments that change from call to call
     first, the rest kept by the caller as one tuple) and mapping new states to their
-    canonical forms (map_short): it returns to Python only where a counter state walked
-    past its room takes one byte (trie_walks.resume), a row or a mapping could not be
-    made here, or the call's budget of rows and mappings is spent. roots = [0] walks the
-    whole trie (stack[0] set by the caller)."""
+    canonical forms (map_short), and the one-byte steps of counter states walked past
+    their room (trie_walks.resume's, _core_kernels.step_byte): it returns to Python only
+    where a row, a step or a mapping could not be made here, or the call's budget of
+    rows, steps and mappings is spent. roots = [0] walks the whole trie (stack[0] set by
+    the caller). estart >= 0: walk_continue's walk with the call memo's entry from state
+    estart, which returns first where that entry takes over (_entry_hit)."""
     one = np.uint32(1)
     cap = rec.shape[0]
     record = cap > 1
@@ -61,6 +102,8 @@ def walk_roots_core(j, i, roots, start, stack, words, rec, keep, depth, byte, en
                 continue
             ps = stack[depth[i] - 1]
             r = rest[i]
+            if not rows[ps] and estart >= 0 and depth[i] >= 2 and _entry_hit(ps, estart, P, stk, pool, sinfo):
+                return j, i  # the call memo's (trie_walks.walk_continue's entry)
             if not rows[ps] and (room[ps] == 0 or r < room[ps]):
                 if cnt[3] <= 0:  # this call's budget of rows spent: Python makes this one (and checks its deadline)
                     return j, i
@@ -69,6 +112,29 @@ def walk_roots_core(j, i, roots, start, stack, words, rec, keep, depth, byte, en
                                    seen, sts, cuts, has_need):
                     return j, i
             s = node_state(ps, byte[i], r, trans, rows, lim, short, room, full)
+            if s < 0 and (not rows[ps] or trans[ps, byte[i]] < 0):
+                # a counter state nearer its bound than the tokens below go (trie_walks.resume):
+                # this byte's successor only, in a row filled in part; in such a row, a byte
+                # not past the room takes the whole row
+                if cnt[3] <= 0 or cnt[2] + 3 > rows.shape[0]:
+                    return j, i
+                cnt[3] -= 1
+                if room[ps] == 0 or r < room[ps]:
+                    if not _row_inline(ps, trans, rows, acc, made, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel,
+                                       seen, sts, cuts, has_need):
+                        return j, i
+                else:
+                    n0 = cnt[2]
+                    t = step_byte(ps, byte[i], P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_need)
+                    if t < 0:
+                        return j, i
+                    for sid in range(n0, cnt[2]):
+                        acc[sid] = sinfo[sid, 2] != 0
+                    if not rows[ps]:
+                        trans[ps, :] = -1
+                        rows[ps] = True
+                    trans[ps, byte[i]] = t
+                s = node_state(ps, byte[i], r, trans, rows, lim, short, room, full)
             if s < 0:
                 t = trans[ps, byte[i]] if rows[ps] else -1
                 if t <= 0 or short[t] != 0 or cnt[3] <= 0 or cnt[2] + 3 > rows.shape[0]:

@@ -318,6 +318,10 @@ class LazyAutomaton:
             with self.lock:
                 if self.expanded[s]:
                     return int(self.trans[s, b])
+                t = self.core.step_byte(self, s, b) if self.core is not None else -1
+                if t >= 0:  # the kernel's (core_rows.py): the same state as below
+                    self._byte_steps[key] = t
+                    return t
                 configs, edges = self.configs[s], self.nfa.edges
                 bucket = [(i, x) for i, (n, _st) in enumerate(configs) for lo, hi, x in edges[n] if lo <= b <= hi]
                 sts = {i: self.byte_stack(*configs[i]) for i, _x in bucket}  # -1: past a length region's maximum

@@ -22,6 +22,7 @@ from functools import partial
 
 import numpy as np
 
+from .stacks import CUT_RET
 from .trie_walks import walk_continue
 
 
@@ -61,15 +62,15 @@ class CallMemo:
         p = int(stack[d - 1])
         if a.walkable[p]:
             return -1, None
-        hit = a.abstract(p)
-        if hit is None:
+        base = a._base(a.configs[p])  # abstract(p)'s base, without interning its state on a miss
+        if not base or a.stacks.frames[base][0] == CUT_RET:
             return -1, None
-        ab, base = hit
         frames = self._frames.get(start)
         if frames is None:
             frames = self._frames[start] = self._stack_frames(start)
         if base in frames:
             return -1, None
+        ab, base = a.abstract(p)
         x = int(trie.dfs_parent[i])
         key = (id(trie), ab, x)
         sub = self._sub.get(key)

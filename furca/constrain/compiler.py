@@ -82,7 +82,8 @@ class GrammarCompiler:
         through every lexeme, its masks filled at every byte of a text through them
         (~0.2 s for Llama-3.1 in a process that has computed no mask yet). Its rows come
         from the kernel (core_rows.py), so the kernel's compiled code is loaded here too
-        (numba's on-disk cache, ~0.1-0.3 s once per process), not in a request's compile.
+        (numba's on-disk cache, ~0.1-0.3 s once per process; each kernel called from
+        Python once), not in a request's compile.
         Not cached in this compiler."""
         info = self.info
         if info in _LEXEMES_DONE:
@@ -95,8 +96,9 @@ class GrammarCompiler:
             m.fill_bitmask(row)
             if not m.accept_string(bytes([b])):
                 raise AssertionError("the lexeme text left its grammar")  # a bug in the constants above
-        for s in range(a.num_states):  # a row of its own (Core.row), not inside a walk
+        for s in range(a.num_states):  # a byte step and a row of their own (Core.step_byte, Core.row)
             if not a.expanded[s]:
+                a._step_byte(s, ord('"'))
                 a.expand(s)
                 break
         _LEXEMES_DONE.add(info)

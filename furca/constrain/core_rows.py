@@ -56,7 +56,8 @@ def pack(nfa):
     (-1: none), tail (the return node of a tail call), end (a rule end), counter (body,
     exit, min, max; -1: none), length (body, exit, min, max or -1; -1: none), tick, need
     (-1: none), the twin without a maximum of a length region (-1: none) and its need, a
-    counter body's fewest bytes (the automaton's canonical forms). ~0.25 ms for the
+    counter body's fewest bytes (the automaton's canonical forms), an item counter
+    (automaton._base). ~0.25 ms for the
     median MaskBench grammar (~700 nodes), once, when its kernel is made."""
     edges, eps = nfa.edges, nfa.eps
     n = len(edges)
@@ -96,9 +97,11 @@ def pack(nfa):
     kbytes = np.ones(n, np.int32)
     for c, b in nfa.counter_bytes.items():
         kbytes[c] = b
+    item = np.zeros(n, np.int32)
+    item[np.fromiter(nfa.item_counters, np.int32, len(nfa.item_counters))] = 1
     return (e_off, np.ascontiguousarray(flat[:, 0]), np.ascontiguousarray(flat[:, 1]),
             np.ascontiguousarray(flat[:, 2]), p_off, p_t, callee, cret, tail, end, k4, l4, tick, need, lfree, lneed,
-            kbytes)
+            kbytes, item)
 
 
 def make(a):
@@ -123,7 +126,7 @@ class Core:
 
     def __init__(self, a, packed):
         """a: the automaton; packed: pack(a.nfa)."""
-        from . import _core_kernels as kern, _core_walk_kernels
+        from . import _core_kernels as kern, _core_walk_kernels, automaton
 
         self._k = kern
         self._walk_core = _core_walk_kernels.walk_roots_core
@@ -137,8 +140,9 @@ class Core:
         # [0] stacks, [1] pool used, [2] states (0: the empty stack, the dead state), [3] the
         # rows and mappings a walk may still make before it returns (WALK_ROWS a call: Python
         # checks the deadline between), [4] the closure steps a row may still take, [5] the
-        # rows a walk made (their states in `made`)
-        self.cnt = np.array([1, 0, 1, 0, 0, 0], np.int64)
+        # rows a walk made (their states in `made`), [6] the most configurations of a state
+        # (automaton.MAX_CONFIGS when the Core is made: past it, Python's intern raises)
+        self.cnt = np.array([1, 0, 1, 0, 0, 0, automaton.MAX_CONFIGS], np.int64)
         self.made = np.zeros(WALK_ROWS, np.int32)  # the states a walk gave rows, to mark expanded after it
         self.stk[0] = (-1, -1, 0, 0)
         # per stack: its canonical form for short tokens, its full_canonical form and room (-1: not yet)
@@ -170,7 +174,7 @@ class Core:
         check_deadline()
         while True:
             self._enter(a)
-            r = k.row(s, self.P, self.stk, self.sh, self.cnt, self.pool, self.sinfo, self.hh, a.trans, self.buf,
+            r = k.row(int(s), self.P, self.stk, self.sh, self.cnt, self.pool, self.sinfo, self.hh, a.trans, self.buf,
                       self.ws, self.rel, self.seen, self.sts, self.cuts, self.has_need)
             self._leave(a)
             if r != k.ROOM:
@@ -178,14 +182,31 @@ class Core:
             if not self._grow(a):
                 return False
 
+    def step_byte(self, a, s, b) -> int:
+        """trans[s, b] of a state s without a row (automaton._step_byte, in one kernel
+        call: _core_kernels.step_byte); -1 where the kernel does not make it (the
+        caller steps it in Python)."""
+        k = self._k
+        while True:
+            self._enter(a)
+            t = k.step_byte(int(s), int(b), self.P, self.stk, self.sh, self.cnt, self.pool, self.sinfo, self.hh, self.buf,
+                            self.ws, self.rel, self.seen, self.has_need)
+            self._leave(a)
+            if t >= 0:
+                return t
+            if t != k.ROOM or not self._grow(a):
+                return -1
+
     def walk_range(self, a, i, stack, trie, words, rec, keep) -> int:
         """_walk.walk_range over the whole trie from node i (stack[0]: the walk's state),
         making the rows it meets: walk_roots below the trie's root."""
         j, i = self.walk_roots(a, 0, i, _ROOT, int(stack[0]), stack, trie, words, rec, keep)
         return trie.num_nodes if j else i
 
-    def walk_roots(self, a, j, i, roots, cont, stack, trie, words, rec, keep) -> tuple[int, int]:
-        """_walk.walk_roots making the rows it meets (_core_kernels.walk_roots_core)."""
+    def walk_roots(self, a, j, i, roots, cont, stack, trie, words, rec, keep, entry=False) -> tuple[int, int]:
+        """_walk.walk_roots making the rows it meets (_core_walk_kernels.walk_roots_core);
+        entry: the walk has the call memo's entry (trie_walks.walk_continue), it returns
+        where that entry takes over."""
         while len(a.configs) + 257 > a._cap:  # room for a row's new states in the per-state arrays
             a._grow()
         self._enter(a)
@@ -201,7 +222,7 @@ class Core:
                     self.sts, self.cuts, self.has_need, self.cmemo, self.fmemo, self.froom)
             self._wargs = ((id(trie), id(a.trans), a._cap, self._gen), args)
         self.cnt[5] = 0
-        j, i = self._walk_core(j, i, roots, cont, stack, words, rec, keep, *args)
+        j, i = self._walk_core(j, i, roots, cont, cont if entry else -1, stack, words, rec, keep, *args)
         self._leave(a)
         made = int(self.cnt[5])
         if made:  # expanded only now: their successors are in the automaton's lists
@@ -217,7 +238,7 @@ class Core:
         n_st, used, n_s = (int(x) for x in self.cnt[:3])
         if n_st + 1 >= len(self.stk) or 2 * (n_st + 1) >= len(self.sh):
             self._grow_stacks(2 * len(self.stk))
-        if used + k.MAX_CONFIGS > len(self.pool) - len(self.buf):
+        if used + int(self.cnt[6]) > len(self.pool) - len(self.buf):
             self._gen += 1
             self.pool = _doubled(self.pool, 2 * len(self.pool) + len(self.buf))
         if n_s + 1 >= len(self.sinfo) or 2 * (n_s + 1) >= len(self.hh):

@@ -44,9 +44,9 @@ def walk_continue(a, roots, trie, cont, words, record=False, entry=None):
     more = []  # accepting nodes found by entry
     j, i = 0, -1
     while True:
-        if a.core is not None and entry is None:  # rows made inside the walk (core_rows.py); with
-            # entry the walk stops at each state without a row, where the call memo may walk for it
-            j, i = a.core.walk_roots(a, j, i, roots, cont, stack, trie, words, rec, trie.keep_all)
+        if a.core is not None:  # rows made inside the walk (core_rows.py); with entry, the walk
+            # returns where the call memo takes over (a row-less state in a call cont is not in)
+            j, i = a.core.walk_roots(a, j, i, roots, cont, stack, trie, words, rec, trie.keep_all, entry is not None)
         else:
             j, i = walk_roots(j, i, roots, cont, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start,
                               trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full,

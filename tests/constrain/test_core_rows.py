@@ -15,6 +15,17 @@ from furca.errors import CompileError
 from .test_json_schema_helpers import instance_text, maskbench_cases
 
 
+@pytest.fixture
+def kernel_on(llama, monkeypatch):
+    """llama's (info, compiler, tokenizer), the kernel on from each grammar's first row
+    (skipped without numba)."""
+    monkeypatch.setenv("FURCA_CORE", "1")
+    if not core_rows.enabled():
+        pytest.skip("numba is not installed (or FURCA_NO_NUMBA is set)")
+    monkeypatch.setattr(automaton, "CORE_AFTER", 0)
+    return llama
+
+
 def _walks(info, tok, schema, tests):
     """(the masks of every step of every valid instance, accepted flags, automaton) of a
     fresh compile (the kernel as the environment says)."""
@@ -35,12 +46,8 @@ def _walks(info, tok, schema, tests):
     return masks, accepted, g.automaton
 
 
-def test_kernel_rows_give_the_same_masks(llama, monkeypatch):
-    info, _compiler, tok = llama
-    monkeypatch.setenv("FURCA_CORE", "1")
-    if not core_rows.enabled():
-        pytest.skip("numba is not installed (or FURCA_NO_NUMBA is set)")
-    monkeypatch.setattr(automaton, "CORE_AFTER", 0)
+def test_kernel_rows_give_the_same_masks(kernel_on, monkeypatch):
+    info, _compiler, tok = kernel_on
     compared = kernel_states = 0
     for name, schema, tests in list(maskbench_cases())[::10]:
         monkeypatch.setenv("FURCA_CORE", "1")
@@ -59,16 +66,85 @@ def test_kernel_rows_give_the_same_masks(llama, monkeypatch):
     assert compared > 500 and kernel_states > 500, (compared, kernel_states)
 
 
-def test_bounds_past_int32_leave_the_grammar_to_python(llama, monkeypatch):
+def test_bounds_past_int32_leave_the_grammar_to_python(kernel_on):
     # a counter bound the kernel's int32 tables cannot hold (a hostile maxLength): the
     # grammar gets no kernel and rows.py computes its rows, its masks as usual
-    info, _compiler, tok = llama
-    monkeypatch.setenv("FURCA_CORE", "1")
-    if not core_rows.enabled():
-        pytest.skip("numba is not installed (or FURCA_NO_NUMBA is set)")
+    info, _compiler, tok = kernel_on
     g = GrammarCompiler(info).compile_json_schema({"type": "string", "maxLength": 10**20})
     assert g.automaton.core is None and g.automaton._rows_to_core == -1
     m = g.matcher()
     assert m.accept_string('"' + "ab" * 40 + '"') and m.can_terminate()
     g2 = GrammarCompiler(info).compile_json_schema({"type": "string", "maxLength": 300})
     assert g2.automaton.core is not None
+
+
+def _decode(g, info, tok, schema, tests):
+    """Each valid instance of tests decoded through g, token by token (mask, accept)."""
+    bm = np.zeros((1, info.num_words), dtype=np.int32)
+    for test in tests:
+        if test["valid"]:
+            m = g.matcher()
+            for t in tok.encode(instance_text(test["data"], schema), add_special_tokens=False).ids:
+                m.fill_bitmask(bm)
+                if not m.accept_token(t):
+                    break
+
+
+def test_kernel_byte_steps_are_pythons(kernel_on):
+    # a state without a row stepped over one byte (automaton._step_byte: accept_token's
+    # path through abstract states, a walk's counter state past its room): the kernel's
+    # successor (core_rows.Core.step_byte) is the very state rows.py's bucket of that
+    # byte gives (the same id: both intern into one automaton), for every byte of the
+    # row-less states of grammars with calls, counters and length regions
+    info, _compiler, tok = kernel_on
+    cases = [({"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 9},
+                                                "b": {"type": "array", "items": {"type": "integer"}, "maxItems": 4},
+                                                "c": {"type": "string", "pattern": "^[a-z]{2,5}-[0-9]+$"}},
+               "required": ["a"]}, [{"valid": True, "data": {"a": "xyzzy", "b": [1, 22, 333], "c": "abc-42"}}])]
+    cases += [(schema, tests) for _name, schema, tests in list(maskbench_cases())[::40]]
+    compared = kernel_made = 0
+    for schema, tests in cases:
+        try:
+            g = GrammarCompiler(info).compile_json_schema(schema)
+        except CompileError:
+            continue
+        a = g.automaton
+        _decode(g, info, tok, schema, tests)  # the states a decode meets: rows, row-less states stepped through
+        core = a.core
+        assert core is not None
+        rowless = [s for s in range(1, a.num_states) if not a.expanded[s] and not a.walkable[s]][:30]
+        for s in rowless:
+            for b in range(256):
+                n0 = a.num_states
+                t = core.step_byte(a, s, b)
+                assert t >= 0
+                kernel_made += a.num_states - n0
+                a.core, a._byte_steps = None, {}
+                try:
+                    assert a._step_byte(s, b) == t, (s, b)
+                finally:
+                    a.core = core
+                compared += 1
+    assert compared > 5000 and kernel_made > 50, (compared, kernel_made)
+
+
+def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
+    # each kernel Python calls is loaded (compiled, or read from numba's disk cache: 0.1-1
+    # s) by the compiler's warm-up, with the argument types requests call it with: a
+    # request's step never waits on it (a byte step's kernel first loaded inside a decode
+    # step cost it 1 s)
+    info, _compiler, tok = kernel_on
+    from furca.constrain import _core_kernels, _core_walk_kernels
+
+    called = [_core_kernels.row, _core_kernels.step_byte, _core_kernels.insert_stacks, _core_kernels.insert_states,
+              _core_walk_kernels.walk_roots_core]
+    GrammarCompiler(info)
+    loaded = [len(k.signatures) for k in called]
+    assert all(loaded), loaded
+    for _name, schema, tests in list(maskbench_cases())[::25]:
+        try:
+            g = GrammarCompiler(info).compile_json_schema(schema)
+        except CompileError:
+            continue
+        _decode(g, info, tok, schema, tests)
+    assert [len(k.signatures) for k in called] == loaded
