@@ -38,6 +38,10 @@ from .deadline import check as check_deadline
 _chain = itertools.chain.from_iterable
 _ROOT = np.zeros(1, np.int32)  # the trie's root as the one root of a walk of the whole trie
 WALK_ROWS = 64  # rows a compiled walk makes before it returns (then Python checks the deadline)
+# stacks and states a walk's kernel call has room for (the kernel cannot grow its tables:
+# Python grows them before the call; past it the walk returns, they grow, it goes on);
+# the tables start at twice that, so a grammar's first walks grow none of them
+WALK_ROOM = 256
 
 
 def enabled() -> bool:
@@ -132,11 +136,12 @@ class Core:
         self._walk_core = _core_walk_kernels.walk_roots_core
         self.P = packed
         self.has_need = bool(a.nfa.need)
-        self.stk = np.zeros((64, 4), np.int32)
-        self.sh = np.full(128, -1, np.int32)
-        self.pool = np.zeros(1024, np.int64)
-        self.sinfo = np.zeros((64, 3), np.int64)
-        self.hh = np.full(128, -1, np.int32)
+        rows = 2 * WALK_ROOM
+        self.stk = np.zeros((rows, 4), np.int32)
+        self.sh = np.full(2 * rows, -1, np.int32)
+        self.pool = np.zeros(4 << 12, np.int64)  # the keys of the states (two buf's room: _headroom)
+        self.sinfo = np.zeros((rows, 3), np.int64)
+        self.hh = np.full(2 * rows, -1, np.int32)
         # [0] stacks, [1] pool used, [2] states (0: the empty stack, the dead state), [3] the
         # rows and mappings a walk may still make before it returns (WALK_ROWS a call: Python
         # checks the deadline between), [4] the closure steps a row may still take, [5] the
@@ -146,9 +151,9 @@ class Core:
         self.made = np.zeros(WALK_ROWS, np.int32)  # the states a walk gave rows, to mark expanded after it
         self.stk[0] = (-1, -1, 0, 0)
         # per stack: its canonical form for short tokens, its full_canonical form and room (-1: not yet)
-        self.cmemo = np.full(64, -1, np.int32)
-        self.fmemo = np.full(64, -1, np.int32)
-        self.froom = np.full(64, -1, np.int64)
+        self.cmemo = np.full(rows, -1, np.int32)
+        self.fmemo = np.full(rows, -1, np.int32)
+        self.froom = np.full(rows, -1, np.int64)
         # scratch of a row: successor keys, the closure's work list, its relative frame
         # chains, its visited set (node, chain, stack, generation), the stacks after the byte
         self.buf = np.zeros(1 << 12, np.int64)
@@ -210,8 +215,8 @@ class Core:
         while len(a.configs) + 257 > a._cap:  # room for a row's new states in the per-state arrays
             a._grow()
         self._enter(a)
-        if (self._nst + 1024 > len(self.stk) or self._ns + 1024 > len(self.sinfo)
-                or int(self.cnt[1]) + 8 * len(self.buf) > len(self.pool)):
+        if (self._nst + WALK_ROOM > len(self.stk) or self._ns + WALK_ROOM > len(self.sinfo)
+                or int(self.cnt[1]) + 2 * len(self.buf) > len(self.pool)):
             self._headroom()
         self.cnt[3] = WALK_ROWS
         key, args = self._wargs
@@ -249,13 +254,13 @@ class Core:
 
     def _headroom(self):
         """Grows the kernel's tables ahead of a walk (which cannot grow them)."""
-        if self._nst + 1024 > len(self.stk):
+        if self._nst + WALK_ROOM > len(self.stk):
             self._grow_stacks(2 * len(self.stk))
-        if self._ns + 1024 > len(self.sinfo):
+        if self._ns + WALK_ROOM > len(self.sinfo):
             self._grow_states(2 * len(self.sinfo))
-        if int(self.cnt[1]) + 8 * len(self.buf) > len(self.pool):
+        if int(self.cnt[1]) + 2 * len(self.buf) > len(self.pool):
             self._gen += 1
-            self.pool = _doubled(self.pool, 2 * len(self.pool) + 8 * len(self.buf))
+            self.pool = _doubled(self.pool, 2 * len(self.pool))
 
     def _grow_stacks(self, rows):
         self._gen += 1
