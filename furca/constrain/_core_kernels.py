@@ -421,6 +421,35 @@ def step_byte(s, b, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_ne
 
 
 @njit(cache=True, nogil=True)
+def step_bytes(x, data, stop_acc, trans, rows, acc, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_need):
+    """x stepped over the bytes of data (automaton.step's loop): through its row where
+    it has one (a row filled in part: where the byte's entry is set), else by step_byte.
+    Returns (j, x, how): how 0, every byte taken (x the state after them); 1, byte j
+    leads to the dead state; 2, byte j leads to an accepting state and stop_acc (x the
+    state before it: automaton._step_abstract stops there); 3, byte j not stepped here
+    (a limit, the tables full, no room in the per-state arrays: x the state before it,
+    Python steps on)."""
+    for j in range(data.shape[0]):
+        b = data[j]
+        y = trans[x, b] if rows[x] else -1
+        if y < 0:
+            n0 = cnt[2]
+            if n0 + 1 > acc.shape[0]:
+                return j, x, 3
+            y = step_byte(x, b, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_need)
+            if y < 0:
+                return j, x, 3
+            for sid in range(n0, cnt[2]):
+                acc[sid] = sinfo[sid, 2] != 0
+        if y == 0:
+            return j, x, 1
+        if stop_acc and acc[y]:
+            return j, x, 2
+        x = y
+    return data.shape[0], x, 0
+
+
+@njit(cache=True, nogil=True)
 def insert_stacks(first, stop, stk, sh):
     """Enters the stacks first .. stop - 1 (their frames already in stk) into the hash table."""
     mask = sh.shape[0] - 1

@@ -195,8 +195,8 @@ class LazyAutomaton:
         states a matcher steps through inside a rule get their masks from their abstract
         states (masks.TokenMasks), so their rows would be built only for this, interning
         a state per byte class. Such a state is stepped over its abstract state's rows
-        as far as the token stays inside the rule (_step_abstract), then one byte at a
-        time (_step_byte)."""
+        as far as the token stays inside the rule (_step_abstract), then byte by byte
+        (_bytes: through rows, or the kernel's byte steps, or _step_byte)."""
         key = (s, data)
         hit = self.step_cache.get(key)
         if hit is not None:
@@ -204,15 +204,10 @@ class LazyAutomaton:
         t, rest = s, data
         if not self.expanded[s] and len(data) > 1:
             t, rest = self._step_abstract(s, data)
-        trans, expanded = self.trans, self.expanded
-        for b in rest:
-            if t == 0:
-                break
-            if expanded[t]:
-                t = trans.item(t, b)  # a Python int, ~60 ns less than int(trans[s, b])
-            else:
-                t = self._step_byte(t, b)
-                trans, expanded = self.trans, self.expanded  # interning may have grown them
+        if t and rest:
+            _j, t, how = self._bytes(t, rest, False)
+            if how == 1:
+                t = 0
         if len(data) <= MAX_STEP_KEY:
             if len(self.step_cache) >= MAX_STEPS_CACHED:
                 self.step_cache.clear()  # cleared, never rebound: matchers hold it
@@ -283,20 +278,11 @@ class LazyAutomaton:
             return s, data
         x, base = hit
         with self.lock:
-            trans, expanded, accepting = self.trans, self.expanded, self.accepting
-            j = 0
-            for b in data:
-                if expanded[x]:
-                    y = trans.item(x, b)
-                else:
-                    y = self._step_byte(x, b)
-                    trans, expanded = self.trans, self.expanded
-                if y == 0:
-                    return 0, b""
-                if accepting[y]:  # a configuration returned through the base: the caller's part
-                    break
-                x = y
-                j += 1
+            # up to the first byte that leads to an accepting state (a configuration returned
+            # through the base: the caller's part)
+            j, x, how = self._bytes(x, data, True)
+            if how == 1:
+                return 0, b""
             if j == 0:
                 return s, data
             configs = self.configs[x]
@@ -307,6 +293,34 @@ class LazyAutomaton:
                 # does not rebase and intern it again
                 self._abstract[t] = (x, base)
             return t, data[j:]
+
+    def _bytes(self, x: int, data: bytes, stop_acc: bool) -> tuple[int, int, int]:
+        """x stepped over data: (j, x, how) as _core_kernels.step_bytes (how 0: every
+        byte taken, x the state after them; 1: byte j leads to the dead state; 2: byte j
+        leads to an accepting state and stop_acc, x the state before it). Through the
+        rows of expanded states; from the first state without one, the rest in one
+        kernel call (core_rows.py: a call per token, not per byte), else by _step_byte."""
+        trans, expanded, accepting = self.trans, self.expanded, self.accepting
+        j, n = 0, len(data)
+        while j < n:
+            if expanded[x]:
+                y = trans.item(x, data[j])  # a Python int, ~60 ns less than int(trans[s, b])
+            else:
+                if self.core is not None:
+                    with self.lock:
+                        k, x, how = self.core.step_bytes(self, x, data[j:], stop_acc)
+                    j += k
+                    if how != 3:
+                        return j, x, how
+                y = self._step_byte(x, data[j])  # what the kernel did not step (a limit, full tables)
+                trans, expanded, accepting = self.trans, self.expanded, self.accepting  # interning may grow them
+            if y == 0:
+                return j, x, 1
+            if stop_acc and accepting[y]:
+                return j, x, 2
+            x = y
+            j += 1
+        return n, x, 0
 
     def _step_byte(self, s: int, b: int) -> int:
         """trans[s, b] without building s's row (the same state: the same configurations

@@ -96,8 +96,9 @@ class GrammarCompiler:
             m.fill_bitmask(row)
             if not m.accept_string(bytes([b])):
                 raise AssertionError("the lexeme text left its grammar")  # a bug in the constants above
-        for s in range(a.num_states):  # a byte step and a row of their own (Core.step_byte, Core.row)
+        for s in range(a.num_states):  # byte steps and a row of their own (Core.step_bytes, step_byte, row)
             if not a.expanded[s]:
+                a._bytes(s, b'"', False)
                 a._step_byte(s, ord('"'))
                 a.expand(s)
                 break

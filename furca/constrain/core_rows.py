@@ -202,6 +202,18 @@ class Core:
             if t != k.ROOM or not self._grow(a):
                 return -1
 
+    def step_bytes(self, a, x, data, stop_acc) -> tuple[int, int, int]:
+        """x stepped over the bytes data (automaton.step's loops, in one kernel call:
+        _core_kernels.step_bytes, whose (j, x, how) it returns)."""
+        while len(a.configs) + len(data) + 1 > a._cap:  # room for a state a byte
+            a._grow()
+        self._enter(a)
+        r = self._k.step_bytes(int(x), np.frombuffer(data, np.uint8), stop_acc, a.trans, a.walkable, a.acc, self.P,
+                               self.stk, self.sh, self.cnt, self.pool, self.sinfo, self.hh, self.buf, self.ws,
+                               self.rel, self.seen, self.has_need)
+        self._leave(a)
+        return r
+
     def walk_range(self, a, i, stack, trie, words, rec, keep) -> int:
         """_walk.walk_range over the whole trie from node i (stack[0]: the walk's state),
         making the rows it meets: walk_roots below the trie's root."""
