@@ -7,10 +7,15 @@ LIST: schema file names (one a line, e.g. the slowest ones `bench/constrain_ab.p
 prints). Per schema: a cold compile and first mask, then every valid instance token by
 token (fill_bitmask + accept_token), thread CPU time. For the steps over --over-us it
 sums the time of: the walk resumes (masks' trie_walks.resume: the expansions a walk
-returns for), the slice search, the numba walk calls, accept_token's byte steps through
-row-less states, and transition rows by kind (multi-configuration by size,
-single-configuration on plain nodes or not). Parts nest (a resume holds rows), so the
-shares overlap; the wrappers make the run ~1.3x slow. Figures: bench/results/constrain.md.
+returns for), the slice search, the numba walk calls (with the row kernel, core_rows.py:
+Core.walk_roots, which makes rows inside, and apart "walk kernel", its compiled calls
+alone), the row kernel's parts (its rows for Python's expand, the compiled row calls,
+entering and leaving its tables, their growth), accept_token and its byte steps through
+row-less states, fill_bitmask, a new mask's computation, tiered masks, and Python's
+transition rows by kind (multi-configuration by size, single-configuration on plain
+nodes or not). Parts nest (a resume holds rows, fill_bitmask everything of a mask), so
+the shares overlap; the wrappers make the run ~1.3x slow. Figures:
+bench/results/constrain.md.
 
 Then, per part, the steps as they would be if that part were free (its time taken out
 of every step it ran in): their p99 and how many stay over --over-us. "rows" is every
