@@ -85,15 +85,9 @@ def _sort_dedup(buf, m):
     return m
 
 
-@njit(cache=True, nogil=True)
-def intern(keys, m, acc, pool, sinfo, hh, cnt):
-    """keys[:m] sorted and distinct (node << 32 | stack); the state id (0: dead, no
-    configuration and not accepting), LIMIT past cnt[6] configurations (the automaton's
-    MAX_CONFIGS), ROOM when a table is full."""
-    if m == 0 and not acc:
-        return 0
-    if m > cnt[6]:
-        return LIMIT
+@njit(cache=True, nogil=True, inline="always")
+def _probe(keys, m, acc, pool, sinfo, hh):
+    """(the id of the state keys[:m], acc in the table or -1, the slot it is at or would go)."""
     mask = hh.shape[0] - 1
     h = np.int64(acc) + 7
     for i in range(m):
@@ -102,7 +96,7 @@ def intern(keys, m, acc, pool, sinfo, hh, cnt):
     while True:
         x = hh[h]
         if x < 0:
-            break
+            return -1, h
         if sinfo[x, 1] == m and sinfo[x, 2] == acc:
             o = sinfo[x, 0]
             same = True
@@ -111,8 +105,23 @@ def intern(keys, m, acc, pool, sinfo, hh, cnt):
                     same = False
                     break
             if same:
-                return x
+                return x, h
         h = (h + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def intern(keys, m, acc, pool, sinfo, hh, cnt):
+    """keys[:m] sorted and distinct (node << 32 | stack); the state id (0: dead, no
+    configuration and not accepting), LIMIT past cnt[6] configurations (the automaton's
+    MAX_CONFIGS), ROOM when a table is full. Python's new states come here too
+    (core_rows.Core.intern)."""
+    if m == 0 and not acc:
+        return 0
+    if m > cnt[6]:
+        return LIMIT
+    x, h = _probe(keys, m, acc, pool, sinfo, hh)
+    if x >= 0:
+        return x
     sid = cnt[2]
     o = cnt[1]
     if sid >= sinfo.shape[0] or 2 * sid >= hh.shape[0] or o + m > pool.shape[0]:

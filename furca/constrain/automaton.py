@@ -59,6 +59,24 @@ def _grown(x, cap):
     return out
 
 
+class _Configs(list):
+    """State id -> its configurations (a sorted tuple of (node, stack) pairs). A state the
+    row kernel made (core_rows.Core) is None here until Python first reads it, then made
+    (Core.configs_of): ~85% of them are never read (a walk's states between trie nodes),
+    and making each a tuple and an interning key cost ~9% of the slow steps' time."""
+
+    __slots__ = ("core", "ids")
+
+    def __getitem__(self, i):
+        x = list.__getitem__(self, i)
+        if x is None:
+            x = self.core.configs_of(i if i >= 0 else i + len(self), self, self.ids)
+        return x
+
+    def __iter__(self):
+        return map(self.__getitem__, range(len(self)))
+
+
 class LazyAutomaton:
     """The automaton of one grammar against one tokenizer: expand(s) / step(s, data) /
     accepting[s] / forced_bytes(s). Token masks: masks.TokenMasks over it."""
@@ -71,8 +89,13 @@ class LazyAutomaton:
         # the closures' methods the automaton and its parts call most, bound once
         self.closure, self.closure_of, self.template, self.byte_stack = (
             cl.closure, cl.closure_of, cl.template, cl.byte_stack)
+        # the kernel that computes rows (core_rows.py), made at the row after the first
+        # CORE_AFTER where numba is installed and FURCA_CORE is not 0; None before and else
+        # (_rows_to_core -1)
+        self.core = None
         self._state_ids = {}
-        self.configs = []  # state id -> tuple of (node, stack)
+        self.configs = _Configs()  # state id -> tuple of (node, stack) (the kernel's states made on read)
+        self.configs.core, self.configs.ids = None, self._state_ids
         self.accepting = []  # state id -> bool
         self._cap = 64
         self.trans = np.zeros((self._cap, 256), dtype=np.int32)
@@ -108,10 +131,6 @@ class LazyAutomaton:
         self.expanded[0] = self.walkable[0] = True
         self.cut = self.stacks.push(CUT_RET, 0)  # the context frame of abstract states (masks.py)
         self.start = self.intern(*self.closure_of([(nfa.start, 0)]))
-        # the kernel that computes rows (core_rows.py), made at the row after the first
-        # CORE_AFTER where numba is installed and FURCA_CORE is not 0; None before and else
-        # (_rows_to_core -1)
-        self.core = None
         self._rows_to_core = CORE_AFTER if core_rows.enabled() else -1
 
     @property
@@ -133,6 +152,12 @@ class LazyAutomaton:
             if len(key[0]) > MAX_CONFIGS:
                 raise AutomatonLimit(f"more than {MAX_CONFIGS} parallel parses (grammar too ambiguous)")
             sid = len(self.configs)
+            if self.core is not None and sid < MAX_STATES:  # the kernel's table: a state it made, or this one new
+                hit = self.core.intern(self, key)
+                if hit is not None:
+                    if not hit[1]:
+                        return hit[0]
+                    sid = hit[0]
             if sid >= MAX_STATES:
                 raise AutomatonLimit(f"more than {MAX_STATES} automaton states")
             self._state_ids[key] = sid
@@ -179,7 +204,7 @@ class LazyAutomaton:
                 self._rows_to_core -= 1
             elif self._rows_to_core == 0:
                 self._rows_to_core = -1
-                self.core = core_rows.make(self)
+                self.core = self.configs.core = core_rows.make(self)
             if self.core is not None and self.core.row(self, s):
                 pass  # the kernel's row (core_rows.py): the same as rows.py's
             elif len(configs) == 1:  # most states (one position in a rule): the node's template

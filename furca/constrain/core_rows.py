@@ -334,9 +334,48 @@ class Core:
             self._k.insert_states(first, n_s, self.pool, self.sinfo, self.hh)
             self.cnt[2] = self._ns = n_s
 
+    def configs_of(self, sid, configs, ids) -> tuple:
+        """The configurations of a state the kernel made (automaton._Configs asks on its
+        first read): made a tuple, stored in configs and its key in ids (the automaton's
+        list and interning dict; the Core keeps no reference to either)."""
+        off, m, acc = self.sinfo[sid].tolist()
+        cfg = tuple([(x >> 32, x & 0xFFFFFFFF) for x in self.pool[off:off + m].tolist()])
+        ids[(cfg, acc != 0)] = sid
+        list.__setitem__(configs, sid, cfg)
+        return cfg
+
+    def intern(self, a, key):
+        """automaton.intern's miss, in the kernel's table: (sid, new). A state the kernel
+        made and Python has not read yet is made now (configs_of; new False); a new one
+        is interned there (new True: the caller appends it to the automaton's lists at
+        sid, which is len(a.configs)). One call where Python would intern the state and
+        enter it at the next kernel call. None where the kernel cannot (a limit: Python
+        interns it, and raises)."""
+        cfg, acc = key
+        m = len(cfg)
+        if m > len(self.buf) or m > self.cnt[6]:
+            return None
+        if len(a.configs) != self._ns:  # states Python made before the kernel: ids in step
+            self._enter(a)
+        keys = np.fromiter([(n << 32) | st for n, st in cfg], np.int64, m)
+        k = self._k
+        while True:
+            sid = k.intern(keys, m, bool(acc), self.pool, self.sinfo, self.hh, self.cnt)
+            if sid != k.ROOM:
+                break
+            if not self._grow(a):
+                return None
+        if sid < 0:
+            return None
+        if sid < self._ns:
+            self.configs_of(sid, a.configs, a._state_ids)
+            return sid, False
+        self._ns = sid + 1  # Python appends it now
+        return sid, True
+
     def _leave(self, a):
-        """Appends the stacks and states the kernel made to the automaton's (one or a few
-        a row: element by element, cheaper than vectorised numpy at that size)."""
+        """Appends the stacks the kernel made to the automaton's, and its states (their
+        accepting flags; their configurations None until read: automaton._Configs)."""
         n_st, _used, n_s = self.cnt[:3].tolist()
         if n_st == self._nst and n_s == self._ns:
             return
@@ -344,25 +383,20 @@ class Core:
         first = self._nst
         self._nst, self._ns = n_st, n_s
         if n_st > first:
-            frames, depth, ids, stk = stacks.frames, stacks.depth, stacks._ids, self.stk
-            for sid in range(first, n_st):
-                ret, par, k, d = stk[sid].tolist()
+            frames, depth, ids = stacks.frames, stacks.depth, stacks._ids
+            for sid, (ret, par, k, d) in enumerate(self.stk[first:n_st].tolist(), first):
                 key = (ret, par, k)
                 frames.append(key)
                 depth.append(d)
                 ids[key] = sid
         first = len(a.configs)
-        if n_s > first:
-            configs, accepting, state_ids, sinfo, pool = a.configs, a.accepting, a._state_ids, self.sinfo, self.pool
+        if n_s > first:  # their configurations made when Python reads them (configs_of)
             while n_s > a._cap:
                 a._grow()
-            acc_arr = a.acc
-            for sid in range(first, n_s):
-                off, m, acc = sinfo[sid].tolist()
-                cfg = tuple([(x >> 32, x & 0xFFFFFFFF) for x in pool[off:off + m].tolist()])
-                acc = acc != 0
-                state_ids[(cfg, acc)] = sid
-                configs.append(cfg)
-                accepting.append(acc)
-                if acc:
+            accs = self.sinfo[first:n_s, 2].tolist()
+            a.configs.extend([None] * len(accs))
+            accepting, acc_arr = a.accepting, a.acc
+            for sid, x in enumerate(accs, first):
+                accepting.append(x != 0)
+                if x:
                     acc_arr[sid] = True

@@ -117,18 +117,19 @@ def test_kernel_byte_steps_are_pythons(kernel_on):
         _decode(g, info, tok, schema, tests)  # the states a decode meets: rows, row-less states stepped through
         core = a.core
         assert core is not None
+        kernel_step = core.step_byte
         rowless = [s for s in range(1, a.num_states) if not a.expanded[s] and not a.walkable[s]][:30]
         for s in rowless:
             for b in range(256):
                 n0 = a.num_states
-                t = core.step_byte(a, s, b)
+                t = kernel_step(a, s, b)
                 assert t >= 0
                 kernel_made += a.num_states - n0
-                a.core, a._byte_steps = None, {}
+                core.step_byte, a._byte_steps = lambda *_: -1, {}  # rows.py's bucket (interning as ever)
                 try:
                     assert a._step_byte(s, b) == t, (s, b)
                 finally:
-                    a.core = core
+                    del core.step_byte
                 compared += 1
     assert compared > 5000 and kernel_made > 50, (compared, kernel_made)
 
@@ -140,7 +141,7 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     # step cost it 1 s, read from the disk cache 14 ms). In a fresh process: the warm-up
     # alone; here: decodes add no signature
     info, _compiler, tok = kernel_on
-    names = "K.row, K.step_byte, K.step_bytes, K.insert_stacks, K.insert_states, W.walk_roots_core"
+    names = "K.row, K.step_byte, K.step_bytes, K.insert_stacks, K.insert_states, K.intern, W.walk_roots_core"
     code = ("from furca.constrain import GrammarCompiler, TokenizerInfo, _core_kernels as K, _core_walk_kernels as W\n"
             "from constrain.tokenizers_cache import tokenizer_json\n"
             "path, eos = tokenizer_json('llama3_1')\n"
@@ -152,10 +153,10 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     fresh = json.loads(run.stdout.strip().splitlines()[-1])
-    assert len(fresh) == 6 and all(fresh), fresh
+    assert len(fresh) == 7 and all(fresh), fresh
     from furca.constrain import _core_kernels as K, _core_walk_kernels as W  # noqa: N812
 
-    called = [K.row, K.step_byte, K.step_bytes, K.insert_stacks, K.insert_states, W.walk_roots_core]  # as `names`
+    called = [K.row, K.step_byte, K.step_bytes, K.insert_stacks, K.insert_states, K.intern, W.walk_roots_core]  # as names
     GrammarCompiler(info)
     loaded = [len(k.signatures) for k in called]
     for _name, schema, tests in list(maskbench_cases())[::25]:
@@ -165,3 +166,30 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
             continue
         _decode(g, info, tok, schema, tests)
     assert [len(k.signatures) for k in called] == loaded
+
+
+def test_the_kernels_states_are_read_when_python_needs_them(kernel_on):
+    # the states the kernel makes stay in its table until Python reads them
+    # (automaton._Configs: most never are); read, each is the configurations it was
+    # interned with, and interning them again (Python's own states go through the
+    # kernel's table too: core_rows.Core.intern) gives its id back: no state has two ids
+    info, _compiler, tok = kernel_on
+    unread = checked = 0
+    for _name, schema, tests in list(maskbench_cases())[::20]:
+        try:
+            g = GrammarCompiler(info).compile_json_schema(schema)
+        except CompileError:
+            continue
+        _decode(g, info, tok, schema, tests)
+        a = g.automaton
+        raw = [list.__getitem__(a.configs, s) for s in range(a.num_states)]
+        unread += sum(x is None for x in raw)
+        keys = set()
+        for s in range(a.num_states):
+            cfg = a.configs[s]
+            assert cfg == tuple(sorted(cfg)) and a.intern(cfg, a.accepting[s]) == s, (s, cfg)
+            keys.add((cfg, a.accepting[s]))
+            checked += 1
+        assert len(keys) == a.num_states
+        assert all(list.__getitem__(a.configs, s) is not None for s in range(a.num_states))
+    assert checked > 2000 and unread > checked // 4, (checked, unread)
