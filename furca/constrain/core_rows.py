@@ -14,12 +14,14 @@ per-node caches serve): the caller computes it in Python. Rows, states and stack
 the same either way (the kernel follows closures.py and rows.py; test_rows.py,
 test_expand_plans.py and test_core_rows.py compare them).
 
-The ids stay in step both ways: the stacks and states that Python made since the last
-kernel call (the ids past the kernel's counts) are entered into the kernel tables before
-the next one; those the kernel makes are appended to the automaton's lists and dicts
-(configs, accepting, the interning dicts, frames, depth) right after it. The
-Core holds no reference to the automaton (which owns it): a dropped grammar is freed
-by reference counts. Made with the grammar (its first row, inside the compile's first
+The ids stay in step both ways: the stacks Python pushed since the last kernel call
+(the ids past the kernel's count) are entered into the kernel tables before the next
+one, and Python's new states are interned in the kernel's table as they are made
+(`intern`); the stacks the kernel makes are appended to the automaton's (frames, depth,
+the interning dict) right after it, and its states too, their accepting flags at once
+and their configurations when Python first reads them (automaton._Configs,
+`configs_of`: most never are). The Core holds no reference to the automaton (which
+owns it): a dropped grammar is freed by reference counts. Made with the grammar (its first row, inside the compile's first
 mask) where numba is installed, unless FURCA_CORE=0 (the automaton's ``core`` is then
 None): made later, inside a decode step, its packing and first calls cost that step more
 than its rows saved at the per-token p99 (DESIGN.md, "Rows in a kernel", has the
