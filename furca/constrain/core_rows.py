@@ -355,7 +355,7 @@ class Core:
         interns it, and raises)."""
         cfg, acc = key
         m = len(cfg)
-        if m > len(self.buf) or m > self.cnt[6]:
+        if m > self.cnt[6]:
             return None
         if len(a.configs) != self._ns:  # states Python made before the kernel: ids in step
             self._enter(a)
