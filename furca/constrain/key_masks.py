@@ -22,7 +22,9 @@ when the key it closed is a name. So
     mask(state) = (mask(A) less the tokens below the trie nodes z) | mask(the rest of the state)
 
 with masks taken as a state's abstract walk gives them (the words, and the trie nodes
-where its rule returned). mask(A) is walked once per trie and stack; the rest of the
+where its rule returned). mask(A) is walked once per trie and stack, with the object's
+own frame cut (_any_key: the same for every context of the object, each context's
+continued after the object's end); the rest of the
 state (the declared keys' literals) is narrow, and is walked over the same trie so that
 the return nodes of both parts index one trie.
 
@@ -48,6 +50,7 @@ import numpy as np
 
 from .bitmask import clear_ids
 from .key_trie import is_plain
+from .stacks import CUT_RET
 from .trie_walks import walk_continue, walk_recording
 
 MAX_CHECK_PAIRS = 512  # state pairs of _rules_fit's bisimulation past which a trie is walked as before
@@ -157,23 +160,15 @@ class KeyTrieMasks:
                 rest.append((n, st))
         return k, st_k, tuple(rest)
 
-    def words(self, s, parts, compute, entry=None):
+    def words(self, s, parts, compute, entry=None, cont_of=None):
         """(words, return nodes, trie, base) of s's abstract walk from parts = split(s),
         base being the read-only "any key" words (int32) it began as (masks.Delta);
         compute(state) -> (words, return nodes, trie) of a state's own recording walk
-        (masks.TokenMasks)."""
+        (masks.TokenMasks); cont_of(frame) -> the state after returning from it (with
+        entry, the call memo's: _any_key)."""
         a = self._a
         k, st_k, rest = parts
-        narrow_to = self._marks[k][0]
-        key = (narrow_to, st_k)
-        hit = self._any.get(key)
-        if hit is None:
-            any_key = a.intern(*a.closure(narrow_to, st_k))
-            hit = compute(any_key)
-            self._any[key] = hit
-            self.nbytes += hit[0].nbytes + hit[1].nbytes
-        any_words, any_roots, trie = hit
-        any_words.setflags(write=False)  # kept: the masks made from it may refer to it (masks.Delta)
+        any_words, any_roots, trie = self._any_key(self._marks[k][0], st_k, compute, entry, cont_of)
         words = any_words.copy()
         roots = any_roots
         end, tok_start, tok_ids = trie.dfs_end, trie.tok_start, trie.tok_ids
@@ -194,6 +189,41 @@ class KeyTrieMasks:
             if more:
                 roots = np.union1d(roots, np.concatenate(more)).astype(np.int32)
         return words, roots, trie, any_words.view("<i4")
+
+    def _any_key(self, narrow_to, st, compute, entry, cont_of):
+        """(words, return nodes, trie) of the "any key" state (after a narrow character)
+        of the trie at stack st, kept per (narrow_to, st), its words read-only (the masks
+        made from them may refer to them: masks.Delta). Where st holds a frame of the
+        grammar's own (automaton._base: the object's call, under its counter frames), the
+        words are those of the same state with that frame cut (its object's keys, values
+        and end, shared by every object over the same trie, whatever its context: Github
+        and Kubernetes schemas meet the same trie from several places and nesting
+        depths), continued below the nodes where the object ended from the state after
+        the frame's return (as call_memo.CallMemo.entry): exact, the tokens from the
+        state being those that stay inside the object plus those that leave it."""
+        key = (narrow_to, st)
+        hit = self._any.get(key)
+        if hit is not None:
+            return hit
+        a = self._a
+        base = a._base([(narrow_to, st)]) if cont_of is not None else 0
+        if not base or a.stacks.frames[base][0] == CUT_RET:
+            hit = compute(a.intern(*a.closure(narrow_to, st)))
+        else:
+            cut = a.stacks.rebased([(narrow_to, st)], base, a.cut)[0][1]
+            words, roots, trie = self._any_key(narrow_to, cut, compute, entry, cont_of)
+            words = words.copy()
+            found = np.zeros(0, dtype=np.int32)
+            cont = cont_of(base) if len(roots) else 0
+            if cont:
+                found = walk_continue(a, roots, trie, cont, words, record=True, entry=entry)
+                if a.accepting[cont]:  # the object was the last thing s's rule had left
+                    found = np.concatenate([found, roots])
+            hit = (words, found.astype(np.int32), trie)
+        hit[0].setflags(write=False)
+        self._any[key] = hit
+        self.nbytes += hit[0].nbytes + hit[1].nbytes
+        return hit
 
     def _literal_walks(self, configs, trie, words, entry=None):
         """Sets in words the tokens that the configurations on literal bytes allow;

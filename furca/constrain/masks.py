@@ -447,7 +447,8 @@ class TokenMasks:
         parts = self._keys.split(s) if self._keys is not None and _walk.get_walk_range() is not None else None
         if parts is not None:  # at a key trie node: from the trie's shared "any key" walk
             n0 = self._keys.nbytes
-            words, roots, trie, base = self._keys.words(s, parts, self._compute_recorded, self._call_entry)
+            words, roots, trie, base = self._keys.words(s, parts, self._compute_recorded, self._call_entry,
+                                                           self._cont_of)
             self.mask_bytes += self._keys.nbytes - n0
             if record:
                 return words, roots, trie, base

@@ -92,3 +92,63 @@ def test_a_trie_whose_rules_do_not_fit_is_walked_whole():
     g = GrammarCompiler(info).compile_json_schema(SCHEMA)
     walk_checking_masks(accept_bytes(g, '{"a'), info, random.Random(0), 4)
     assert g.masks._keys._fits and all(g.masks._keys._fits.values())
+
+
+# one object schema with a key trie, met at the root's member, in an array's items and one
+# level deeper: its "any key" words are walked once with the object's frame cut and
+# continued per context below the nodes where the object ends (KeyTrieMasks._any_key)
+SHARED = {"$defs": {"env": {"type": "object", "properties": {"ab": {"type": "integer"}, "b": {"type": "string"}},
+                            "additionalProperties": {"type": "string"}}},
+          "type": "object",
+          "properties": {"one": {"$ref": "#/$defs/env"},
+                         "many": {"type": "array", "items": {"$ref": "#/$defs/env"}},
+                         "deep": {"type": "object", "properties": {"env": {"$ref": "#/$defs/env"}}}},
+          "additionalProperties": False}
+ENDS = ['"}', '"},', '"}]', '"}}', '"},{"', 'x"}', 'x"},"', 'x"}]}', '":"x"}', '":"x"},', 'b":"x"}}', '"}],"']
+
+
+def _counting_any_key_walks(g):
+    """Counts the "any key" states walked (TokenMasks._compute_recorded, which only
+    KeyTrieMasks.words calls) in the returned list."""
+    walks, compute = [], g.masks._compute_recorded
+
+    def counted(s):
+        walks.append(s)
+        return compute(s)
+    g.masks._compute_recorded = counted
+    return walks
+
+
+def _contexts_shared(g, walks):
+    """Whether "any key" words were made for more stacks than were walked: the other
+    contexts' from the cut stack's (a key at the cut stack, one at another stack)."""
+    a = g.automaton
+    anys = g.masks._keys._any
+    return len(anys) > len(walks) and any((n, a.cut) in anys and st != a.cut for n, st in anys)
+
+
+def test_any_key_words_shared_across_contexts_equal_brute_force():
+    info = byte_info(EXTRA + ENDS)
+    g = GrammarCompiler(info).compile_json_schema(SHARED)
+    walks = _counting_any_key_walks(g)
+    prefixes = ('{"one":{"', '{"one":{"a', '{"many":[{"', '{"many":[{"b":"x"},{"', '{"deep":{"env":{"',
+                '{"deep":{"env":{"ab":1,"', '{"one":{"b":"y","')
+    for k, prefix in enumerate(prefixes):
+        walk_checking_masks(accept_bytes(g, prefix), info, random.Random(k), 12)
+    assert _contexts_shared(g, walks)
+
+
+def test_any_key_words_shared_across_contexts_equal_the_whole_walk(llama):
+    info, _compiler, tok = llama
+    doc = {"one": {"ab": 1, "b": "s", "zz": "q"}, "many": [{"x": "1"}, {"ab": 2, "y": "2"}, {}],
+           "deep": {"env": {"ab": 3, "k": "v"}}}
+    fast = GrammarCompiler(info).compile_json_schema(SHARED)
+    whole = GrammarCompiler(info).compile_json_schema(SHARED)
+    whole.masks._keys = None  # every abstract state walked as it is
+    walks = _counting_any_key_walks(fast)
+    mf, mw = fast.matcher(), whole.matcher()
+    for t in tok.encode(json.dumps(doc, separators=(",", ":")), add_special_tokens=False).ids:
+        assert (allowed_set(mf, info) == allowed_set(mw, info)).all()
+        assert mf.accept_token(t) and mw.accept_token(t)
+    assert mf.can_terminate()
+    assert _contexts_shared(fast, walks)
