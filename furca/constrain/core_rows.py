@@ -9,7 +9,7 @@ every byte class, their successors interned) where `LazyAutomaton.expand` would 
 run rows.py; ``walk_roots`` / ``walk_range`` are the trie walks that make the rows and
 canonical forms they meet (_core_kernels.walk_roots_core). A row returns False where
 the kernel does not make it (a limit of the automaton, which Python's row then raises;
-a state of over 64 configurations or a closure past its budget, which rows.py's
+a state of over 256 configurations or a closure past its budget, which rows.py's
 per-node caches serve): the caller computes it in Python. Rows, states and stacks are
 the same either way (the kernel follows closures.py and rows.py; test_rows.py,
 test_expand_plans.py and test_core_rows.py compare them).
@@ -162,7 +162,7 @@ class Core:
         self.ws = np.zeros((1 << 10, 3), np.int64)
         self.rel = np.zeros((64, 3), np.int64)
         self.seen = np.zeros((1 << 11, 4), np.int64)
-        self.sts = np.zeros(64, np.int32)  # a state of over 64 configurations: rows.py's row (its layouts)
+        self.sts = np.zeros(256, np.int32)  # a state of over 256 configurations: rows.py's row (its layouts)
         self.cuts = np.zeros(257, np.bool_)
         self._nst, self._ns = 1, 1  # the counts of stacks and states both sides hold (cnt[0], cnt[2])
         self._gen = 0  # bumped when a table of the kernel is replaced (grown)

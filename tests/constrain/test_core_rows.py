@@ -193,3 +193,31 @@ def test_the_kernels_states_are_read_when_python_needs_them(kernel_on):
         assert len(keys) == a.num_states
         assert all(list.__getitem__(a.configs, s) is not None for s in range(a.num_states))
     assert checked > 2000 and unread > checked // 4, (checked, unread)
+
+
+def test_kernel_rows_of_states_of_many_configurations(kernel_on, monkeypatch):
+    # an object of 150 declared names and any other key (Snowplow sp_138's shape): its key
+    # states hold a configuration per name that the prefix still allows, over 64 of them;
+    # the kernel makes their rows (up to its 256: Core.sts), the masks and states as
+    # rows.py's
+    from furca.constrain import rows
+
+    info, _compiler, tok = kernel_on
+    names = [f"{a}{b}_field" for a in "abcdefghijklmno" for b in "pqrstuvwxy"]
+    schema = {"type": "object", "additionalProperties": True,
+              "properties": {n: {"type": "string", "maxLength": 255} for n in names}}
+    tests = [{"valid": True, "data": {"ap_field": "x", "bq_field": "yy", "zz ": {"k": [1, "v"]}}},
+             {"valid": True, "data": {"cr_field": "é", "other": None}}]
+    python_rows = []
+    multi = rows.Rows.multi
+    monkeypatch.setattr(rows.Rows, "multi", lambda self, a, s, configs: python_rows.append(len(configs)) or
+                        multi(self, a, s, configs))
+    on = _walks(info, tok, schema, tests)
+    a = on[2]
+    big = [s for s in range(a.num_states) if a.expanded[s] and a.configs[s] and len(a.configs[s]) > 64]
+    assert big and not [n for n in python_rows if n > 64], python_rows
+    monkeypatch.setenv("FURCA_CORE", "0")
+    off = _walks(info, tok, schema, tests)
+    assert on[1] == off[1] and all(on[1])
+    assert all(np.array_equal(x, y) for x, y in zip(on[0], off[0]))
+    assert a.num_states == off[2].num_states
