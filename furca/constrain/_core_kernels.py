@@ -37,6 +37,18 @@ def _mix(h):
     return h
 
 
+@njit(cache=True, nogil=True, inline="always")
+def unflat(F):
+    """The packed NFA's arrays (core_rows.pack's order) as views of its one int32 array
+    F: F[0] the node count n, F[1 + k] .. F[2 + k] the span of array k; k4 and l4 are
+    (n, 4)."""
+    n = np.intp(F[0])
+    return (F[F[1]:F[2]], F[F[2]:F[3]], F[F[3]:F[4]], F[F[4]:F[5]], F[F[5]:F[6]], F[F[6]:F[7]], F[F[7]:F[8]],
+            F[F[8]:F[9]], F[F[9]:F[10]], F[F[10]:F[11]], F[F[11]:F[12]].reshape((n, 4)),
+            F[F[12]:F[13]].reshape((n, 4)), F[F[13]:F[14]], F[F[14]:F[15]], F[F[15]:F[16]], F[F[16]:F[17]],
+            F[F[17]:F[18]], F[F[18]:F[19]])
+
+
 @njit(cache=True, nogil=True)
 def push(ret, par, k, stk, sh, cnt):
     mask = sh.shape[0] - 1
@@ -340,7 +352,7 @@ def _byte_stack(n, st, P, stk, sh, cnt):
 
 
 @njit(cache=True, nogil=True)
-def row(s, P, stk, sh, cnt, pool, sinfo, hh, trans, buf, ws, rel, seen, sts, cuts, has_need):
+def _row(s, P, stk, sh, cnt, pool, sinfo, hh, trans, buf, ws, rel, seen, sts, cuts, has_need):
     """Writes trans[s], the row of state s (its configurations in pool), interning the
     successors (and their stacks). Returns 0, or LIMIT / ROOM (trans[s] then partial:
     the caller computes it again)."""
@@ -396,7 +408,7 @@ def row(s, P, stk, sh, cnt, pool, sinfo, hh, trans, buf, ws, rel, seen, sts, cut
 
 
 @njit(cache=True, nogil=True)
-def step_byte(s, b, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_need):
+def _step_byte(s, b, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_need):
     """trans[s, b] without s's row (automaton._step_byte: the row's successor for byte b
     alone, the stacks after the byte made for the configurations that take b only, as
     rows.py's bucket of b); the state id, or LIMIT / ROOM (Python steps it)."""
@@ -430,14 +442,28 @@ def step_byte(s, b, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_ne
 
 
 @njit(cache=True, nogil=True)
-def step_bytes(x, data, stop_acc, trans, rows, acc, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_need):
+def row(s, F, stk, sh, cnt, pool, sinfo, hh, trans, buf, ws, rel, seen, sts, cuts, has_need):
+    """_row from Python: F the packed NFA (core_rows.pack), one array (a tuple of 18
+    arrays cost ~1.1 µs a call in numba's dispatch, one array ~0.1)."""
+    return _row(s, unflat(F), stk, sh, cnt, pool, sinfo, hh, trans, buf, ws, rel, seen, sts, cuts, has_need)
+
+
+@njit(cache=True, nogil=True)
+def step_byte(s, b, F, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_need):
+    """_step_byte from Python (F as row's)."""
+    return _step_byte(s, b, unflat(F), stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_need)
+
+
+@njit(cache=True, nogil=True)
+def step_bytes(x, data, stop_acc, trans, rows, acc, F, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_need):
     """x stepped over the bytes of data (automaton.step's loop): through its row where
     it has one (a row filled in part: where the byte's entry is set), else by step_byte.
     Returns (j, x, how): how 0, every byte taken (x the state after them); 1, byte j
     leads to the dead state; 2, byte j leads to an accepting state and stop_acc (x the
     state before it: automaton._step_abstract stops there); 3, byte j not stepped here
     (a limit, the tables full, no room in the per-state arrays: x the state before it,
-    Python steps on)."""
+    Python steps on). F: the packed NFA (core_rows.pack)."""
+    P = unflat(F)
     for j in range(data.shape[0]):
         b = data[j]
         y = trans[x, b] if rows[x] else -1
@@ -445,7 +471,7 @@ def step_bytes(x, data, stop_acc, trans, rows, acc, P, stk, sh, cnt, pool, sinfo
             n0 = cnt[2]
             if n0 + 1 > acc.shape[0]:
                 return j, x, 3
-            y = step_byte(x, b, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_need)
+            y = _step_byte(x, b, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_need)
             if y < 0:
                 return j, x, 3
             for sid in range(n0, cnt[2]):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._core_kernels import CUT_RET, LIMIT, _sort_dedup, intern, push, row, step_byte
+from ._core_kernels import CUT_RET, LIMIT, _row, _sort_dedup, _step_byte, intern, push, unflat
 from ._walk_kernels import node_state
 
 
@@ -23,7 +23,7 @@ def _row_inline(ps, trans, rows, acc, made, P, stk, sh, cnt, pool, sinfo, hh, bu
     n0 = cnt[2]
     if n0 + 257 > rows.shape[0] or n0 + 257 > trans.shape[0]:
         return False
-    if row(ps, P, stk, sh, cnt, pool, sinfo, hh, trans, buf, ws, rel, seen, sts, cuts, has_need) != 0:
+    if _row(ps, P, stk, sh, cnt, pool, sinfo, hh, trans, buf, ws, rel, seen, sts, cuts, has_need) != 0:
         return False
     for sid in range(n0, cnt[2]):
         acc[sid] = sinfo[sid, 2] != 0
@@ -74,7 +74,7 @@ def _entry_hit(p, start, P, stk, pool, sinfo):
 
 @njit(cache=True, nogil=True)
 def walk_roots_core(j, i, roots, start, estart, stack, words, rec, keep, depth, byte, end, tok_start, tok_ids, rest,
-                    trans, rows, acc, lim, short, room, full, made, P, stk, sh, cnt, pool, sinfo, hh, buf, ws,
+                    trans, rows, acc, lim, short, room, full, made, F, stk, sh, cnt, pool, sinfo, hh, buf, ws,
                     rel, seen, sts, cuts, has_need, cmemo, fmemo, froom):
     """_walk_kernels.walk_roots (walk_range's loop written in: a call per root would pass
     its ~35 arrays, their reference counts, for each of up to 10^4 roots), making the
@@ -85,7 +85,9 @@ def walk_roots_core(j, i, roots, start, estart, stack, words, rec, keep, depth, 
     where a row, a step or a mapping could not be made here, or the call's budget of
     rows, steps and mappings is spent. roots = [0] walks the whole trie (stack[0] set by
     the caller). estart >= 0: walk_continue's walk with the call memo's entry from state
-    estart, which returns first where that entry takes over (_entry_hit)."""
+    estart, which returns first where that entry takes over (_entry_hit). F: the packed
+    NFA (core_rows.pack)."""
+    P = unflat(F)
     one = np.uint32(1)
     cap = rec.shape[0]
     record = cap > 1
@@ -125,7 +127,7 @@ def walk_roots_core(j, i, roots, start, estart, stack, words, rec, keep, depth, 
                         return j, i
                 else:
                     n0 = cnt[2]
-                    t = step_byte(ps, byte[i], P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_need)
+                    t = _step_byte(ps, byte[i], P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_need)
                     if t < 0:
                         return j, i
                     for sid in range(n0, cnt[2]):
