@@ -455,6 +455,51 @@ def step_byte(s, b, F, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_ne
 
 
 @njit(cache=True, nogil=True)
+def after_return(frame, F, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_need):
+    """The state after a rule end returns through the stack frame `frame`
+    (automaton.after_return: closures.return_through's pairs, their closures' union):
+    a call frame goes on at its return node; a counter frame with k bodies done runs the
+    body again at k + 1 below its maximum and leaves at or past its minimum; a length
+    frame leaves past its minimum. The state id, or LIMIT / ROOM (Python makes it)."""
+    P = unflat(F)
+    k4, l4 = P[10], P[11]
+    ret = stk[frame, 0]
+    parent = stk[frame, 1]
+    k = stk[frame, 2]
+    cnt[4] = ROW_WORK
+    nb = 0
+    acc = False
+    for which in range(2):  # at most two pairs: (body, k + 1) and (exit, parent)
+        if k == 0:
+            if which:
+                break
+            node, st = ret, parent
+        elif l4[ret, 0] >= 0:
+            if which or k <= l4[ret, 2]:
+                break
+            node, st = l4[ret, 1], parent
+        elif which == 0:
+            if k >= k4[ret, 3]:
+                continue
+            st = push(ret, parent, k + 1, stk, sh, cnt)
+            if st < 0:
+                return st
+            node = k4[ret, 0]
+        else:
+            if k < k4[ret, 2]:
+                break
+            node, st = k4[ret, 1], parent
+        nb, a = closure(node, st, P, stk, sh, cnt, buf, nb, ws, rel, seen)
+        if nb < 0:
+            return nb
+        acc |= a
+    if has_need:
+        nb = _live(buf, nb, P, stk)
+    nb = _sort_dedup(buf, nb)
+    return intern(buf, nb, acc, pool, sinfo, hh, cnt)
+
+
+@njit(cache=True, nogil=True)
 def step_bytes(x, data, stop_acc, trans, rows, acc, F, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_need):
     """x stepped over the bytes of data (automaton.step's loop): through its row where
     it has one (a row filled in part: where the byte's entry is set), else by step_byte.

@@ -281,7 +281,11 @@ class LazyAutomaton(CanonicalForms):
         """The state after a rule end returns through the stack frame `frame` (closures.py's
         return_through): a call frame goes on at its return node; an item counter frame
         with k bodies done runs the body again at k + 1 below its maximum and leaves at or
-        past its minimum."""
+        past its minimum. In the row kernel where the grammar has one (core_rows.py)."""
+        if self.core is not None:
+            t = self.core.after_return(self, frame)
+            if t >= 0:
+                return t
         ret, parent, k = self.stacks.frames[frame]
         pairs = [(t, parent if again is None else self.stacks.push(ret, parent, again))
                  for t, again in return_through(self.nfa, ret, k)]

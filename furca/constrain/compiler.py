@@ -102,6 +102,9 @@ class GrammarCompiler:
                 a._step_byte(s, ord('"'))
                 a.expand(s)
                 break
+        frame = next((x for x, f in enumerate(a.stacks.frames) if x and f[0] >= 0), 0)  # a frame a rule returns through
+        if frame:
+            a.after_return(frame)  # Core.after_return
         _LEXEMES_DONE.add(info)
 
     # ---- public --------------------------------------------------------------------

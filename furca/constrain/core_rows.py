@@ -211,6 +211,20 @@ class Core:
             if t != k.ROOM or not self._grow(a):
                 return -1
 
+    def after_return(self, a, frame) -> int:
+        """automaton.after_return(frame) in one kernel call (_core_kernels.after_return);
+        -1 where the kernel does not make it (the caller makes it in Python)."""
+        k = self._k
+        while True:
+            self._enter(a)
+            t = k.after_return(int(frame), self.P, self.stk, self.sh, self.cnt, self.pool, self.sinfo, self.hh,
+                               self.buf, self.ws, self.rel, self.seen, self.has_need)
+            self._leave(a)
+            if t >= 0:
+                return t
+            if t != k.ROOM or not self._grow(a):
+                return -1
+
     def step_bytes(self, a, x, data, stop_acc) -> tuple[int, int, int]:
         """x stepped over the bytes data (automaton.step's loops, in one kernel call:
         _core_kernels.step_bytes, whose (j, x, how) it returns)."""

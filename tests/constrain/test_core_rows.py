@@ -141,7 +141,7 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     # step cost it 1 s, read from the disk cache 14 ms). In a fresh process: the warm-up
     # alone; here: decodes add no signature
     info, _compiler, tok = kernel_on
-    names = "K.row, K.step_byte, K.step_bytes, K.insert_stacks, K.insert_states, K.intern, W.walk_roots_core"
+    names = "K.row, K.step_byte, K.step_bytes, K.insert_stacks, K.insert_states, K.intern, K.after_return, W.walk_roots_core"
     code = ("from furca.constrain import GrammarCompiler, TokenizerInfo, _core_kernels as K, _core_walk_kernels as W\n"
             "from constrain.tokenizers_cache import tokenizer_json\n"
             "path, eos = tokenizer_json('llama3_1')\n"
@@ -153,10 +153,11 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     fresh = json.loads(run.stdout.strip().splitlines()[-1])
-    assert len(fresh) == 7 and all(fresh), fresh
+    assert len(fresh) == 8 and all(fresh), fresh
     from furca.constrain import _core_kernels as K, _core_walk_kernels as W  # noqa: N812
 
-    called = [K.row, K.step_byte, K.step_bytes, K.insert_stacks, K.insert_states, K.intern, W.walk_roots_core]  # as names
+    called = [K.row, K.step_byte, K.step_bytes, K.insert_stacks, K.insert_states, K.intern, K.after_return,
+              W.walk_roots_core]  # as names
     GrammarCompiler(info)
     loaded = [len(k.signatures) for k in called]
     for _name, schema, tests in list(maskbench_cases())[::25]:
@@ -221,3 +222,43 @@ def test_kernel_rows_of_states_of_many_configurations(kernel_on, monkeypatch):
     assert on[1] == off[1] and all(on[1])
     assert all(np.array_equal(x, y) for x, y in zip(on[0], off[0]))
     assert a.num_states == off[2].num_states
+
+
+def test_kernel_returns_through_frames_are_pythons(kernel_on):
+    # the state after a rule end returns through a frame (automaton.after_return: the
+    # masks' continuation states, the call memo's and the key tries' "any key"): the
+    # kernel's (core_rows.Core.after_return) is the very state closures.py gives, for
+    # every call, counter (items, characters) and length frame of decoded grammars
+    info, _compiler, tok = kernel_on
+    cases = [({"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 300},
+                                                "b": {"type": "array", "items": {"type": "integer"},
+                                                      "minItems": 1, "maxItems": 40},
+                                                "c": {"type": "string", "pattern": "^[a-z]{2,50}-[0-9]+$"},
+                                                "d": {"type": "string", "pattern": "^[a-z]+-[0-9]+$", "minLength": 3,
+                                                      "maxLength": 40}},
+               "required": ["a"]},
+              [{"valid": True, "data": {"a": "xyzzy" * 9, "b": list(range(0, 300, 11)), "c": "abcdefghijk-42",
+                                        "d": "abc-12"}}])]
+    cases += [(schema, tests) for _name, schema, tests in list(maskbench_cases())[::40]]
+    compared, kinds = 0, set()
+    for schema, tests in cases:
+        try:
+            g = GrammarCompiler(info).compile_json_schema(schema)
+        except CompileError:
+            continue
+        a = g.automaton
+        _decode(g, info, tok, schema, tests)
+        core = a.core
+        frames = [x for x, (ret, _p, _k) in enumerate(a.stacks.frames) if x and ret >= 0][:400]
+        for x in frames:
+            t = core.after_return(a, x)
+            assert t >= 0
+            core.after_return = lambda *_: -1  # closures.py's (interning as ever: one id a state)
+            try:
+                assert a.after_return(x) == t, x
+            finally:
+                del core.after_return
+            ret, _p, k = a.stacks.frames[x]
+            kinds.add("call" if not k else "length" if ret in a.nfa.length else "counter")
+            compared += 1
+    assert compared > 150 and kinds == {"call", "length", "counter"}, (compared, kinds)
