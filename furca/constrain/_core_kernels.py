@@ -332,6 +332,16 @@ def _live(out, m, P, stk):
     return w
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _state_of(buf, nb, acc, P, stk, pool, sinfo, hh, cnt, has_need):
+    """The state of the configurations buf[:nb] (a closure's, in any order, repeats
+    allowed) and acc: the live ones (has_need) sorted, deduplicated, interned."""
+    if has_need:
+        nb = _live(buf, nb, P, stk)
+    nb = _sort_dedup(buf, nb)
+    return intern(buf, nb, acc, pool, sinfo, hh, cnt)
+
+
 @njit(cache=True, nogil=True)
 def _byte_stack(n, st, P, stk, sh, cnt):
     tick, l4 = P[12], P[11]
@@ -396,10 +406,7 @@ def _row(s, P, stk, sh, cnt, pool, sinfo, hh, trans, buf, ws, rel, seen, sts, cu
                         return nb
                     acc |= a
         if nb or acc:
-            if has_need:
-                nb = _live(buf, nb, P, stk)
-            nb = _sort_dedup(buf, nb)
-            sid = intern(buf, nb, acc, pool, sinfo, hh, cnt)
+            sid = _state_of(buf, nb, acc, P, stk, pool, sinfo, hh, cnt, has_need)
             if sid < 0:
                 return sid
             trans[s, lo:hi] = sid
@@ -435,10 +442,7 @@ def _step_byte(s, b, P, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, has_n
                 if nb < 0:
                     return nb
                 acc |= a
-    if has_need:
-        nb = _live(buf, nb, P, stk)
-    nb = _sort_dedup(buf, nb)
-    return intern(buf, nb, acc, pool, sinfo, hh, cnt)
+    return _state_of(buf, nb, acc, P, stk, pool, sinfo, hh, cnt, has_need)
 
 
 @njit(cache=True, nogil=True)
@@ -493,10 +497,7 @@ def after_return(frame, F, stk, sh, cnt, pool, sinfo, hh, buf, ws, rel, seen, ha
         if nb < 0:
             return nb
         acc |= a
-    if has_need:
-        nb = _live(buf, nb, P, stk)
-    nb = _sort_dedup(buf, nb)
-    return intern(buf, nb, acc, pool, sinfo, hh, cnt)
+    return _state_of(buf, nb, acc, P, stk, pool, sinfo, hh, cnt, has_need)
 
 
 @njit(cache=True, nogil=True)

@@ -95,6 +95,19 @@ def _decode(g, info, tok, schema, tests):
                     break
 
 
+def _decoded(info, tok, first):
+    """The automata of `first` (schema, tests) and of every 40th in-repo MaskBench case,
+    each after its valid instances decoded (the states a decode meets), with a kernel."""
+    for schema, tests in [first] + [(schema, tests) for _name, schema, tests in list(maskbench_cases())[::40]]:
+        try:
+            g = GrammarCompiler(info).compile_json_schema(schema)
+        except CompileError:
+            continue
+        _decode(g, info, tok, schema, tests)
+        assert g.automaton.core is not None
+        yield g.automaton
+
+
 def test_kernel_byte_steps_are_pythons(kernel_on):
     # a state without a row stepped over one byte (automaton._step_byte: accept_token's
     # path through abstract states, a walk's counter state past its room): the kernel's
@@ -102,21 +115,13 @@ def test_kernel_byte_steps_are_pythons(kernel_on):
     # byte gives (the same id: both intern into one automaton), for every byte of the
     # row-less states of grammars with calls, counters and length regions
     info, _compiler, tok = kernel_on
-    cases = [({"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 9},
-                                                "b": {"type": "array", "items": {"type": "integer"}, "maxItems": 4},
-                                                "c": {"type": "string", "pattern": "^[a-z]{2,5}-[0-9]+$"}},
-               "required": ["a"]}, [{"valid": True, "data": {"a": "xyzzy", "b": [1, 22, 333], "c": "abc-42"}}])]
-    cases += [(schema, tests) for _name, schema, tests in list(maskbench_cases())[::40]]
+    first = ({"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 9},
+                                               "b": {"type": "array", "items": {"type": "integer"}, "maxItems": 4},
+                                               "c": {"type": "string", "pattern": "^[a-z]{2,5}-[0-9]+$"}},
+              "required": ["a"]}, [{"valid": True, "data": {"a": "xyzzy", "b": [1, 22, 333], "c": "abc-42"}}])
     compared = kernel_made = 0
-    for schema, tests in cases:
-        try:
-            g = GrammarCompiler(info).compile_json_schema(schema)
-        except CompileError:
-            continue
-        a = g.automaton
-        _decode(g, info, tok, schema, tests)  # the states a decode meets: rows, row-less states stepped through
+    for a in _decoded(info, tok, first):  # the states a decode meets: rows, row-less states stepped through
         core = a.core
-        assert core is not None
         kernel_step = core.step_byte
         rowless = [s for s in range(1, a.num_states) if not a.expanded[s] and not a.walkable[s]][:30]
         for s in rowless:
@@ -230,24 +235,17 @@ def test_kernel_returns_through_frames_are_pythons(kernel_on):
     # kernel's (core_rows.Core.after_return) is the very state closures.py gives, for
     # every call, counter (items, characters) and length frame of decoded grammars
     info, _compiler, tok = kernel_on
-    cases = [({"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 300},
-                                                "b": {"type": "array", "items": {"type": "integer"},
-                                                      "minItems": 1, "maxItems": 40},
-                                                "c": {"type": "string", "pattern": "^[a-z]{2,50}-[0-9]+$"},
-                                                "d": {"type": "string", "pattern": "^[a-z]+-[0-9]+$", "minLength": 3,
-                                                      "maxLength": 40}},
-               "required": ["a"]},
-              [{"valid": True, "data": {"a": "xyzzy" * 9, "b": list(range(0, 300, 11)), "c": "abcdefghijk-42",
-                                        "d": "abc-12"}}])]
-    cases += [(schema, tests) for _name, schema, tests in list(maskbench_cases())[::40]]
+    first = ({"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 300},
+                                               "b": {"type": "array", "items": {"type": "integer"},
+                                                     "minItems": 1, "maxItems": 40},
+                                               "c": {"type": "string", "pattern": "^[a-z]{2,50}-[0-9]+$"},
+                                               "d": {"type": "string", "pattern": "^[a-z]+-[0-9]+$", "minLength": 3,
+                                                     "maxLength": 40}},
+              "required": ["a"]},
+             [{"valid": True, "data": {"a": "xyzzy" * 9, "b": list(range(0, 300, 11)), "c": "abcdefghijk-42",
+                                       "d": "abc-12"}}])
     compared, kinds = 0, set()
-    for schema, tests in cases:
-        try:
-            g = GrammarCompiler(info).compile_json_schema(schema)
-        except CompileError:
-            continue
-        a = g.automaton
-        _decode(g, info, tok, schema, tests)
+    for a in _decoded(info, tok, first):
         core = a.core
         frames = [x for x, (ret, _p, _k) in enumerate(a.stacks.frames) if x and ret >= 0][:400]
         for x in frames:
