@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._core_kernels import CUT_RET, LIMIT, _row, _sort_dedup, _step_byte, intern, push, unflat
+from ._core_kernels import CUT_RET, _row, _step_byte, unflat
+from ._core_tables import LIMIT, _sort_dedup, intern, push
 from ._walk_kernels import node_state
 
 

@@ -7,7 +7,7 @@ open-addressing table, under the same ids as the automaton's. ``row(a, s)`` comp
 state s's whole transition row in one kernel call (_core_kernels.row: the closures of
 every byte class, their successors interned) where `LazyAutomaton.expand` would have
 run rows.py; ``walk_roots`` / ``walk_range`` are the trie walks that make the rows and
-canonical forms they meet (_core_kernels.walk_roots_core). A row returns False where
+canonical forms they meet (_core_walk_kernels.walk_roots_core). A row returns False where
 the kernel does not make it (a limit of the automaton, which Python's row then raises;
 a state of over 256 configurations or a closure past its budget, which rows.py's
 per-node caches serve): the caller computes it in Python. Rows, states and stacks are
@@ -139,9 +139,10 @@ class Core:
 
     def __init__(self, a, packed):
         """a: the automaton; packed: pack(a.nfa) (one int32 array)."""
-        from . import _core_kernels as kern, _core_walk_kernels, automaton
+        from . import _core_kernels as kern, _core_tables, _core_walk_kernels, automaton
 
         self._k = kern
+        self._t = _core_tables
         self._walk_core = _core_walk_kernels.walk_roots_core
         self.P = packed
         self.has_need = bool(a.nfa.need)
@@ -181,49 +182,46 @@ class Core:
             x.nbytes for x in (self.stk, self.sh, self.pool, self.sinfo, self.hh, self.cmemo, self.fmemo, self.froom,
                                self.buf, self.ws, self.rel, self.seen, self.sts, self.cuts))
 
+    def _made(self, a, call) -> int:
+        """call(), a kernel call over the tables (read anew each time), between entering
+        the automaton's new stacks and states and leaving the kernel's; again after the
+        tables grew where it ran out of room. Its result (ROOM where they cannot grow)."""
+        room = self._t.ROOM
+        while True:
+            self._enter(a)
+            r = call()
+            self._leave(a)
+            if r != room or not self._grow(a):
+                return r
+
     def row(self, a, s) -> bool:
         """Writes a.trans[s] (s: a state of a without a row); False: not done, the caller
         computes it (a.trans[s] may hold a part: rows.py writes every byte)."""
         k = self._k
         check_deadline()
-        while True:
-            self._enter(a)
-            r = k.row(int(s), self.P, self.stk, self.sh, self.cnt, self.pool, self.sinfo, self.hh, a.trans, self.buf,
-                      self.ws, self.rel, self.seen, self.sts, self.cuts, self.has_need)
-            self._leave(a)
-            if r != k.ROOM:
-                return r == 0
-            if not self._grow(a):
-                return False
+        s = int(s)
+        return self._made(a, lambda: k.row(s, self.P, self.stk, self.sh, self.cnt, self.pool, self.sinfo, self.hh,
+                                           a.trans, self.buf, self.ws, self.rel, self.seen, self.sts, self.cuts,
+                                           self.has_need)) == 0
 
     def step_byte(self, a, s, b) -> int:
         """trans[s, b] of a state s without a row (automaton._step_byte, in one kernel
         call: _core_kernels.step_byte); -1 where the kernel does not make it (the
         caller steps it in Python)."""
         k = self._k
-        while True:
-            self._enter(a)
-            t = k.step_byte(int(s), int(b), self.P, self.stk, self.sh, self.cnt, self.pool, self.sinfo, self.hh, self.buf,
-                            self.ws, self.rel, self.seen, self.has_need)
-            self._leave(a)
-            if t >= 0:
-                return t
-            if t != k.ROOM or not self._grow(a):
-                return -1
+        s, b = int(s), int(b)
+        t = self._made(a, lambda: k.step_byte(s, b, self.P, self.stk, self.sh, self.cnt, self.pool, self.sinfo,
+                                               self.hh, self.buf, self.ws, self.rel, self.seen, self.has_need))
+        return t if t >= 0 else -1
 
     def after_return(self, a, frame) -> int:
         """automaton.after_return(frame) in one kernel call (_core_kernels.after_return);
         -1 where the kernel does not make it (the caller makes it in Python)."""
         k = self._k
-        while True:
-            self._enter(a)
-            t = k.after_return(int(frame), self.P, self.stk, self.sh, self.cnt, self.pool, self.sinfo, self.hh,
-                               self.buf, self.ws, self.rel, self.seen, self.has_need)
-            self._leave(a)
-            if t >= 0:
-                return t
-            if t != k.ROOM or not self._grow(a):
-                return -1
+        frame = int(frame)
+        t = self._made(a, lambda: k.after_return(frame, self.P, self.stk, self.sh, self.cnt, self.pool, self.sinfo,
+                                                  self.hh, self.buf, self.ws, self.rel, self.seen, self.has_need))
+        return t if t >= 0 else -1
 
     def step_bytes(self, a, x, data, stop_acc) -> tuple[int, int, int]:
         """x stepped over the bytes data (automaton.step's loops, in one kernel call:
@@ -274,7 +272,6 @@ class Core:
         automaton's MAX_STATES (its Python row raises the limit)."""
         from .automaton import MAX_STATES
 
-        k = self._k
         n_st, used, n_s = (int(x) for x in self.cnt[:3])
         if n_st + 1 >= len(self.stk) or 2 * (n_st + 1) >= len(self.sh):
             self._grow_stacks(2 * len(self.stk))
@@ -306,13 +303,13 @@ class Core:
             x[:n] = getattr(self, name)
             setattr(self, name, x)
         self.sh = np.full(2 * rows, -1, np.int32)
-        self._k.insert_stacks(1, int(self.cnt[0]), self.stk, self.sh)
+        self._t.insert_stacks(1, int(self.cnt[0]), self.stk, self.sh)
 
     def _grow_states(self, rows):
         self._gen += 1
         self.sinfo = _doubled(self.sinfo, rows)
         self.hh = np.full(2 * rows, -1, np.int32)
-        self._k.insert_states(1, int(self.cnt[2]), self.pool, self.sinfo, self.hh)
+        self._t.insert_states(1, int(self.cnt[2]), self.pool, self.sinfo, self.hh)
 
     def _enter(self, a):
         """Enters the stacks and states the automaton made since the last kernel call."""
@@ -332,7 +329,7 @@ class Core:
                 ret, par, k = frames[sid]
                 stk[sid] = (ret, par, k, depth[sid])
             self.cnt[0] = self._nst = n_st
-            self._k.insert_stacks(first, n_st, self.stk, self.sh)
+            self._t.insert_stacks(first, n_st, self.stk, self.sh)
         configs = a.configs
         first = self._ns
         if len(configs) > first:
@@ -354,7 +351,7 @@ class Core:
                 sinfo[sid] = (used, m, accepting[sid])
                 used += m
             self.cnt[1] = used
-            self._k.insert_states(first, n_s, self.pool, self.sinfo, self.hh)
+            self._t.insert_states(first, n_s, self.pool, self.sinfo, self.hh)
             self.cnt[2] = self._ns = n_s
 
     def configs_of(self, sid, configs, ids) -> tuple:
@@ -381,10 +378,10 @@ class Core:
         if len(a.configs) != self._ns:  # states Python made before the kernel: ids in step
             self._enter(a)
         keys = np.fromiter([(n << 32) | st for n, st in cfg], np.int64, m)
-        k = self._k
+        t = self._t
         while True:
-            sid = k.intern(keys, m, bool(acc), self.pool, self.sinfo, self.hh, self.cnt)
-            if sid != k.ROOM:
+            sid = t.intern(keys, m, bool(acc), self.pool, self.sinfo, self.hh, self.cnt)
+            if sid != t.ROOM:
                 break
             if not self._grow(a):
                 return None

@@ -95,10 +95,12 @@ def _decode(g, info, tok, schema, tests):
                     break
 
 
-def _decoded(info, tok, first):
-    """The automata of `first` (schema, tests) and of every 40th in-repo MaskBench case,
-    each after its valid instances decoded (the states a decode meets), with a kernel."""
-    for schema, tests in [first] + [(schema, tests) for _name, schema, tests in list(maskbench_cases())[::40]]:
+def _decoded(info, tok, first=None, every=40):
+    """The automata of `first` (schema, tests), if given, and of every `every`-th in-repo
+    MaskBench case, each after its valid instances decoded (the states a decode meets),
+    with a kernel."""
+    cases = [(schema, tests) for _name, schema, tests in list(maskbench_cases())[::every]]
+    for schema, tests in ([first] if first else []) + cases:
         try:
             g = GrammarCompiler(info).compile_json_schema(schema)
         except CompileError:
@@ -146,8 +148,9 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     # step cost it 1 s, read from the disk cache 14 ms). In a fresh process: the warm-up
     # alone; here: decodes add no signature
     info, _compiler, tok = kernel_on
-    names = "K.row, K.step_byte, K.step_bytes, K.insert_stacks, K.insert_states, K.intern, K.after_return, W.walk_roots_core"
-    code = ("from furca.constrain import GrammarCompiler, TokenizerInfo, _core_kernels as K, _core_walk_kernels as W\n"
+    names = "K.row, K.step_byte, K.step_bytes, T.insert_stacks, T.insert_states, T.intern, K.after_return, W.walk_roots_core"
+    code = ("from furca.constrain import GrammarCompiler, TokenizerInfo, _core_kernels as K, _core_tables as T, "
+            "_core_walk_kernels as W\n"
             "from constrain.tokenizers_cache import tokenizer_json\n"
             "path, eos = tokenizer_json('llama3_1')\n"
             "GrammarCompiler(TokenizerInfo.from_tokenizer_json(path, eos_token=eos))\n"
@@ -159,18 +162,14 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     assert run.returncode == 0, run.stderr[-2000:]
     fresh = json.loads(run.stdout.strip().splitlines()[-1])
     assert len(fresh) == 8 and all(fresh), fresh
-    from furca.constrain import _core_kernels as K, _core_walk_kernels as W  # noqa: N812
+    from furca.constrain import _core_kernels as K, _core_tables as T, _core_walk_kernels as W  # noqa: N812
 
-    called = [K.row, K.step_byte, K.step_bytes, K.insert_stacks, K.insert_states, K.intern, K.after_return,
+    called = [K.row, K.step_byte, K.step_bytes, T.insert_stacks, T.insert_states, T.intern, K.after_return,
               W.walk_roots_core]  # as names
     GrammarCompiler(info)
     loaded = [len(k.signatures) for k in called]
-    for _name, schema, tests in list(maskbench_cases())[::25]:
-        try:
-            g = GrammarCompiler(info).compile_json_schema(schema)
-        except CompileError:
-            continue
-        _decode(g, info, tok, schema, tests)
+    for _a in _decoded(info, tok, every=25):
+        pass
     assert [len(k.signatures) for k in called] == loaded
 
 
@@ -181,13 +180,7 @@ def test_the_kernels_states_are_read_when_python_needs_them(kernel_on):
     # kernel's table too: core_rows.Core.intern) gives its id back: no state has two ids
     info, _compiler, tok = kernel_on
     unread = checked = 0
-    for _name, schema, tests in list(maskbench_cases())[::20]:
-        try:
-            g = GrammarCompiler(info).compile_json_schema(schema)
-        except CompileError:
-            continue
-        _decode(g, info, tok, schema, tests)
-        a = g.automaton
+    for a in _decoded(info, tok, every=20):
         raw = [list.__getitem__(a.configs, s) for s in range(a.num_states)]
         unread += sum(x is None for x in raw)
         keys = set()

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from furca.constrain._core_kernels import intern, push, row as _row
+from furca.constrain._core_kernels import row as _row
+from furca.constrain._core_tables import intern, push
 from furca.constrain.core_rows import pack
 
 __all__ = ["Tables", "intern", "noop", "pack", "push", "row", "rows_many"]
