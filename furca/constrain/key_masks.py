@@ -219,7 +219,7 @@ class KeyTrieMasks:
                 found = walk_continue(a, roots, trie, cont, words, record=True, entry=entry)
                 if a.accepting[cont]:  # the object was the last thing s's rule had left
                     found = np.concatenate([found, roots])
-            hit = (words, found.astype(np.int32), trie)
+            hit = (words, found, trie)  # int32: walk_continue's records and the roots
         hit[0].setflags(write=False)
         self._any[key] = hit
         self.nbytes += hit[0].nbytes + hit[1].nbytes
