@@ -68,8 +68,8 @@ def _rules_shape(nfa, rules):
     every grammar it builds), so _rules_fit's answer, which reads nothing else of the
     grammar up to the closing quote, is shared through _FITS. None for rules with
     counters or length regions, or past MAX_SHAPE_NODES nodes."""
-    edges, eps, call, is_end = nfa.edges, nfa.eps, nfa.call, nfa.is_end
-    special = (nfa.counter, nfa.length, nfa.tick, nfa.need)
+    edges, eps, call, is_end, is_tail = nfa.edges, nfa.eps, nfa.call, nfa.is_end, nfa.is_tail
+    counter, length, tick, need = nfa.counter, nfa.length, nfa.tick, nfa.need
     num = {}
     order = []
     for n in rules:
@@ -77,21 +77,22 @@ def _rules_shape(nfa, rules):
             num[n] = len(order)
             order.append(n)
     i = 0
-    while i < len(order):
+    while i < len(order):  # the first key state of every grammar pays this (~70 us): plain loops
         n = order[i]
         i += 1
-        if any(n in x for x in special):
+        if n in counter or n in length or n in tick or n in need:
             return None
-        c = call.get(n, ())
-        for t in [t for _lo, _hi, t in edges[n]] + list(eps[n]) + list(c):
+        for t in [t for _lo, _hi, t in edges[n]] + list(eps[n]) + list(call.get(n, ())):
             if t not in num:
                 num[t] = len(order)
                 order.append(t)
         if len(order) > MAX_SHAPE_NODES:
             return None
-    return tuple((num[rules[0]], num[rules[1]])) + tuple(
-        (tuple((lo, hi, num[t]) for lo, hi, t in edges[n]), tuple(num[t] for t in eps[n]),
-         tuple(num[t] for t in call.get(n, ())), n in is_end, n in nfa.is_tail) for n in order)
+    shape = [num[rules[0]], num[rules[1]]]
+    for n in order:
+        shape.append((tuple([(lo, hi, num[t]) for lo, hi, t in edges[n]]), tuple([num[t] for t in eps[n]]),
+                      tuple([num[t] for t in call.get(n, ())]), n in is_end, n in is_tail))
+    return tuple(shape)
 
 
 class KeyTrieMasks:
