@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._core_kernels import CUT_RET, _row, _step_byte, unflat
+from ._core_kernels import _row, _step_byte, unflat
 from ._core_tables import LIMIT, _sort_dedup, intern, push
 from ._walk_kernels import node_state
 
@@ -35,46 +35,7 @@ def _row_inline(ps, trans, rows, acc, made, P, stk, sh, cnt, pool, sinfo, hh, bu
 
 
 @njit(cache=True, nogil=True)
-def _entry_hit(p, start, P, stk, pool, sinfo):
-    """Whether call_memo.CallMemo.entry, asked for the row-less state p of a walk from
-    `start`, takes over (the walk entered a call below p's trie node): p's base
-    (automaton._base: the longest stack every configuration extends, less the counter
-    frames of no item) is a call or item frame, not the context frame, and on no stack
-    of start's configurations."""
-    item = P[17]
-    o = sinfo[p, 0]
-    m = sinfo[p, 1]
-    if m == 0:
-        return False
-    base = np.int32(pool[o] & 0xFFFFFFFF)
-    for q in range(1, m):
-        if base == 0:
-            break
-        y = np.int32(pool[o + q] & 0xFFFFFFFF)
-        while stk[base, 3] > stk[y, 3]:
-            base = stk[base, 1]
-        while stk[y, 3] > stk[base, 3]:
-            y = stk[y, 1]
-        while base != y:
-            base = stk[base, 1]
-            y = stk[y, 1]
-    while base != 0 and stk[base, 2] != 0 and not (stk[base, 0] >= 0 and item[stk[base, 0]]):
-        base = stk[base, 1]
-    if base == 0 or stk[base, 0] == CUT_RET:
-        return False
-    d = stk[base, 3]
-    o = sinfo[start, 0]
-    for q in range(sinfo[start, 1]):
-        y = np.int32(pool[o + q] & 0xFFFFFFFF)
-        while stk[y, 3] > d:
-            y = stk[y, 1]
-        if y == base:
-            return False
-    return True
-
-
-@njit(cache=True, nogil=True)
-def walk_roots_core(j, i, roots, start, estart, stack, words, rec, keep, depth, byte, end, tok_start, tok_ids, rest,
+def walk_roots_core(j, i, roots, start, stack, words, rec, keep, depth, byte, end, tok_start, tok_ids, rest,
                     trans, rows, acc, lim, short, room, full, made, F, stk, sh, cnt, pool, sinfo, hh, buf, ws,
                     rel, seen, sts, cuts, has_need, cmemo, fmemo, froom):
     """_walk_kernels.walk_roots (walk_range's loop written in: a call per root would pass
@@ -85,9 +46,7 @@ def walk_roots_core(j, i, roots, start, estart, stack, words, rec, keep, depth, 
     their room (trie_walks.resume's, _core_kernels.step_byte): it returns to Python only
     where a row, a step or a mapping could not be made here, or the call's budget of
     rows, steps and mappings is spent. roots = [0] walks the whole trie (stack[0] set by
-    the caller). estart >= 0: walk_continue's walk with the call memo's entry from state
-    estart, which returns first where that entry takes over (_entry_hit). F: the packed
-    NFA (core_rows.pack)."""
+    the caller). F: the packed NFA (core_rows.pack)."""
     P = unflat(F)
     one = np.uint32(1)
     cap = rec.shape[0]
@@ -105,8 +64,6 @@ def walk_roots_core(j, i, roots, start, estart, stack, words, rec, keep, depth, 
                 continue
             ps = stack[depth[i] - 1]
             r = rest[i]
-            if not rows[ps] and estart >= 0 and depth[i] >= 2 and _entry_hit(ps, estart, P, stk, pool, sinfo):
-                return j, i  # the call memo's (trie_walks.walk_continue's entry)
             if not rows[ps] and (room[ps] == 0 or r < room[ps]):
                 if cnt[3] <= 0:  # this call's budget of rows spent: Python makes this one (and checks its deadline)
                     return j, i

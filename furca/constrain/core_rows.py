@@ -241,10 +241,8 @@ class Core:
         j, i = self.walk_roots(a, 0, i, _ROOT, int(stack[0]), stack, trie, words, rec, keep)
         return trie.num_nodes if j else i
 
-    def walk_roots(self, a, j, i, roots, cont, stack, trie, words, rec, keep, entry=False) -> tuple[int, int]:
-        """_walk.walk_roots making the rows it meets (_core_walk_kernels.walk_roots_core);
-        entry: the walk has the call memo's entry (trie_walks.walk_continue), it returns
-        where that entry takes over."""
+    def walk_roots(self, a, j, i, roots, cont, stack, trie, words, rec, keep) -> tuple[int, int]:
+        """_walk.walk_roots making the rows it meets (_core_walk_kernels.walk_roots_core)."""
         while len(a.configs) + 257 > a._cap:  # room for a row's new states in the per-state arrays
             a._grow()
         self._enter(a)
@@ -260,7 +258,7 @@ class Core:
                     self.sts, self.cuts, self.has_need, self.cmemo, self.fmemo, self.froom)
             self._wargs = ((id(trie), id(a.trans), a._cap, self._gen), args)
         self.cnt[5] = 0
-        j, i = self._walk_core(j, i, roots, cont, cont if entry else -1, stack, words, rec, keep, *args)
+        j, i = self._walk_core(j, i, roots, cont, stack, words, rec, keep, *args)
         self._leave(a)
         made = int(self.cnt[5])
         if made:  # expanded only now: their successors are in the automaton's lists

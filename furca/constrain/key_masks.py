@@ -161,15 +161,15 @@ class KeyTrieMasks:
                 rest.append((n, st))
         return k, st_k, tuple(rest)
 
-    def words(self, s, parts, compute, entry=None, cont_of=None):
+    def words(self, s, parts, compute, cont_of=None):
         """(words, return nodes, trie, base) of s's abstract walk from parts = split(s),
         base being the read-only "any key" words (int32) it began as (masks.Delta);
         compute(state) -> (words, return nodes, trie) of a state's own recording walk
-        (masks.TokenMasks); cont_of(frame) -> the state after returning from it (with
-        entry, the call memo's: _any_key)."""
+        (masks.TokenMasks); cont_of(frame) -> the state after returning from it
+        (_any_key)."""
         a = self._a
         k, st_k, rest = parts
-        any_words, any_roots, trie = self._any_key(self._marks[k][0], st_k, compute, entry, cont_of)
+        any_words, any_roots, trie = self._any_key(self._marks[k][0], st_k, compute, cont_of)
         words = any_words.copy()
         roots = any_roots
         end, tok_start, tok_ids = trie.dfs_end, trie.tok_start, trie.tok_ids
@@ -182,7 +182,7 @@ class KeyTrieMasks:
                 roots = roots[(roots < x) | (roots >= stop)]
         if rest:
             extra = np.zeros_like(words)
-            more, others = self._literal_walks(rest, trie, extra, entry)  # the declared names' literals
+            more, others = self._literal_walks(rest, trie, extra)  # the declared names' literals
             if others:
                 more.append(walk_recording(a, a.intern(others, False), trie, extra))
             words |= extra
@@ -191,7 +191,7 @@ class KeyTrieMasks:
                 roots = np.union1d(roots, np.concatenate(more)).astype(np.int32)
         return words, roots, trie, any_words.view("<i4")
 
-    def _any_key(self, narrow_to, st, compute, entry, cont_of):
+    def _any_key(self, narrow_to, st, compute, cont_of):
         """(words, return nodes, trie) of the "any key" state (after a narrow character)
         of the trie at stack st, kept per (narrow_to, st), its words read-only (the masks
         made from them may refer to them: masks.Delta). Where st holds a frame of the
@@ -200,8 +200,8 @@ class KeyTrieMasks:
         and end, shared by every object over the same trie, whatever its context: Github
         and Kubernetes schemas meet the same trie from several places and nesting
         depths), continued below the nodes where the object ended from the state after
-        the frame's return (as call_memo.CallMemo.entry): exact, the tokens from the
-        state being those that stay inside the object plus those that leave it."""
+        the frame's return (as masks.TokenMasks._compute_mask_ctx): exact, the tokens
+        from the state being those that stay inside the object plus those that leave it."""
         key = (narrow_to, st)
         hit = self._any.get(key)
         if hit is not None:
@@ -212,12 +212,12 @@ class KeyTrieMasks:
             hit = compute(a.intern(*a.closure(narrow_to, st)))
         else:
             cut = a.stacks.rebased([(narrow_to, st)], base, a.cut)[0][1]
-            words, roots, trie = self._any_key(narrow_to, cut, compute, entry, cont_of)
+            words, roots, trie = self._any_key(narrow_to, cut, compute, cont_of)
             words = words.copy()
             found = np.zeros(0, dtype=np.int32)
             cont = cont_of(base) if len(roots) else 0
             if cont:
-                found = walk_continue(a, roots, trie, cont, words, record=True, entry=entry)
+                found = walk_continue(a, roots, trie, cont, words, record=True)
                 if a.accepting[cont]:  # the object was the last thing s's rule had left
                     found = np.concatenate([found, roots])
             hit = (words, found, trie)  # int32: walk_continue's records and the roots
@@ -226,7 +226,7 @@ class KeyTrieMasks:
         self.nbytes += hit[0].nbytes + hit[1].nbytes
         return hit
 
-    def _literal_walks(self, configs, trie, words, entry=None):
+    def _literal_walks(self, configs, trie, words):
         """Sets in words the tokens that the configurations on literal bytes allow;
         returns (the lists of return nodes found, the configurations not on a literal).
         A configuration whose node takes one byte, whose successors' closures are the next
@@ -269,8 +269,7 @@ class KeyTrieMasks:
                     found.append(np.array([x], dtype=np.int32))
                 if configs_t:
                     s = a.intern(configs_t, accept)
-                    found.append(walk_continue(a, np.array([x], dtype=np.int32), trie, s, words, record=True,
-                                               entry=entry))
+                    found.append(walk_continue(a, np.array([x], dtype=np.int32), trie, s, words, record=True))
                 break
         return found, others
 

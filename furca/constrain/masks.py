@@ -10,8 +10,7 @@ inside a rule call shares the mask of its abstract state (the rule's context cut
 see _context) and re-walks only the tokens that leave the rule; a state at a key trie
 node takes its trie's shared "any key" mask less the name closers (key_masks.py), and an
 abstract state with configurations inside a lexeme under a frame of its own grammar takes
-the lexeme's shared walk, continued after its returns (_recorded_split), where a member's
-value is walked once per grammar (call_memo.py). Masks are stored
+the lexeme's shared walk, continued after its returns (_recorded_split). Masks are stored
 packed, or sparse when few words are non-zero, in a store bounded per grammar. See
 DESIGN.md.
 """
@@ -24,7 +23,6 @@ import numpy as np
 
 from . import _walk
 from .automaton import LazyAutomaton
-from .call_memo import CallMemo
 from .gcpause import GC_PAUSE
 from .key_masks import KeyTrieMasks
 from .slices import SliceBounds
@@ -81,8 +79,6 @@ class TokenMasks:
         # the rest states of _recorded_split: configurations whose epsilon moves lead into
         # another part, so not closures (walked, never a matcher's state, never searched)
         self.parts: set[int] = set()
-        # the tokens below a trie node from a lasting call's abstract state (call_memo.py)
-        self._calls = CallMemo(automaton)
 
     # ---- the mask store ---------------------------------------------------------------
     def _cached_mask(self, s: int):
@@ -97,7 +93,6 @@ class TokenMasks:
                 m = self._store.get(s)
                 if m is None:
                     GC_PAUSE.enter()  # a new mask grows the automaton: see gcpause.py
-                    calls0 = self._calls.nbytes
                     try:
                         short = self._a.canonical_short(s) if self._tiered else s
                         if short == s:
@@ -105,7 +100,6 @@ class TokenMasks:
                         else:  # short's bits for the short tokens: its stored words are the base
                             m = _stored(self._tiered_mask(s, short), _base_of(self._store.get(short)))
                     finally:
-                        self.mask_bytes += self._calls.nbytes - calls0  # kept even if the mask failed
                         GC_PAUSE.exit()
                     size = _size(m)
                     if self.mask_bytes + size > MAX_MASK_BYTES:
@@ -125,8 +119,6 @@ class TokenMasks:
         for old in self._abs_long.values():
             self.mask_bytes -= sum(x.nbytes for x in old)
         self._abs_long.clear()
-        self.mask_bytes -= self._calls.nbytes
-        self._calls.clear()
         if self._keys is not None:
             self.mask_bytes -= self._keys.nbytes
             self._keys.clear()
@@ -368,7 +360,7 @@ class TokenMasks:
             if cont is None:  # at the context frame: the lexeme's returns are s's
                 found.append(roots)
             elif len(roots) and cont:
-                found.append(walk_continue(a, roots, trie, cont, words, record=True, entry=self._call_entry))
+                found.append(walk_continue(a, roots, trie, cont, words, record=True))
         if rest:
             t = a.intern(rest, False)
             self.parts.add(t)
@@ -409,11 +401,6 @@ class TokenMasks:
         """(words, return nodes, trie) of s's recording walk (an abstract state's)."""
         return self._compute_mask(s, record=True)[:3]
 
-    def _call_entry(self, trie, stack, i, words, start):
-        """The key tries' recording walks' entry callback: CallMemo.entry with this
-        grammar's continuation states (call_memo.py)."""
-        return self._calls.entry(trie, stack, i, words, start, self._cont_of)
-
     def _slice_level(self, s, row):
         """The level (tokenizer.TokenSlice.levels) of the first slice whose strings of its
         length all stay alive from s, or None. A state that takes "a" and " " tries the
@@ -447,8 +434,7 @@ class TokenMasks:
         parts = self._keys.split(s) if self._keys is not None and _walk.get_walk_range() is not None else None
         if parts is not None:  # at a key trie node: from the trie's shared "any key" walk
             n0 = self._keys.nbytes
-            words, roots, trie, base = self._keys.words(s, parts, self._compute_recorded, self._call_entry,
-                                                           self._cont_of)
+            words, roots, trie, base = self._keys.words(s, parts, self._compute_recorded, self._cont_of)
             self.mask_bytes += self._keys.nbytes - n0
             if record:
                 return words, roots, trie, base

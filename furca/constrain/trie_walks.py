@@ -28,43 +28,31 @@ def _grown(rec):
     return out
 
 
-def walk_continue(a, roots, trie, cont, words, record=False, entry=None):
+def walk_continue(a, roots, trie, cont, words, record=False):
     """Sets in words the bits of the tokens below the trie nodes roots (where an
     abstract state's rule returned) that the continuation state cont allows. record:
     also returns, as walk_recording does, the nodes below the roots where cont's walk is
     accepting (returned through the context frame: cont continues an abstract state), in
-    no particular order. entry(trie, stack, i, words, cont) -> (resume at, accepting
-    nodes or None), or (-1, None): asked first where the walk stops at node i (with
-    record: call_memo.CallMemo.entry, which may walk the whole subtree of i's parent
-    itself)."""
+    no particular order."""
     walk_roots = _walk.get_walk_range()[1]
     stack = np.empty(trie.max_depth + 1, dtype=np.int32)
     depth, byte, end = trie.dfs_depth, trie.dfs_byte, trie.dfs_end
     rec = np.zeros(REC_START, dtype=np.int32) if record else _NO_REC
-    more = []  # accepting nodes found by entry
     j, i = 0, -1
     while True:
-        if a.core is not None:  # rows made inside the walk (core_rows.py); with entry, the walk
-            # returns where the call memo takes over (a row-less state in a call cont is not in)
-            j, i = a.core.walk_roots(a, j, i, roots, cont, stack, trie, words, rec, trie.keep_all, entry is not None)
+        if a.core is not None:  # rows made inside the walk (core_rows.py)
+            j, i = a.core.walk_roots(a, j, i, roots, cont, stack, trie, words, rec, trie.keep_all)
         else:
             j, i = walk_roots(j, i, roots, cont, stack, depth, byte, end, a.trans, a.walkable, trie.tok_start,
                               trie.tok_ids, words, a.acc, rec, trie.dfs_rest, a.walk_lim, a.short, a.room, a.full,
                               trie.keep_all)
         if j >= len(roots):
             break
-        if entry is not None:
-            nxt, found = entry(trie, stack, i, words, cont)
-            if nxt >= 0:
-                if found is not None and len(found):
-                    more.append(found)
-                i = nxt
-                continue
         if not resume(a, trie, stack, i) and record:  # rec full
             rec = _grown(rec)
     if not record:
         return None
-    return np.concatenate([rec[1 : 1 + rec[0]]] + more) if more else rec[1 : 1 + rec[0]].copy()
+    return rec[1 : 1 + rec[0]].copy()
 
 
 def resume(a, trie, stack, i) -> bool:

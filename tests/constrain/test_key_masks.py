@@ -6,6 +6,8 @@ tokenizer) and the whole walk's masks (Llama-3.1, MaskBench-like objects)."""
 import json
 import random
 
+import pytest
+
 from furca.constrain import GrammarCompiler
 
 from .conftest import accept_bytes, allowed_set, byte_info, walk_checking_masks
@@ -152,3 +154,41 @@ def test_any_key_words_shared_across_contexts_equal_the_whole_walk(llama):
         assert mf.accept_token(t) and mw.accept_token(t)
     assert mf.can_terminate()
     assert _contexts_shared(fast, walks)
+
+
+FREE_MEMBERS = [
+    ({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}},
+     ['{"name":"Ada","age":36,"nickname":"the \\"first\\"","x":"","y":[1,{"k":null}],"z":{}}'], {}),
+    # free members in three objects of two shapes, nested: one "any key" continuation per object
+    ({"type": "object", "properties": {
+        "a": {"type": "object", "properties": {"id": {"type": "integer"}}},
+        "b": {"type": "object", "properties": {"id": {"type": "integer"}}},
+        "c": {"type": "object", "properties": {"tag": {"type": "string"}, "n": {"type": "number"}}}}},
+     ['{"a":{"id":1,"x":"","y":{"z":[true]}},"b":{"id":2,"w":3.5},"c":{"tag":"t","n":-1e3,"q":null}}',
+      '{"a":{"k":[]},"c":{"u":"","v":{}}}'], {}),
+    # free members whose values have a schema of their own (not a lasting rule)
+    ({"type": "object", "properties": {"id": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+     ['{"id":7,"note":"free text","":"","x\\"y":"z"}'], {}),
+    # flexible whitespace: the declared names' literal walks (no split: the layout is open)
+    ({"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}}},
+     ['{ "name": "Ada", "tags": [ "a", "b" ], "x": { "y": 1 } }', '{"name":"","extra":[]}'], {"whitespace": "flexible"}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(FREE_MEMBERS)))
+def test_free_members_values_equal_the_whole_walk(llama, case):
+    """The "any key" continuation and the declared names' literal walks enter a member's
+    value at `":` (any JSON value, a lexeme, a value of its own schema, nested objects):
+    the masks along real instances equal those of every state walked as it is."""
+    info, _compiler, tok = llama
+    schema, texts, kw = FREE_MEMBERS[case]
+    fast = GrammarCompiler(info).compile_json_schema(schema, **kw)
+    whole = GrammarCompiler(info).compile_json_schema(schema, **kw)
+    whole.masks._keys = None  # every abstract state walked as it is
+    for text in texts:
+        mf, mw = fast.matcher(), whole.matcher()
+        for t in tok.encode(text, add_special_tokens=False).ids:
+            assert (allowed_set(mf, info) == allowed_set(mw, info)).all(), (text, t)
+            assert mf.accept_token(t) and mw.accept_token(t)
+        assert mf.can_terminate() and mw.can_terminate()
+    assert _key_states_used(fast)

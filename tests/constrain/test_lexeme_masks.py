@@ -142,3 +142,23 @@ def test_the_shared_masks_do_not_keep_a_tokenizer_alive(no_shared_masks):
         assert all(v[0]() is other for v in no_shared_masks.values()) and no_shared_masks
     finally:
         masks_mod.MAX_LEXEME_MASKS = saved
+
+
+def _own_calls_into_lasting(nfa):
+    size = nfa.layout.size
+    return [(c, r) for c, (callee, r) in nfa.call.items() if callee < size <= c]
+
+
+def test_calls_into_lasting_rules_keep_their_frame(llama):
+    # a call from the grammar's own rules into a lasting rule keeps its frame even in tail
+    # position (build_nfa), so the lasting rule's states are cut there (automaton.abstract):
+    # the same abstract states, and masks, for every caller; except where a matcher
+    # watches the keys, whose watch reads the stacks as the tail calls leave them
+    info, compiler, _ = llama
+    schema = {"type": "object", "properties": {"id": {"type": "integer"}}}  # free members: any value, in tail position
+    nfa = compiler.compile_json_schema(schema).automaton.nfa
+    calls = _own_calls_into_lasting(nfa)
+    assert calls and not any(r in nfa.is_tail for _c, r in calls)
+    nfa = compiler.compile_json_schema(schema, member_order="any").automaton.nfa
+    calls = _own_calls_into_lasting(nfa)
+    assert any(r in nfa.is_tail for _c, r in calls)
