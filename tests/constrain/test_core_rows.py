@@ -224,7 +224,7 @@ def test_kernel_rows_of_states_of_many_configurations(kernel_on, monkeypatch):
 
 def test_kernel_returns_through_frames_are_pythons(kernel_on):
     # the state after a rule end returns through a frame (automaton.after_return: the
-    # masks' continuation states, the call memo's and the key tries' "any key"): the
+    # masks' continuation states and the key tries' "any key"): the
     # kernel's (core_rows.Core.after_return) is the very state closures.py gives, for
     # every call, counter (items, characters) and length frame of decoded grammars
     info, _compiler, tok = kernel_on
