@@ -37,7 +37,7 @@ def unflat(F):
     return (F[F[1]:F[2]], F[F[2]:F[3]], F[F[3]:F[4]], F[F[4]:F[5]], F[F[5]:F[6]], F[F[6]:F[7]], F[F[7]:F[8]],
             F[F[8]:F[9]], F[F[9]:F[10]], F[F[10]:F[11]], F[F[11]:F[12]].reshape((n, 4)),
             F[F[12]:F[13]].reshape((n, 4)), F[F[13]:F[14]], F[F[14]:F[15]], F[F[15]:F[16]], F[F[16]:F[17]],
-            F[F[17]:F[18]], F[F[18]:F[19]])
+            F[F[17]:F[18]])
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -63,22 +63,21 @@ def pack(nfa):
     (-1: none), tail (the return node of a tail call), end (a rule end), counter (body,
     exit, min, max; -1: none), length (body, exit, min, max or -1; -1: none), tick, need
     (-1: none), the twin without a maximum of a length region (-1: none) and its need, a
-    counter body's fewest bytes (the automaton's canonical forms), an item counter
-    (automaton._base). ~0.25 ms for the
+    counter body's fewest bytes (the automaton's canonical forms). ~0.25 ms for the
     median MaskBench grammar (~700 nodes), once, when its kernel is made."""
     edges, eps = nfa.edges, nfa.eps
     n = len(edges)
     e_len = np.fromiter(map(len, edges), np.int32, n)
     p_len = np.fromiter(map(len, eps), np.int32, n)
     n_e, n_p = int(e_len.sum()), int(p_len.sum())
-    sizes = [n + 1, n_e, n_e, n_e, n + 1, n_p] + [n] * 4 + [4 * n, 4 * n] + [n] * 6
+    sizes = [n + 1, n_e, n_e, n_e, n + 1, n_p] + [n] * 4 + [4 * n, 4 * n] + [n] * 5
     head = 2 + len(sizes)  # n, then where each array starts and where the last ends
     out = np.empty(head + sum(sizes), np.int32)  # the arrays written in place (views of out)
     out[0] = n
     bounds = np.cumsum([head] + sizes)
     out[1:head] = bounds
-    (e_off, e_lo, e_hi, e_t, p_off, p_t, callee, cret, tail, end, k4, l4, tick, need, lfree, lneed, kbytes,
-     item) = (out[x:y] for x, y in zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    (e_off, e_lo, e_hi, e_t, p_off, p_t, callee, cret, tail, end, k4, l4, tick, need, lfree, lneed,
+     kbytes) = (out[x:y] for x, y in zip(bounds[:-1].tolist(), bounds[1:].tolist()))
     k4, l4 = k4.reshape(n, 4), l4.reshape(n, 4)
     e_off[0] = 0
     np.cumsum(e_len, out=e_off[1:])
@@ -93,7 +92,7 @@ def pack(nfa):
         c = np.fromiter(nfa.call.keys(), np.int32, len(nfa.call))
         fr = np.fromiter(_chain(nfa.call.values()), np.int32, 2 * len(nfa.call)).reshape(-1, 2)
         callee[c], cret[c] = fr[:, 0], fr[:, 1]
-    for x, nodes in ((tail, nfa.is_tail), (end, nfa.is_end), (tick, nfa.tick), (item, nfa.item_counters)):
+    for x, nodes in ((tail, nfa.is_tail), (end, nfa.is_end), (tick, nfa.tick)):
         x.fill(0)
         x[np.fromiter(nodes, np.int32, len(nodes))] = 1
     k4.fill(-1)
