@@ -279,3 +279,26 @@ def map_short(s, lim, short, full, room, acc, P, stk, sh, cnt, pool, sinfo, hh, 
     room[s] = rm
     short[s] = cs
     return 0
+
+
+@njit(cache=True, nogil=True)
+def state_wide(s, pool, sinfo, F):
+    """Whether the NFA nodes of state s's configurations take "a" and a space or a digit
+    "0" (masks.TokenMasks._wide, core_rows.Core.wide), read off their edges in the packed
+    NFA F."""
+    P = unflat(F)
+    e_off, e_lo, e_hi = P[0], P[1], P[2]
+    o = sinfo[s, 0]
+    f = 0
+    for i in range(sinfo[s, 1]):
+        n = pool[o + i] >> 32
+        for e in range(e_off[n], e_off[n + 1]):
+            lo = e_lo[e]
+            hi = e_hi[e]
+            if lo <= 0x61 <= hi:
+                f |= 1
+            if lo <= 0x20 <= hi or lo <= 0x30 <= hi:
+                f |= 2
+        if f == 3:
+            return True
+    return False

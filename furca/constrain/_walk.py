@@ -65,15 +65,31 @@ def get_walk_range():
     return _WALK[0]
 
 
+def get_sparse():
+    """_walk_kernels.sparse_words (stored_masks._stored's choice in one compiled pass), or
+    None without numba."""
+    get_walk_range()
+    return _SPARSE[0] if _SPARSE else None
+
+
+_SPARSE: list = []  # [sparse_words] once the walks are built with numba
+
+
 def _build():
     if os.environ.get("FURCA_NO_NUMBA", "") not in ("", "0"):
         return None
     try:
-        from ._walk_kernels import walk_range, walk_roots
+        from ._walk_kernels import sparse_words, walk_range, walk_roots
     except ImportError:  # numba is optional
         return None
 
     _warm(walk_range, walk_roots)
+    z = np.zeros(4, np.int32)
+    r = z.copy()
+    r.setflags(write=False)  # stored masks are read-only: numba types them apart
+    for packed, base in ((z, z), (z, r), (r, z), (r, r)):
+        sparse_words(packed, base, True, np.zeros(2, np.intp))
+    _SPARSE.append(sparse_words)
     return walk_range, walk_roots
 
 

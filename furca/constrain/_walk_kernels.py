@@ -89,3 +89,32 @@ def walk_roots(j, i, roots, start, stack, depth, byte, end, trans, rows, tok_sta
         j += 1
         i = -1
     return j, i
+
+
+@njit(cache=True, nogil=True)
+def sparse_words(packed, base, has_base, idx):
+    """stored_masks._stored's choice in one pass: (0, n) when packed (int32 words) has at
+    most len(idx) - 1 non-zero words, their indices in idx[:n]; else, with has_base,
+    (1, n) when it differs from base in at most that many words, their indices in
+    idx[:n]; else (2, 0). Each count stops at the first word past the limit."""
+    limit = idx.shape[0] - 1
+    n = 0
+    for w in range(packed.shape[0]):
+        if packed[w] != 0:
+            if n == limit:
+                n = -1
+                break
+            idx[n] = w
+            n += 1
+    if n >= 0:
+        return 0, n
+    if not has_base:
+        return 2, 0
+    n = 0
+    for w in range(packed.shape[0]):
+        if packed[w] != base[w]:
+            if n == limit:
+                return 2, 0
+            idx[n] = w
+            n += 1
+    return 1, n

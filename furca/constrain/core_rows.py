@@ -143,6 +143,7 @@ class Core:
         self._k = kern
         self._t = _core_tables
         self._walk_core = _core_walk_kernels.walk_roots_core
+        self._state_wide = _core_walk_kernels.state_wide
         self.P = packed
         self.has_need = bool(a.nfa.need)
         rows = 2 * WALK_ROOM
@@ -263,6 +264,15 @@ class Core:
         if made:  # expanded only now: their successors are in the automaton's lists
             a.expanded[self.made[:made]] = True
         return j, i
+
+    def wide(self, a, s) -> bool:
+        """masks.TokenMasks._wide for state s from the kernel's tables: whether its
+        configurations' NFA nodes take "a" and a space or a digit (their edges in the
+        packed NFA), without making the Python tuple of its configurations (configs_of)
+        or the nodes' byte sets (_core_walk_kernels.state_wide)."""
+        if s >= self._ns:  # a state Python made since the last kernel call
+            self._enter(a)
+        return self._state_wide(int(s), self.pool, self.sinfo, self.P)
 
     def _grow(self, a) -> bool:
         """Doubles the tables that are full (their hashes rebuilt); False at the

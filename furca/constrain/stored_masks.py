@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _walk
+
 SPARSE_WORDS = 256  # masks with at most this many non-zero words are stored sparse
 
 
@@ -38,7 +40,19 @@ def _stored(packed, base=None):
     as it is) when at most SPARSE_WORDS words differ from it; else packed itself (made
     read-only). The indices are kept intp: ``out[idx] = words`` with intp indices takes
     numpy's fast path (~1.0 us for 256 words against ~2.6 us for ``out.put`` with int32
-    ones, which casts them each time), for 4 more bytes per stored word."""
+    ones, which casts them each time), for 4 more bytes per stored word. With numba the
+    choice is one compiled pass that stops at the first word past the limit
+    (_walk_kernels.sparse_words), not two or three passes over the whole row."""
+    kern = _walk.get_sparse()
+    if kern is not None:
+        has_base = base is not None and base.shape == packed.shape
+        idx = np.empty(SPARSE_WORDS + 1, np.intp)
+        kind, n = kern(packed, base if has_base else packed, has_base, idx)
+        if kind == 2:
+            packed.setflags(write=False)  # shared: mask() returns it, several states may store it
+            return packed
+        idx = idx[:n].copy()
+        return (idx, packed[idx]) if kind == 0 else Delta(base, idx, packed[idx])
     live = packed != 0
     if np.count_nonzero(live) > SPARSE_WORDS:
         if base is not None and base.shape == packed.shape:

@@ -148,9 +148,10 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     # step cost it 1 s, read from the disk cache 14 ms). In a fresh process: the warm-up
     # alone; here: decodes add no signature
     info, _compiler, tok = kernel_on
-    names = "K.row, K.step_byte, K.step_bytes, T.insert_stacks, T.insert_states, T.intern, K.after_return, W.walk_roots_core"
+    names = ("K.row, K.step_byte, K.step_bytes, T.insert_stacks, T.insert_states, T.intern, K.after_return, "
+             "W.walk_roots_core, W.state_wide, S.sparse_words")
     code = ("from furca.constrain import GrammarCompiler, TokenizerInfo, _core_kernels as K, _core_tables as T, "
-            "_core_walk_kernels as W\n"
+            "_core_walk_kernels as W, _walk_kernels as S\n"
             "from constrain.tokenizers_cache import tokenizer_json\n"
             "path, eos = tokenizer_json('llama3_1')\n"
             "GrammarCompiler(TokenizerInfo.from_tokenizer_json(path, eos_token=eos))\n"
@@ -161,11 +162,12 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     fresh = json.loads(run.stdout.strip().splitlines()[-1])
-    assert len(fresh) == 8 and all(fresh), fresh
+    assert len(fresh) == 10 and all(fresh), fresh
     from furca.constrain import _core_kernels as K, _core_tables as T, _core_walk_kernels as W  # noqa: N812
+    from furca.constrain import _walk_kernels as S  # noqa: N812
 
     called = [K.row, K.step_byte, K.step_bytes, T.insert_stacks, T.insert_states, T.intern, K.after_return,
-              W.walk_roots_core]  # as names
+              W.walk_roots_core, W.state_wide, S.sparse_words]  # as names
     GrammarCompiler(info)
     loaded = [len(k.signatures) for k in called]
     for _a in _decoded(info, tok, every=25):
@@ -253,3 +255,32 @@ def test_kernel_returns_through_frames_are_pythons(kernel_on):
             kinds.add("call" if not k else "length" if ret in a.nfa.length else "counter")
             compared += 1
     assert compared > 150 and kinds == {"call", "length", "counter"}, (compared, kinds)
+
+
+def test_kernel_wide_flags_are_pythons(kernel_on):
+    # masks.TokenMasks._wide from the kernel's tables (core_rows.Core.wide: the edges of
+    # the state's nodes in the packed NFA) against the bit sets of the nodes' edges
+    # over every state of decoded grammars, with and without key tries and patterns
+    info, _compiler, tok = kernel_on
+    checked = wide = 0
+    for name, schema, tests in list(maskbench_cases())[3::25]:
+        try:
+            _masks, _accepted, a = _walks(info, tok, schema, tests)
+        except CompileError:
+            continue
+        node_bytes = {}
+
+        def takes(n):
+            if n not in node_bytes:
+                node_bytes[n] = sum((1 << (hi + 1)) - (1 << lo) for lo, hi, _t in a.nfa.edges[n])
+            return node_bytes[n]
+
+        for s in range(a.num_states):
+            bits = 0
+            for n, _st in a.configs[s]:
+                bits |= takes(n)
+            want = bool(bits >> 0x61 & (bits >> 0x20 | bits >> 0x30) & 1)
+            assert a.core.wide(a, s) == want, (name, s)
+            checked += 1
+            wide += want
+    assert checked > 2000 and wide > 100, (checked, wide)
