@@ -302,3 +302,26 @@ def state_wide(s, pool, sinfo, F):
         if f == 3:
             return True
     return False
+
+
+@njit(cache=True, nogil=True)
+def state_marked(s, pool, sinfo, marks):
+    """Whether a configuration of state s sits on a node with marks[node] set
+    (core_rows.Core.marked: key_masks.KeyTrieMasks.split's key trie nodes)."""
+    o = sinfo[s, 0]
+    for i in range(sinfo[s, 1]):
+        if marks[pool[o + i] >> 32]:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def state_depth(s, pool, sinfo, stk):
+    """The deepest stack among state s's configurations (compiled.CompiledGrammar.limit_check)."""
+    o = sinfo[s, 0]
+    d = 0
+    for i in range(sinfo[s, 1]):
+        x = stk[np.int32(pool[o + i] & 0xFFFFFFFF), 3]
+        if x > d:
+            d = x
+    return d

@@ -200,15 +200,14 @@ class LazyAutomaton(CanonicalForms):
         with self.lock:
             if self.expanded[s]:
                 return
-            configs = self.configs[s]
             if self._rows_to_core > 0:
                 self._rows_to_core -= 1
             elif self._rows_to_core == 0:
                 self._rows_to_core = -1
                 self.core = self.configs.core = core_rows.make(self)
             if self.core is not None and self.core.row(self, s):
-                pass  # the kernel's row (core_rows.py): the same as rows.py's
-            elif len(configs) == 1:  # most states (one position in a rule): the node's template
+                pass  # the kernel's row (core_rows.py): the same as rows.py's (its configurations stay unread)
+            elif len(configs := self.configs[s]) == 1:  # most states (one position in a rule): the node's template
                 self.rows.single(self, s, *configs[0])
             else:
                 self.rows.multi(self, s, configs)

@@ -100,8 +100,11 @@ class CompiledGrammar:
         room = self._room.get(state)
         if room is None:
             a = self.automaton
-            configs, depths = a.configs[state], a.stacks.depth
-            depth = depths[configs[0][1]] if len(configs) == 1 else max((depths[st] for _n, st in configs), default=0)
+            if a.core is not None:  # from the kernel's tables, without the configurations' tuple
+                depth = a.core.depth(a, state)
+            else:
+                configs, depths = a.configs[state], a.stacks.depth
+                depth = depths[configs[0][1]] if len(configs) == 1 else max((depths[st] for _n, st in configs), default=0)
             room = self._room[state] = MAX_STACK_DEPTH - depth
         if room > SHALLOW_ROOM:
             return None

@@ -144,6 +144,8 @@ class Core:
         self._t = _core_tables
         self._walk_core = _core_walk_kernels.walk_roots_core
         self._state_wide = _core_walk_kernels.state_wide
+        self._state_marked = _core_walk_kernels.state_marked
+        self._state_depth = _core_walk_kernels.state_depth
         self.P = packed
         self.has_need = bool(a.nfa.need)
         rows = 2 * WALK_ROOM
@@ -273,6 +275,20 @@ class Core:
         if s >= self._ns:  # a state Python made since the last kernel call
             self._enter(a)
         return self._state_wide(int(s), self.pool, self.sinfo, self.P)
+
+    def marked(self, a, s, marks) -> bool:
+        """Whether a configuration of state s sits on a node where marks (a bool array over
+        the NFA's nodes) is set, from the kernel's tables (_core_walk_kernels.state_marked)."""
+        if s >= self._ns:
+            self._enter(a)
+        return self._state_marked(int(s), self.pool, self.sinfo, marks)
+
+    def depth(self, a, s) -> int:
+        """The deepest stack among state s's configurations, from the kernel's tables
+        (_core_walk_kernels.state_depth)."""
+        if s >= self._ns or len(a.stacks.frames) > self._nst:
+            self._enter(a)
+        return int(self._state_depth(int(s), self.pool, self.sinfo, self.stk))
 
     def _grow(self, a) -> bool:
         """Doubles the tables that are full (their hashes rebuilt); False at the

@@ -108,6 +108,7 @@ class KeyTrieMasks:
         self._roots: dict[int, list] = {}  # token trie -> its root's child on each byte (-1: none)
         self._any: dict[tuple, tuple] = {}  # (narrow target, stack) -> (words, return nodes, trie)
         self._fits: dict[tuple, bool] = {}  # (rest's start, other's start) -> _rules_fit
+        self._mark_arr = None  # the key trie nodes as a bool array over the NFA's nodes (split, with the row kernel)
         self.nbytes = 0  # of the cached "any key" masks
 
     def clear(self) -> None:
@@ -121,6 +122,12 @@ class KeyTrieMasks:
         stack holds the frame of that call above k's stack): the declared keys' and any
         other alternative's, walked as they are."""
         a, marks = self._a, self._marks
+        if a.core is not None:  # most states sit on no trie node: asked without their configurations' tuple
+            if self._mark_arr is None:
+                self._mark_arr = np.zeros(len(a.nfa.edges), np.bool_)
+                self._mark_arr[list(marks)] = True
+            if not a.core.marked(a, s, self._mark_arr):
+                return None
         configs = a.configs[s]
         hit = None
         for n, st in configs:

@@ -149,7 +149,7 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     # alone; here: decodes add no signature
     info, _compiler, tok = kernel_on
     names = ("K.row, K.step_byte, K.step_bytes, T.insert_stacks, T.insert_states, T.intern, K.after_return, "
-             "W.walk_roots_core, W.state_wide, S.sparse_words")
+             "W.walk_roots_core, W.state_wide, W.state_marked, W.state_depth, S.sparse_words")
     code = ("from furca.constrain import GrammarCompiler, TokenizerInfo, _core_kernels as K, _core_tables as T, "
             "_core_walk_kernels as W, _walk_kernels as S\n"
             "from constrain.tokenizers_cache import tokenizer_json\n"
@@ -162,12 +162,12 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     fresh = json.loads(run.stdout.strip().splitlines()[-1])
-    assert len(fresh) == 10 and all(fresh), fresh
+    assert len(fresh) == 12 and all(fresh), fresh
     from furca.constrain import _core_kernels as K, _core_tables as T, _core_walk_kernels as W  # noqa: N812
     from furca.constrain import _walk_kernels as S  # noqa: N812
 
     called = [K.row, K.step_byte, K.step_bytes, T.insert_stacks, T.insert_states, T.intern, K.after_return,
-              W.walk_roots_core, W.state_wide, S.sparse_words]  # as names
+              W.walk_roots_core, W.state_wide, W.state_marked, W.state_depth, S.sparse_words]  # as names
     GrammarCompiler(info)
     loaded = [len(k.signatures) for k in called]
     for _a in _decoded(info, tok, every=25):
@@ -257,12 +257,14 @@ def test_kernel_returns_through_frames_are_pythons(kernel_on):
     assert compared > 150 and kinds == {"call", "length", "counter"}, (compared, kinds)
 
 
-def test_kernel_wide_flags_are_pythons(kernel_on):
-    # masks.TokenMasks._wide from the kernel's tables (core_rows.Core.wide: the edges of
-    # the state's nodes in the packed NFA) against the bit sets of the nodes' edges
-    # over every state of decoded grammars, with and without key tries and patterns
+def test_kernel_state_tests_are_pythons(kernel_on):
+    # masks.TokenMasks._wide, the deepest stack (compiled.limit_check) and whether a
+    # configuration sits on a key trie node (key_masks.KeyTrieMasks.split) read off the
+    # kernel's tables, without the configurations' tuples (core_rows.Core.wide, depth,
+    # marked), against Python's over every state of decoded grammars, with and without
+    # key tries and patterns
     info, _compiler, tok = kernel_on
-    checked = wide = 0
+    checked = wide = deep = marked = 0
     for name, schema, tests in list(maskbench_cases())[3::25]:
         try:
             _masks, _accepted, a = _walks(info, tok, schema, tests)
@@ -281,6 +283,13 @@ def test_kernel_wide_flags_are_pythons(kernel_on):
                 bits |= takes(n)
             want = bool(bits >> 0x61 & (bits >> 0x20 | bits >> 0x30) & 1)
             assert a.core.wide(a, s) == want, (name, s)
+            depth = max((a.stacks.depth[st] for _n, st in a.configs[s]), default=0)
+            assert a.core.depth(a, s) == depth, (name, s)
+            marks = np.zeros(len(a.nfa.edges), np.bool_)
+            marks[list(a.nfa.key_trie_nodes)] = True
+            assert a.core.marked(a, s, marks) == any(n in a.nfa.key_trie_nodes for n, _st in a.configs[s]), (name, s)
             checked += 1
             wide += want
-    assert checked > 2000 and wide > 100, (checked, wide)
+            deep += depth > 2
+            marked += bool(a.nfa.key_trie_nodes) and a.core.marked(a, s, marks)
+    assert checked > 2000 and wide > 100 and deep > 100 and marked > 20, (checked, wide, deep, marked)
