@@ -1,0 +1,166 @@
+"""What the 1% slowest steps hold: the steps that set the per-token p99.
+
+    .venv/bin/python bench/constrain_tail.py [--sample 500 | --files LIST] [--top 1.0]
+    .venv/bin/python bench/constrain_tail.py --first-only --sampler-wait 20   # then, in another shell:
+        py-spy record --rate 250 --format raw --pid <the pid it prints> --output F
+
+Per schema of the harness's stratified sample (Llama-3.1), in one process: a cold compile
+and first mask, then every instance token by token (fill_bitmask + accept_token, thread
+CPU time), as the shared harness walks them. Each step notes the cold work it ran: a
+slice search on a state not searched before (slices.SliceBounds.slice_depth), the first
+"any key" walk of a key trie and stack (key_masks.KeyTrieMasks._any_key), another key
+trie mask, a new abstract state's walk, a tiered mask, how many new masks. Printed for
+the --top percent slowest steps: how many are in first instances, and the combinations
+of that work, most frequent first.
+
+--sampler-wait N: compile every grammar and fill its first mask first, print the pid,
+sleep N seconds (start a sampling profiler on the pid then), and walk the instances
+(--first-only: each schema's first one) without the notes: a profile of the steps alone.
+py-spy's blocking mode (the default) gives exact stacks; its --nonblocking samples read
+frames that change under it. Figures: bench/results/constrain.md (session 32).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gc
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
+clock = time.thread_time_ns
+notes: collections.Counter = collections.Counter()
+
+
+def _note(owner, name, label, new):
+    """Counts owner.name's calls for which new(self, *args) holds under label."""
+    f = getattr(owner, name)
+
+    def g(self, *a, **k):
+        if new(self, *a):
+            notes[label] += 1
+        return f(self, *a, **k)
+
+    setattr(owner, name, g)
+
+
+def instrument():
+    from furca.constrain import key_masks, masks, slices
+
+    _note(slices.SliceBounds, "slice_depth", "slice search", lambda b, s, sl: s not in b._depth.get(sl.name, {}))
+    _note(key_masks.KeyTrieMasks, "_any_key", "any key", lambda k, n, st, *_a: (n, st) not in k._any)
+    _note(key_masks.KeyTrieMasks, "words", "key mask", lambda *_a: True)
+    _note(masks.TokenMasks, "_abstract_part", "new abstract", lambda m, ab: ab not in m._abs)
+    _note(masks.TokenMasks, "_tiered_mask", "tiered", lambda *_a: True)
+    _note(masks.TokenMasks, "_compute_mask_ctx", "new mask", lambda *_a: True)
+
+
+def kinds(n) -> str:
+    out = [x for x in ("slice search", "any key") if n.get(x)]
+    if n.get("key mask") and not n.get("any key"):
+        out.append("key mask")
+    out += [x for x in ("new abstract", "tiered") if n.get(x)]
+    masks_made = n.get("new mask", 0)
+    out.append("no new mask" if not masks_made else "new masks > 1" if masks_made > 1 else "one new mask")
+    return ", ".join(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sample", type=int, default=500)
+    ap.add_argument("--files", help="schema file names, one a line (default: the harness's stratified sample)")
+    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+    ap.add_argument("--top", type=float, default=1.0, help="the percent of slowest steps described")
+    ap.add_argument("--first-only", action="store_true", help="each schema's first instance only")
+    ap.add_argument("--sampler-wait", type=float, default=0.0, help="compile all first, print the pid, wait")
+    a = ap.parse_args(argv)
+    sys.path.insert(0, ROOT)
+    sys.path.insert(0, HARNESS)
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import schemas
+    from constrain.tokenizers_cache import tokenizer_json
+    from engines import WARM_UP_SCHEMA
+    from tokenizers import Tokenizer
+
+    from furca.constrain import GrammarCompiler, TokenizerInfo
+    from furca.errors import CompileError
+
+    if a.files:
+        with open(a.files, encoding="utf-8") as f:
+            names = [ln.strip() for ln in f if ln.strip()]
+    else:
+        names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
+    path, eos = tokenizer_json("llama3_1")
+    tok = Tokenizer.from_file(str(path))
+    info = TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
+    bm = np.zeros((1, info.num_words), dtype=np.int32)
+    GrammarCompiler(info).compile_json_schema(WARM_UP_SCHEMA).matcher().fill_bitmask(bm)  # as the harness's parent
+    work = []
+    for name in names:
+        with open(os.path.join(a.data, name), encoding="utf-8") as f:
+            d = json.load(f)
+        tests = d["tests"][:1] if a.first_only else d["tests"]
+        texts = [tok.encode(schemas.instance_text(t["data"], d["schema"]), add_special_tokens=False).ids for t in tests]
+        work.append((d["schema"], texts))
+    if a.sampler_wait:
+        grammars = []
+        for schema, texts in work:
+            try:
+                g = GrammarCompiler(info, cache_size=0).compile_json_schema(schema)
+            except CompileError:
+                continue
+            g.matcher().fill_bitmask(bm)
+            grammars.append((g, texts))
+        gc.collect()
+        gc.freeze()
+        print(f"pid {os.getpid()}: start the sampler; walking in {a.sampler_wait:g} s", flush=True)
+        time.sleep(a.sampler_wait)
+        t0 = time.perf_counter()
+        for g, texts in grammars:
+            for ids in texts:
+                m = g.matcher()
+                for t in ids + [info.eos_token_id]:
+                    m.fill_bitmask(bm)
+                    if not m.accept_token(t):
+                        break
+        print(f"steps walked in {time.perf_counter() - t0:.2f} s")
+        return
+    instrument()
+    gc.collect()
+    gc.freeze()
+    steps = []  # (ns, first instance, notes)
+    for schema, texts in work:
+        try:
+            g = GrammarCompiler(info, cache_size=0).compile_json_schema(schema)
+        except CompileError:
+            continue
+        g.matcher().fill_bitmask(bm)
+        for k, ids in enumerate(texts):
+            m = g.matcher()
+            for t in ids + [info.eos_token_id]:
+                notes.clear()
+                t0 = clock()
+                m.fill_bitmask(bm)
+                ok = m.accept_token(t)
+                steps.append((clock() - t0, k == 0, dict(notes)))
+                if not ok:
+                    break
+    steps.sort(key=lambda x: -x[0])
+    top = steps[: max(1, int(len(steps) * a.top / 100))]
+    print(f"{len(steps)} steps; the {len(top)} slowest ({a.top:g}%) from {top[-1][0] / 1e3:.1f} µs, "
+          f"{sum(1 for s in top if s[1])} in first instances")
+    for label in ("slice search", "any key", "key mask", "new abstract", "tiered"):
+        print(f"  {label:13s} in {sum(1 for s in top if s[2].get(label)):6d}")
+    print("by what they ran:")
+    for combo, n in collections.Counter(kinds(s[2]) for s in top).most_common(12):
+        print(f"  {n:6d}  {combo}")
+
+
+if __name__ == "__main__":
+    main()
