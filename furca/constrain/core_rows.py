@@ -271,23 +271,29 @@ class Core:
         """masks.TokenMasks._wide for state s from the kernel's tables: whether its
         configurations' NFA nodes take "a" and a space or a digit (their edges in the
         packed NFA), without making the Python tuple of its configurations (configs_of)
-        or the nodes' byte sets (_core_walk_kernels.state_wide)."""
+        or the nodes' byte sets (_core_walk_kernels.state_wide). Under the automaton's
+        lock (a new mask's computation holds it)."""
         if s >= self._ns:  # a state Python made since the last kernel call
             self._enter(a)
         return self._state_wide(int(s), self.pool, self.sinfo, self.P)
 
     def marked(self, a, s, marks) -> bool:
         """Whether a configuration of state s sits on a node where marks (a bool array over
-        the NFA's nodes) is set, from the kernel's tables (_core_walk_kernels.state_marked)."""
+        the NFA's nodes) is set, from the kernel's tables (_core_walk_kernels.state_marked).
+        Under the automaton's lock (a new mask's computation holds it)."""
         if s >= self._ns:
             self._enter(a)
         return self._state_marked(int(s), self.pool, self.sinfo, marks)
 
     def depth(self, a, s) -> int:
         """The deepest stack among state s's configurations, from the kernel's tables
-        (_core_walk_kernels.state_depth)."""
+        (_core_walk_kernels.state_depth). Asked outside the automaton's lock (a matcher's
+        fill, compiled.limit_check): entering Python's new states and stacks takes it, as
+        every other write to the tables does (a walk of another thread's matcher may be
+        running in the kernel without the GIL)."""
         if s >= self._ns or len(a.stacks.frames) > self._nst:
-            self._enter(a)
+            with a.lock:
+                self._enter(a)
         return int(self._state_depth(int(s), self.pool, self.sinfo, self.stk))
 
     def _grow(self, a) -> bool:

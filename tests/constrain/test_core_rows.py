@@ -293,3 +293,48 @@ def test_kernel_state_tests_are_pythons(kernel_on):
             deep += depth > 2
             marked += bool(a.nfa.key_trie_nodes) and a.core.marked(a, s, marks)
     assert checked > 2000 and wide > 100 and deep > 100 and marked > 20, (checked, wide, deep, marked)
+
+
+def test_matchers_of_one_grammar_in_threads_fill_the_masks_of_one_thread(kernel_on):
+    # the server fills the masks of a batch on worker threads: matchers of one grammar
+    # decode at once, their new masks made under the automaton's lock, the warm fills
+    # and the nesting check (compiled.limit_check, which reads the kernel's tables) not;
+    # the masks of every step equal those of the same instances decoded one by one
+    import threading
+
+    info, _compiler, tok = kernel_on
+    cases = [(schema, [t for t in tests if t["valid"]]) for _n, schema, tests in list(maskbench_cases())[1::3]]
+    cases = [(schema, valid) for schema, valid in cases if len(valid) >= 2][:4]
+    assert len(cases) == 4
+    for schema, valid in cases:
+        texts = [tok.encode(instance_text(t["data"], schema), add_special_tokens=False).ids for t in valid] * 2
+        want = [_decode_masks(GrammarCompiler(info).compile_json_schema(schema), info, ids) for ids in texts]
+        g = GrammarCompiler(info).compile_json_schema(schema)
+        got, errors = [None] * len(texts), []
+
+        def work(k):
+            try:
+                got[k] = _decode_masks(g, info, texts[k])
+            except Exception as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(len(texts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        for k, (x, y) in enumerate(zip(got, want)):
+            assert len(x) == len(y) and all(np.array_equal(p, q) for p, q in zip(x, y)), k
+
+
+def _decode_masks(g, info, ids):
+    """The masks of every step of ids decoded through a new matcher of g (then EOS)."""
+    bm = np.zeros((1, info.num_words), dtype=np.int32)
+    m = g.matcher()
+    out = []
+    for t in ids + [info.eos_token_id]:
+        m.fill_bitmask(bm)
+        out.append(bm.copy())
+        assert m.accept_token(t)
+    return out
