@@ -108,49 +108,45 @@ def main(argv=None):
         tests = d["tests"][:1] if a.first_only else d["tests"]
         texts = [tok.encode(schemas.instance_text(t["data"], d["schema"]), add_special_tokens=False).ids for t in tests]
         work.append((d["schema"], texts))
-    if a.sampler_wait:
-        grammars = []
+    def compiled():
+        """Each schema's grammar with its instances' ids, compiled and its first mask
+        filled (as the harness does before the instances); the ones furca refuses left out."""
         for schema, texts in work:
             try:
                 g = GrammarCompiler(info, cache_size=0).compile_json_schema(schema)
             except CompileError:
                 continue
             g.matcher().fill_bitmask(bm)
-            grammars.append((g, texts))
+            yield g, texts
+
+    def walk(grammars, steps):
+        """Every instance token by token (then EOS): (ns, first instance, notes) a step."""
+        for g, texts in grammars:
+            for k, ids in enumerate(texts):
+                m = g.matcher()
+                for t in ids + [info.eos_token_id]:
+                    notes.clear()
+                    t0 = clock()
+                    m.fill_bitmask(bm)
+                    ok = m.accept_token(t)
+                    steps.append((clock() - t0, k == 0, dict(notes)))
+                    if not ok:
+                        break
+
+    steps = []
+    if a.sampler_wait:
+        grammars = list(compiled())
         gc.collect()
         gc.freeze()
         print(f"pid {os.getpid()}: start the sampler; walking in {a.sampler_wait:g} s", flush=True)
         time.sleep(a.sampler_wait)
-        t0 = time.perf_counter()
-        for g, texts in grammars:
-            for ids in texts:
-                m = g.matcher()
-                for t in ids + [info.eos_token_id]:
-                    m.fill_bitmask(bm)
-                    if not m.accept_token(t):
-                        break
-        print(f"steps walked in {time.perf_counter() - t0:.2f} s")
+        walk(grammars, steps)
+        print(f"{len(steps)} steps walked in {sum(x[0] for x in steps) / 1e9:.2f} s (thread CPU time)")
         return
     instrument()
     gc.collect()
     gc.freeze()
-    steps = []  # (ns, first instance, notes)
-    for schema, texts in work:
-        try:
-            g = GrammarCompiler(info, cache_size=0).compile_json_schema(schema)
-        except CompileError:
-            continue
-        g.matcher().fill_bitmask(bm)
-        for k, ids in enumerate(texts):
-            m = g.matcher()
-            for t in ids + [info.eos_token_id]:
-                notes.clear()
-                t0 = clock()
-                m.fill_bitmask(bm)
-                ok = m.accept_token(t)
-                steps.append((clock() - t0, k == 0, dict(notes)))
-                if not ok:
-                    break
+    walk(compiled(), steps)
     steps.sort(key=lambda x: -x[0])
     top = steps[: max(1, int(len(steps) * a.top / 100))]
     print(f"{len(steps)} steps; the {len(top)} slowest ({a.top:g}%) from {top[-1][0] / 1e3:.1f} µs, "

@@ -35,20 +35,29 @@ def _walks(info, tok, schema, tests):
     """(the masks of every step of every valid instance, accepted flags, automaton) of a
     fresh compile (the kernel as the environment says)."""
     g = GrammarCompiler(info).compile_json_schema(schema)
-    bm = np.zeros((1, info.num_words), dtype=np.int32)
     masks, accepted = [], []
     for test in tests:
-        if not test["valid"]:
-            continue
-        m = g.matcher()
-        for t in tok.encode(instance_text(test["data"], schema), add_special_tokens=False).ids + [info.eos_token_id]:
-            m.fill_bitmask(bm)
-            masks.append(bm.copy())
-            ok = m.accept_token(t)
-            accepted.append(ok)
-            if not ok:
-                break
+        if test["valid"]:
+            m, ok = _decode_steps(g, info, tok.encode(instance_text(test["data"], schema), add_special_tokens=False).ids)
+            masks += m
+            accepted += ok
     return masks, accepted, g.automaton
+
+
+def _decode_steps(g, info, ids):
+    """(the mask before each step, whether the step's token was accepted) of ids then EOS
+    decoded through a new matcher of g, up to the first token refused."""
+    bm = np.zeros((1, info.num_words), dtype=np.int32)
+    m = g.matcher()
+    masks, accepted = [], []
+    for t in ids + [info.eos_token_id]:
+        m.fill_bitmask(bm)
+        masks.append(bm.copy())
+        ok = m.accept_token(t)
+        accepted.append(ok)
+        if not ok:
+            break
+    return masks, accepted
 
 
 def test_kernel_rows_give_the_same_masks(kernel_on, monkeypatch):
@@ -308,13 +317,13 @@ def test_matchers_of_one_grammar_in_threads_fill_the_masks_of_one_thread(kernel_
     assert len(cases) == 4
     for schema, valid in cases:
         texts = [tok.encode(instance_text(t["data"], schema), add_special_tokens=False).ids for t in valid] * 2
-        want = [_decode_masks(GrammarCompiler(info).compile_json_schema(schema), info, ids) for ids in texts]
+        want = [_decode_steps(GrammarCompiler(info).compile_json_schema(schema), info, ids) for ids in texts]
         g = GrammarCompiler(info).compile_json_schema(schema)
         got, errors = [None] * len(texts), []
 
         def work(k):
             try:
-                got[k] = _decode_masks(g, info, texts[k])
+                got[k] = _decode_steps(g, info, texts[k])
             except Exception as e:  # pragma: no cover - reported below
                 errors.append(e)
 
@@ -324,17 +333,6 @@ def test_matchers_of_one_grammar_in_threads_fill_the_masks_of_one_thread(kernel_
         for t in threads:
             t.join()
         assert not errors, errors
-        for k, (x, y) in enumerate(zip(got, want)):
+        for k, ((x, ok_x), (y, ok_y)) in enumerate(zip(got, want)):
+            assert all(ok_x) and all(ok_y), k  # every token of the valid instances accepted
             assert len(x) == len(y) and all(np.array_equal(p, q) for p, q in zip(x, y)), k
-
-
-def _decode_masks(g, info, ids):
-    """The masks of every step of ids decoded through a new matcher of g (then EOS)."""
-    bm = np.zeros((1, info.num_words), dtype=np.int32)
-    m = g.matcher()
-    out = []
-    for t in ids + [info.eos_token_id]:
-        m.fill_bitmask(bm)
-        out.append(bm.copy())
-        assert m.accept_token(t)
-    return out
