@@ -35,35 +35,36 @@ class SliceHorizon:
         self._a = automaton
         self._proof = proof
         self._chains = proof.chains  # chains of copies in length regions (copy_chains.py)
-        self._near: dict[int, dict] = {}  # L -> {state: its canonical form for L characters} (form)
+        self._near: dict[int, dict] = {}  # L -> {state: (its form for L characters, moved)} (form)
         self._near_stacks: dict[int, dict] = {}  # L -> {stack: _near_stack(stack, L)}
         self._whole: dict[int, bool] = {}  # counter body start -> _whole_bodies(it)
         self._shifted: dict[int, dict] = {}  # L -> {state: down(state, L)}
 
-    def form(self, s: int, L: int):
-        """The canonical form of states for a search that looks at most L slice
-        characters ahead, or None when s holds no frame that it collapses and the
-        automaton's canonical form keeps (then that form is the search's). It is
-        automaton.canonical's argument with L characters in place of the longest token
-        (_near_stack): a maxLength 50 or 128 string (a counter) has room for 16
-        characters at most of its counts, not for a token of 128 bytes, and the search
-        stepped through one new state per count (16 levels, ~270 configuration-set moves,
-        ~5 ms); in this form the count after a character is the count before it. The
-        search's result is then capped at L (past it the form does not hold)."""
-        a = self._a
-        if not any(self._near_stack(st, L)[1] for _n, st in a.configs[s]):
-            return None
+    def form(self, y: int, L: int) -> tuple[int, bool]:
+        """(the form of y for a search that looks at most L slice characters ahead,
+        whether it moved a frame that automaton.canonical keeps: the search's result is
+        then capped at L). It is automaton.canonical's argument with L characters in
+        place of the longest token (_near_stack), taken of y in its canonical form
+        (slices.SliceBounds._search): a maxLength 50 or 128 string (a counter) has room
+        for 16 characters at most of its counts, not for a token of 128 bytes, and the
+        search stepped through one new state per count (16 levels, ~270
+        configuration-set moves, ~5 ms); in this form the count after a character is
+        the count before it. Asked of every state the search meets, not only of the
+        state it measures: a string's first character (count 1 below minLength 2) holds
+        no frame to move, the counts after it do."""
         memo = self._near.setdefault(L, {})
-        near_stack = self._near_stack
-
-        def canon(y):
-            c = memo.get(y)
-            if c is None:
-                configs = a.configs[y]
-                cut = [(n, near_stack(st, L)[0]) for n, st in configs]
-                c = memo[y] = y if all(x == z for x, z in zip(cut, configs)) else a.intern(cut, a.accepting[y])
-            return c
-        return canon
+        hit = memo.get(y)
+        if hit is None:
+            a = self._a
+            configs = a.configs[y]
+            cut, moved = [], False
+            for n, st in configs:
+                c, flag = self._near_stack(st, L)
+                cut.append((n, c))
+                moved = moved or flag
+            c = y if all(x == z for x, z in zip(cut, configs)) else a.intern(cut, a.accepting[y])
+            hit = memo[y] = (c, moved)
+        return hit
 
     def _near_stack(self, st: int, L: int) -> tuple:
         """(st with every frame that behaves alike for any L slice characters at its

@@ -414,19 +414,21 @@ class SliceBounds:
             if c != s:
                 d = memo[s] = min(self._search(c, sl, nested), top)
                 return d
-        near = self.horizon.form(s, top)
-        canon = self._canon if near is None else near
-        capped = near is not None  # the search's states alike for top characters only: its result capped
-        if self._chains:
-            base, copy_shift = canon, self.horizon.down
+        base, near, chains, copy_shift = self._canon, self.horizon.form, self._chains, self.horizon.down
+        capped = False  # some state met was taken alike for top characters only: the result capped there
+        canon = None
+        if base is not None or chains:
 
             def canon(y):
                 nonlocal capped
                 if base is not None:
-                    y = base(y)
-                z = copy_shift(y, top)
-                capped = capped or z != y
-                return z
+                    y, moved = near(base(y), top)
+                    capped = capped or moved
+                if chains:
+                    z = copy_shift(y, top)
+                    capped = capped or z != y
+                    y = z
+                return y
         lb = self._config_bound(s, sl, memo, nested + 1)
         if lb >= top:
             memo[s] = lb
