@@ -96,6 +96,35 @@ def test_a_trie_whose_rules_do_not_fit_is_walked_whole():
     assert g.masks._keys._fits and all(g.masks._keys._fits.values())
 
 
+def test_the_rules_check_is_shared_by_the_layout_across_grammars(monkeypatch):
+    """Grammars of different lasting rules (different layouts) name the trie's rules by
+    the same layout key (key_masks._layout_shape: the bodies' blocks and their calls),
+    so the rules check of the first serves the second without walking the rules' NFA;
+    the masks stay the whole walk's (brute force)."""
+    from furca.constrain import key_masks
+
+    info = byte_info(EXTRA)
+    other = {"type": "object", "properties": {"n": {"type": "number"}, "q": {"type": "array"}},
+             "additionalProperties": {"type": "boolean"}}
+    g1 = GrammarCompiler(info, cache_size=0).compile_json_schema(SCHEMA)
+    g2 = GrammarCompiler(info, cache_size=0).compile_json_schema(other)
+    assert g1.automaton.nfa.layout is not g2.automaton.nfa.layout
+
+    def key_of(g):
+        nfa = g.automaton.nfa
+        narrow_to, other_call, _inner = next(iter(nfa.key_trie_nodes.values()))
+        return key_masks._layout_shape(nfa, (nfa.call[nfa.eps[narrow_to][0]][0], nfa.call[other_call][0]))
+
+    assert key_of(g1) is not None and key_of(g1)[0] == key_of(g2)[0]
+    walk_checking_masks(accept_bytes(g1, '{"a'), info, random.Random(0), 4)
+    assert key_of(g1)[0] in key_masks._LAYOUT_FITS
+    calls = []
+    monkeypatch.setattr(key_masks, "_rules_shape", lambda *a: calls.append(a))
+    monkeypatch.setattr(key_masks.KeyTrieMasks, "_rules_fit", lambda *a: calls.append(a))
+    walk_checking_masks(accept_bytes(g2, '{"'), info, random.Random(1), 6)
+    assert g2.masks._keys._fits and all(g2.masks._keys._fits.values()) and not calls
+
+
 # one object schema with a key trie, met at the root's member, in an array's items and one
 # level deeper: its "any key" words are walked once with the object's frame cut and
 # continued per context below the nodes where the object ends (KeyTrieMasks._any_key)
