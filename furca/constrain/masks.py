@@ -408,24 +408,36 @@ class TokenMasks:
     def _slice_level(self, s, row):
         """The level (tokenizer.TokenSlice.levels) of the first slice whose strings of its
         length all stay alive from s, or None. A state that takes "a" and " " tries the
-        JSON string slice; one that takes no space, the narrower alphabets (a pattern's),
-        each only where s takes every byte that starts one of its characters (a depth of
-        at least one), largest first."""
+        JSON string slice, and where some JSON string character kills it at once (depth
+        0: a pattern's narrower alphabet) the alphabets with a space; one that takes no
+        space, the narrower alphabets (a pattern's); each only where s takes every byte
+        that starts one of its characters (a depth of at least one), largest first."""
         info = self._info
         if row[0x61] and row[0x20]:  # cheap pre-check: "a" and " " live
-            candidates = info.slices()
+            depth = 0
+            for sl in info.slices():
+                level, depth = self._level_of(s, sl)
+                if level is not None:
+                    return level
+            if depth:
+                return None
+            candidates = [sl for sl in info.space_slices() if row[sl.first_byte_list].all()]
         elif row[0x61] and row[0x30]:  # "a" and "0", no space: a pattern's alphabet (every class holds both)
             candidates = [sl for sl in info.class_slices() if row[sl.first_byte_list].all()]
         else:
             return None
         for sl in candidates:
-            depth = self.slices.slice_depth(s, sl)
-            if 0 < depth < sl.max_level and self.slices.tight(s, sl, depth):  # a bound that near: exactly that deep
-                return sl.exact(depth)
-            level = next((lv for lv in sl.levels if depth >= lv[0]), None)
+            level, _depth = self._level_of(s, sl)
             if level is not None:
                 return level
         return None
+
+    def _level_of(self, s, sl):
+        """(the level of slice sl that s allows whole, or None; s's depth in sl)."""
+        depth = self.slices.slice_depth(s, sl)
+        if 0 < depth < sl.max_level and self.slices.tight(s, sl, depth):  # a bound that near: exactly that deep
+            return sl.exact(depth), depth
+        return next((lv for lv in sl.levels if depth >= lv[0]), None), depth
 
     def _compute_mask(self, s, record=False):
         """s's mask as (packed int32 words, base), or with record (an abstract state's

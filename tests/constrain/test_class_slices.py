@@ -1,8 +1,9 @@
 """Slices of narrower alphabets (tokenizer.CLASS_SLICES): a state inside a string pattern
 such as `\\w*` or `[a-z0-9-]+` takes no space, so the JSON string slice never applied and
-its mask walked every token of the alphabet. Such a state now sets the slice's tokens at
-once and its walk skips the trie's subtrees that hold only those (TokenTrie.subtrees_with,
-the walks' `keep`). The masks are compared with brute force (each token tried on a fork
+its mask walked every token of the alphabet (with a space, tokenizer.SPACE_SLICES: a
+pattern that refuses an accented letter or a `*` kills the JSON string slice at once).
+Such a state now sets the slice's tokens at once and its walk skips the trie's subtrees
+that hold only those (TokenTrie.subtrees_with, the walks' `keep`). The masks are compared with brute force (each token tried on a fork
 of the matcher) along random walks, with tokens on both sides of the length levels (10
 and 16 characters), tokens that leave the alphabet or close the string, and the slices
 are seen to be taken."""
@@ -21,7 +22,8 @@ from .conftest import accept_bytes, byte_info, walk_checking_masks
 
 EXTRA = ["ab", "abc", "abc_1", "Ab9", "a-b", "a.b", "x" * 9, "x" * 10, "y" * 11, "z" * 16, "q" * 17, "w9" * 9,
          'abc"', 'ab",', 'a"}', "-9", "..", "a b", '"a', "_x", "A_B-c.d", "%", "%2F", "é", '":', '"}', "abc/",
-         "1234567890", "12345678901234567", "a\\", "\\n"]
+         "1234567890", "12345678901234567", "a\\", "\\n", " ab", "ab cd", "a b c d e f g h", "a b c d e f g h i",
+         "a*b", " *", "~ ~"]
 
 PATTERNS = [  # (pattern, the slice its string states take)
     (r"^\w*$", "word"),
@@ -29,6 +31,10 @@ PATTERNS = [  # (pattern, the slice its string states take)
     (r"^[A-Za-z0-9]{3,12}$", "alnum"),
     (r"^[\w.-]+$", "ident"),
     (r"^\S+$", "nonspace"),
+    # with a space, where a JSON string character kills the state at once (SPACE_SLICES)
+    (r"^[ -~]*$", "ascii_text"),
+    (r"^[^*/:<>?|]+$", "alnum_space"),
+    (r"^[a-zA-Z0-9 ._-]{2,40}$", "alnum_space"),
 ]
 
 
@@ -60,7 +66,7 @@ def test_pattern_masks_equal_brute_force(info, pattern, slice_name, max_length, 
     def spy(self, s, row):
         level = orig(self, s, row)
         if level is not None:
-            taken.append(next(sl.name for sl in info.slices() + info.class_slices()
+            taken.append(next(sl.name for sl in info.slices() + info.class_slices() + info.space_slices()
                               if any(level is lv for lv in sl.levels + list(sl._exact.values()))))
         return level
 
