@@ -73,13 +73,21 @@ def get_sparse():
 
 
 _SPARSE: list = []  # [sparse_words] once the walks are built with numba
+_CLEAR: list = []  # [clear_bits] once the walks are built with numba
+
+
+def get_clear_bits():
+    """_walk_kernels.clear_bits (the bits of a run of token ids cleared), or None without
+    numba."""
+    get_walk_range()
+    return _CLEAR[0] if _CLEAR else None
 
 
 def _build():
     if os.environ.get("FURCA_NO_NUMBA", "") not in ("", "0"):
         return None
     try:
-        from ._walk_kernels import sparse_words, walk_range, walk_roots
+        from ._walk_kernels import clear_bits, sparse_words, walk_range, walk_roots
     except ImportError:  # numba is optional
         return None
 
@@ -90,6 +98,8 @@ def _build():
     for packed, base in ((z, z), (z, r), (r, z), (r, r)):
         sparse_words(packed, base, True, np.zeros(2, np.intp))
     _SPARSE.append(sparse_words)
+    clear_bits(np.zeros(1, np.uint32), np.zeros(1, np.int32), 0, 1)
+    _CLEAR.append(clear_bits)
     return walk_range, walk_roots
 
 

@@ -92,6 +92,16 @@ def walk_roots(j, i, roots, start, stack, depth, byte, end, trans, rows, tok_sta
 
 
 @njit(cache=True, nogil=True)
+def clear_bits(words, ids, lo, hi):
+    """Clears in words (uint32) the bits of the token ids ids[lo:hi] (int32): the tokens
+    below a token-trie node (key_masks.KeyTrieMasks.words' closers; np.bitwise_and.at
+    took ~25 µs for the ~1,500 tokens below a lone quote)."""
+    for k in range(lo, hi):
+        t = ids[k]
+        words[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+
+
+@njit(cache=True, nogil=True)
 def sparse_words(packed, base, has_base, idx):
     """stored_masks._stored's choice in one pass: (0, n) when packed (int32 words) has at
     most len(idx) - 1 non-zero words, their indices in idx[:n]; else, with has_base,
