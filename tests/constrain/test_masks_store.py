@@ -112,7 +112,9 @@ def test_warm_fills_match_the_first_ones(llama):
         first.append(bm[0].copy())
         assert m.accept_token(t)
     kinds = {type(g.masks.warm.get(s)) for s in g.masks.warm}
-    assert kinds == {tuple, np.ndarray, Delta}, kinds  # every stored form met (a string body's: a Delta)
+    # every stored form met (a string body's: a Delta, which the compiled walks' slice
+    # levels make; without numba a string body walks the whole trie)
+    assert kinds == ({tuple, np.ndarray, Delta} if _walk.get_walk() is not None else {tuple, np.ndarray}), kinds
     for evict in (False, True):
         if evict:
             g.masks._evict()
