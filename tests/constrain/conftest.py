@@ -4,11 +4,18 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from furca.constrain import GrammarCompiler, TokenizerInfo
+from furca.constrain import GrammarCompiler, TokenizerInfo, _walk
 
 from .tokenizers_cache import tokenizer_json
 
 BYTE_EOS = 256
+
+
+# abstract states' recording walks, the key-trie split, the shared lexeme masks and the
+# Delta store are made by numba's compiled walks; without numba (FURCA_NO_NUMBA=1) every
+# state is walked as it is, and the tests of those parts skip (the masks' own tests run)
+COMPILED_WALKS = _walk.get_walk_range() is not None
+needs_compiled_walks = pytest.mark.skipif(not COMPILED_WALKS, reason="numba's compiled walks make this part")
 
 
 def byte_info(extra=(), **kw):

@@ -8,6 +8,8 @@ the NFA's edges and closures on the real stacks (no rows, no abstract state)."""
 import numpy as np
 import pytest
 
+from .conftest import needs_compiled_walks
+
 SCHEMAS = {
     # strings in an object (key tries, string bodies returning to "," / "}")
     "object": {"type": "object", "properties": {"name": {"type": "string"}, "tags": {
@@ -41,6 +43,7 @@ def reference_step(a, s, data):
     return s
 
 
+@needs_compiled_walks  # abstract states come with the compiled walks
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_cold_steps_through_abstract_states_match_the_reference(llama, name):
     info, compiler, tok = llama

@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from furca.constrain import GrammarCompiler, _walk
+from furca.constrain import GrammarCompiler
 
-from .conftest import accept_bytes, allowed_set, byte_info, walk_checking_masks
+from .conftest import COMPILED_WALKS, accept_bytes, allowed_set, byte_info, needs_compiled_walks, walk_checking_masks
 
 EXTRA = ['"', '":', '":"', '":1', 'ab"', 'ab":', 'ab":"', 'ab":1', 'abc":"', 'b":"', 'b":1', '"}', '","', "ab", "abc",
          '"a', '":{"', "é", '\\"', '"ab":', 'b":"x"}', 'b":"x"}}', 'b":"x"},"', 'b":"x"},"b', '":"x"}}']
@@ -20,16 +20,10 @@ SCHEMA = {"type": "object",
           "additionalProperties": {"type": "string"}}
 
 
-# the split is made of recording walks (numba's); without numba (FURCA_NO_NUMBA=1) every
-# key state is walked as it is, and the tests below check its masks all the same
-SPLIT = _walk.get_walk_range() is not None
-needs_split = pytest.mark.skipif(not SPLIT, reason="the key-trie split's walks are numba's")
-
-
 def _key_states_used(g):
     """Whether the split made a key state's mask (always, where the split exists)."""
     keys = g.masks._keys
-    return not SPLIT or (keys is not None and len(keys._any) > 0)
+    return not COMPILED_WALKS or (keys is not None and len(keys._any) > 0)
 
 
 def test_closing_a_name_takes_the_declared_value():
@@ -84,7 +78,7 @@ def test_masks_equal_the_whole_walk_on_a_real_tokenizer(llama):
     assert mf.can_terminate() and _key_states_used(fast)
 
 
-@needs_split
+@needs_compiled_walks
 def test_a_trie_whose_rules_do_not_fit_is_walked_whole():
     # key_trie.py takes any rules: here `rest` also takes a backslash and no DEL, unlike
     # a plain character then `rest` from a trie node, so the split does not hold and
@@ -104,7 +98,7 @@ def test_a_trie_whose_rules_do_not_fit_is_walked_whole():
     assert g.masks._keys._fits and all(g.masks._keys._fits.values())
 
 
-@needs_split
+@needs_compiled_walks
 def test_the_rules_check_is_shared_by_the_layout_across_grammars(monkeypatch):
     """Grammars of different lasting rules (different layouts) name the trie's rules by
     the same layout key (key_masks._layout_shape: the bodies' blocks and their calls),
@@ -164,7 +158,7 @@ def _contexts_shared(g, walks):
     contexts' from the cut stack's (a key at the cut stack, one at another stack)."""
     a = g.automaton
     anys = g.masks._keys._any
-    return not SPLIT or len(anys) > len(walks) and any((n, a.cut) in anys and st != a.cut for n, st in anys)
+    return not COMPILED_WALKS or len(anys) > len(walks) and any((n, a.cut) in anys and st != a.cut for n, st in anys)
 
 
 def test_any_key_words_shared_across_contexts_equal_brute_force():

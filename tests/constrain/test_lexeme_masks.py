@@ -11,6 +11,8 @@ import pytest
 from furca.constrain import GrammarCompiler
 from furca.constrain import masks as masks_mod
 
+from .conftest import needs_compiled_walks
+
 A = {"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "number"}, "i": {"type": "integer"},
                                       "b": {"type": "boolean"}}}
 A_TEXTS = ['{"s":"plain text, 12 words","n":-1.5e3,"i":42,"b":true,"x":{"k":["v",1,null]}}']
@@ -50,6 +52,7 @@ def no_shared_masks():
     compiler_mod._LEXEMES_DONE.update(done)
 
 
+@needs_compiled_walks  # the shared masks are abstract states' recording walks
 def test_shared_lexeme_masks_equal_the_grammars_own(llama, no_shared_masks):
     info, _, tok = llama
     first = GrammarCompiler(info)
@@ -104,6 +107,7 @@ def test_a_real_schema_walk_is_unchanged_by_sharing(llama, no_shared_masks):
     assert all(np.array_equal(x, y) for x, y in zip(warm[0], cold[0]))
 
 
+@needs_compiled_walks  # the shared masks are abstract states' recording walks
 def test_a_compiler_makes_the_lexeme_masks_of_its_tokenizer(llama, no_shared_masks):
     # a compiler made for a tokenizer not yet seen fills the shared lexeme masks at once
     info, _, tok = llama
@@ -119,6 +123,7 @@ def test_a_compiler_makes_the_lexeme_masks_of_its_tokenizer(llama, no_shared_mas
     assert len(no_shared_masks) == n
 
 
+@needs_compiled_walks  # the shared masks are abstract states' recording walks
 def test_the_shared_masks_do_not_keep_a_tokenizer_alive(no_shared_masks):
     # a tokenizer dropped by its user is freed; its entries make room when the table is full
     import gc

@@ -11,6 +11,10 @@ import pytest
 
 from furca.constrain.trie_walks import walk_recording
 
+from .conftest import needs_compiled_walks
+
+pytestmark = needs_compiled_walks  # recording walks
+
 SCHEMA = {"type": "object", "properties": {
     "name": {"type": "string"}, "nickname": {"const": 'bo"b'}, "kind": {"enum": ["alpha", "alpine", "beta"]},
     "n": {"type": "integer"}}}

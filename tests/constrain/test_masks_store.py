@@ -9,7 +9,7 @@ import pytest
 from furca.constrain import GrammarCompiler, _walk
 from furca.constrain.stored_masks import SPARSE_WORDS, Delta, _size, _stored, write_stored
 
-from .conftest import byte_info, walk_checking_masks
+from .conftest import COMPILED_WALKS, byte_info, walk_checking_masks
 from .test_adaptive import EXTRA
 
 
@@ -114,7 +114,7 @@ def test_warm_fills_match_the_first_ones(llama):
     kinds = {type(g.masks.warm.get(s)) for s in g.masks.warm}
     # every stored form met (a string body's: a Delta, which the compiled walks' slice
     # levels make; without numba a string body walks the whole trie)
-    assert kinds == ({tuple, np.ndarray, Delta} if _walk.get_walk() is not None else {tuple, np.ndarray}), kinds
+    assert kinds == ({tuple, np.ndarray, Delta} if COMPILED_WALKS else {tuple, np.ndarray}), kinds
     for evict in (False, True):
         if evict:
             g.masks._evict()

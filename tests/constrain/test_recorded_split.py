@@ -15,7 +15,10 @@ from furca.constrain import GrammarCompiler
 from furca.constrain import masks as masks_mod
 from furca.constrain import trie_walks
 
+from .conftest import needs_compiled_walks
 from .test_lexeme_masks import _walk as _masks
+
+pytestmark = needs_compiled_walks  # the split's parts are recording walks
 
 CASES = [
     ({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}},
