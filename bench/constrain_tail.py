@@ -1,6 +1,7 @@
 """What the 1% slowest steps hold: the steps that set the per-token p99.
 
     .venv/bin/python bench/constrain_tail.py [--sample 500 | --files LIST] [--top 1.0]
+    .venv/bin/python bench/constrain_tail.py --first-only --band 180,350 --time   # the band around the p99
     .venv/bin/python bench/constrain_tail.py --first-only --sampler-wait 20   # then, in another shell:
         py-spy record --rate 250 --format raw --pid <the pid it prints> --output F
 
@@ -10,8 +11,10 @@ CPU time), as the shared harness walks them. Each step notes the cold work it ra
 slice search on a state not searched before (slices.SliceBounds.slice_depth), the first
 "any key" walk of a key trie and stack (key_masks.KeyTrieMasks._any_key), another key
 trie mask, a new abstract state's walk, a tiered mask, how many new masks. Printed for
-the --top percent slowest steps: how many are in first instances, and the combinations
-of that work, most frequent first.
+the --top percent slowest steps (or those of --band LO,HI µs): how many are in first
+instances, and the combinations of that work, most frequent first. --time adds the thread
+CPU time of the functions in TIMED (each counted at its outermost call: a recursive or
+nested call is inside its caller's), summed over those steps and over all.
 
 --sampler-wait N: compile every grammar and fill its first mask first, print the pid,
 sleep N seconds (start a sampling profiler on the pid then), and walk the instances
@@ -61,6 +64,47 @@ def instrument():
     _note(masks.TokenMasks, "_compute_mask_ctx", "new mask", lambda *_a: True)
 
 
+TIMED = [  # (label, module of furca.constrain, attribute path): --time
+    ("new mask", "masks", "TokenMasks._compute_mask_ctx"),
+    ("slice search", "slices", "SliceBounds.slice_depth"),
+    ("key words", "key_masks", "KeyTrieMasks.words"),
+    ("literal walks", "key_masks", "KeyTrieMasks._literal_walks"),
+    ("any key", "key_masks", "KeyTrieMasks._any_key"),
+    ("recorded split", "masks", "TokenMasks._recorded_split"),
+    ("recording walk", "masks", "walk_recording"),
+    ("continuation", "masks", "walk_continue"),
+    ("kernel walks", "core_rows", "Core.walk_roots"),
+    ("stored", "masks", "_stored"),
+    ("gc pause end", "gcpause", "GcPause.exit"),
+    ("accept", "matcher", "Matcher.accept_token"),
+]
+spent: collections.Counter = collections.Counter()
+
+
+def time_calls():
+    """Wraps every TIMED function: its thread CPU time at the outermost call into spent."""
+    import importlib
+
+    depth: collections.Counter = collections.Counter()
+    for label, module, path in TIMED:
+        mod = importlib.import_module("furca.constrain." + module)
+        *owner_path, name = path.split(".")
+        owner = getattr(mod, owner_path[0]) if owner_path else mod
+        f = getattr(owner, name)
+
+        def g(*a, _f=f, _label=label, **k):
+            depth[_label] += 1
+            t0 = clock()
+            try:
+                return _f(*a, **k)
+            finally:
+                depth[_label] -= 1
+                if not depth[_label]:
+                    spent[_label] += clock() - t0
+
+        setattr(owner, name, g)
+
+
 def kinds(n) -> str:
     out = [x for x in ("slice search", "any key") if n.get(x)]
     if n.get("key mask") and not n.get("any key"):
@@ -77,6 +121,8 @@ def main(argv=None):
     ap.add_argument("--files", help="schema file names, one a line (default: the harness's stratified sample)")
     ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
     ap.add_argument("--top", type=float, default=1.0, help="the percent of slowest steps described")
+    ap.add_argument("--band", help="LO,HI: the steps of LO to HI µs described instead of --top")
+    ap.add_argument("--time", action="store_true", help="time the TIMED functions in those steps")
     ap.add_argument("--first-only", action="store_true", help="each schema's first instance only")
     ap.add_argument("--sampler-wait", type=float, default=0.0, help="compile all first, print the pid, wait")
     a = ap.parse_args(argv)
@@ -126,10 +172,11 @@ def main(argv=None):
                 m = g.matcher()
                 for t in ids + [info.eos_token_id]:
                     notes.clear()
+                    spent.clear()
                     t0 = clock()
                     m.fill_bitmask(bm)
                     ok = m.accept_token(t)
-                    steps.append((clock() - t0, k == 0, dict(notes)))
+                    steps.append((clock() - t0, k == 0, dict(notes), dict(spent)))
                     if not ok:
                         break
 
@@ -144,18 +191,36 @@ def main(argv=None):
         print(f"{len(steps)} steps walked in {sum(x[0] for x in steps) / 1e9:.2f} s (thread CPU time)")
         return
     instrument()
+    if a.time:
+        time_calls()
     gc.collect()
     gc.freeze()
     walk(compiled(), steps)
     steps.sort(key=lambda x: -x[0])
-    top = steps[: max(1, int(len(steps) * a.top / 100))]
-    print(f"{len(steps)} steps; the {len(top)} slowest ({a.top:g}%) from {top[-1][0] / 1e3:.1f} µs, "
-          f"{sum(1 for s in top if s[1])} in first instances")
+    if a.band:
+        lo, hi = (float(x) * 1e3 for x in a.band.split(","))
+        top = [x for x in steps if lo <= x[0] < hi]
+        print(f"{len(steps)} steps (p99 {steps[len(steps) // 100][0] / 1e3:.1f} µs); {len(top)} of "
+              f"{a.band} µs, {sum(1 for s in top if s[1])} in first instances")
+    else:
+        top = steps[: max(1, int(len(steps) * a.top / 100))]
+        print(f"{len(steps)} steps; the {len(top)} slowest ({a.top:g}%) from {top[-1][0] / 1e3:.1f} µs, "
+              f"{sum(1 for s in top if s[1])} in first instances")
+    if not top:
+        return
     for label in ("slice search", "any key", "key mask", "new abstract", "tiered"):
         print(f"  {label:13s} in {sum(1 for s in top if s[2].get(label)):6d}")
     print("by what they ran:")
     for combo, n in collections.Counter(kinds(s[2]) for s in top).most_common(12):
         print(f"  {n:6d}  {combo}")
+    if a.time:
+        total = sum(x[0] for x in top)
+        print(f"time (thread CPU, outermost calls): these steps {total / 1e6:.1f} ms, all {sum(x[0] for x in steps) / 1e6:.1f} ms")
+        for label, _m, _p in TIMED:
+            t = sum(x[3].get(label, 0) for x in top)
+            n = sum(1 for x in top if label in x[3])
+            t_all = sum(x[3].get(label, 0) for x in steps)
+            print(f"  {label:15s} {t / 1e6:7.1f} ms ({100 * t / total:4.1f}%) in {n:5d} steps | all {t_all / 1e6:7.1f} ms")
 
 
 if __name__ == "__main__":
