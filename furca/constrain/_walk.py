@@ -27,7 +27,7 @@ walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids, wo
     0 (s not yet mapped) stops the walk at i (the caller maps s and resumes). lim = -1:
     off (a grammar without counters or length regions).
     keep[i] false skips node i's subtree unvisited: every token below it is in a slice
-    the caller set whole (tokenizer.TokenSlice without rest tries, over the whole trie;
+    the caller set whole (token_slices.TokenSlice without rest tries, over the whole trie;
     the trie's keep_all otherwise).
     When rec has room (len(rec) > 1) it records in rec[1 : 1 + rec[0]] the live nodes
     whose state is accepting (acc[state]): for an abstract state (masks.TokenMasks._context)

@@ -5,7 +5,7 @@ it (slices.SliceBounds); it reads the automaton's tables and grows them through 
 public methods (intern, closure_of, expand), under the automaton's lock. A state's
 mask is a walk of the token trie over the transition table (trie_walks.py: numba DFS in
 _walk.py, or numpy level by level; dead states prune whole subtrees), with the vocabulary slices of
-tokenizer.TokenSlice taken whole where the slice bounds prove them allowed. A state
+token_slices.TokenSlice taken whole where the slice bounds prove them allowed. A state
 inside a rule call shares the mask of its abstract state (the rule's context cut off,
 see _context) and re-walks only the tokens that leave the rule; a state at a key trie
 node takes its trie's shared "any key" mask less the name closers (key_masks.py), and an
@@ -406,7 +406,7 @@ class TokenMasks:
         return self._compute_mask(s, record=True)[:3]
 
     def _slice_level(self, s, row):
-        """The level (tokenizer.TokenSlice.levels) of the first slice whose strings of its
+        """The level (token_slices.TokenSlice.levels) of the first slice whose strings of its
         length all stay alive from s, or None. A state that takes "a" and " " tries the
         JSON string slice, and where some JSON string character kills it at once (depth
         0: a pattern's narrower alphabet) the alphabets with a space; one that takes no

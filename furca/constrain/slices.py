@@ -1,7 +1,7 @@
 """Slice bounds: how deep a state provably allows any string of slice characters.
 
 SliceBounds receives the automaton (automaton.LazyAutomaton). slice_depth(s, sl) is a
-lower bound of the number of characters of sl (a tokenizer.TokenSlice, e.g. "JSON
+lower bound of the number of characters of sl (a token_slices.TokenSlice, e.g. "JSON
 string character") that every string may have and still leave s alive; masks.TokenMasks
 then ORs in the slice's bitmask for that length and walks only the rest of the
 vocabulary. A lower bound is always safe (a search cut short only means walking more of

@@ -9,17 +9,15 @@ taken as UTF-8 text. Special tokens (added tokens marked ``special``) get no byt
 are never allowed inside a constraint; the EOS tokens are allowed only where the
 language may end.
 
-The trie (``TokenTrie``) holds every distinct non-empty token byte string, nodes in
-breadth-first order so that the children of a node are contiguous and each depth is a
-contiguous range: a mask is computed by walking the trie one depth at a time with
-numpy gathers (see ``masks.py``).
+The trie (token_trie.TokenTrie) holds every distinct non-empty token byte string, the
+walks' source; the vocabulary slices (token_slices.TokenSlice) are built here once per
+tokenizer, as are the long tokens' trie and words.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import threading
 from dataclasses import dataclass
 
@@ -27,7 +25,8 @@ import numpy as np
 
 from furca.errors import CompileError
 
-from .ir import _split_utf8
+from .token_slices import CLASS_SLICES, SLICES, SPACE_SLICES, TokenSlice
+from .token_trie import TokenTrie
 
 
 def _bytes_to_unicode() -> dict[int, str]:
@@ -42,207 +41,6 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 
 _UNICODE_TO_BYTE = {c: b for b, c in _bytes_to_unicode().items()}
-
-
-class TokenTrie:
-    """Flat trie of token byte strings, nodes in BFS order (node 0 = root, depth 0).
-
-    byte[n], parent[n], depth[n]; children of n are first_child[n] : first_child[n] +
-    num_children[n]; nodes of depth d are level_start[d] : level_start[d+1].
-    token_node[t] is the node where token t's bytes end, or ``num_nodes`` (a sentinel
-    slot that walks leave dead) for special / empty / out-of-vocabulary ids.
-    The same trie in DFS order (sorted byte strings; node 0 = root) for the compiled
-    walk: dfs_parent, dfs_byte, dfs_depth, dfs_end[n] = end of n's subtree; token_node_dfs;
-    bfs_to_dfs[n]: BFS node n's DFS index.
-    """
-
-    def __init__(self, token_bytes: list[bytes | None]):
-        order = sorted((b, i) for i, b in enumerate(token_bytes) if b)
-        # DFS construction over the sorted strings: a new node per byte past the common prefix.
-        dfs_byte, dfs_parent, dfs_depth = [0], [-1], [0]
-        dfs_end = [0]
-        path = [0]  # path[d] = node at depth d on the current string
-        prev = b""
-        tok_dfs = {}
-        for b, tid in order:
-            lcp = 0
-            m = min(len(prev), len(b))
-            while lcp < m and prev[lcp] == b[lcp]:
-                lcp += 1
-            for node in path[lcp + 1 :]:
-                dfs_end[node] = len(dfs_byte)
-            del path[lcp + 1 :]
-            for d in range(lcp, len(b)):
-                dfs_end.append(0)
-                node = len(dfs_byte)
-                dfs_byte.append(b[d])
-                dfs_parent.append(path[d])
-                dfs_depth.append(d + 1)
-                path.append(node)
-            tok_dfs[tid] = path[len(b)]
-            prev = b
-        for node in path:
-            dfs_end[node] = len(dfs_byte)
-        # DFS order (for the compiled walk): parent, byte, subtree end (exclusive)
-        self.dfs_parent = np.asarray(dfs_parent, dtype=np.int32)
-        self.dfs_parent[0] = 0
-        self.dfs_byte = np.asarray(dfs_byte, dtype=np.int32)
-        self.dfs_end = np.asarray(dfs_end, dtype=np.int32)
-        depth = np.asarray(dfs_depth, dtype=np.int32)
-        self.dfs_depth = depth  # the compiled walk keeps its path's states by depth (_walk.py)
-        self.max_depth = int(depth.max(initial=0))
-        # dfs_rest[n]: the most bytes any token below DFS node n has left past n
-        rest = np.zeros(len(depth), dtype=np.int32)
-        by_depth = np.argsort(-depth, kind="stable")
-        bounds = np.searchsorted(-depth[by_depth], np.arange(-int(depth.max(initial=0)), 1))
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            nodes = by_depth[lo:hi]
-            nodes = nodes[nodes > 0]
-            np.maximum.at(rest, self.dfs_parent[nodes], rest[nodes] + 1)
-        self.dfs_rest = rest
-        perm = np.argsort(depth, kind="stable")  # BFS position -> DFS index
-        self.bfs_to_dfs = perm.astype(np.int32)  # for lookups that walk down BFS and read DFS subtrees
-        inv = np.empty_like(perm)
-        inv[perm] = np.arange(len(perm))
-        n = len(perm)
-        self.num_nodes = n
-        self.byte = np.asarray(dfs_byte, dtype=np.int32)[perm]
-        par = np.asarray(dfs_parent, dtype=np.int64)[perm]
-        par[0] = 0
-        self.parent = inv[par].astype(np.int32)
-        self.parent[0] = -1
-        self.depth = depth[perm]
-        counts = np.bincount(self.parent[1:], minlength=n).astype(np.int32)
-        self.num_children = counts
-        first = np.full(n, n, dtype=np.int64)
-        np.minimum.at(first, self.parent[1:], np.arange(1, n))
-        self.first_child = first.astype(np.int32)
-        max_depth = int(self.depth.max()) if n else 0
-        self.level_start = np.searchsorted(self.depth, np.arange(max_depth + 2)).astype(np.int32)
-        token_node = np.full(len(token_bytes), n, dtype=np.int32)
-        token_node_dfs = np.full(len(token_bytes), n, dtype=np.int32)
-        if tok_dfs:
-            tids = np.fromiter(tok_dfs.keys(), dtype=np.int64, count=len(tok_dfs))
-            dns = np.fromiter(tok_dfs.values(), dtype=np.int64, count=len(tok_dfs))
-            token_node[tids] = inv[dns]
-            token_node_dfs[tids] = dns
-        self.token_node = token_node
-        self.token_node_dfs = token_node_dfs
-        # CSR: token ids ending at each DFS node: tok_ids[tok_start[n] : tok_start[n + 1]]
-        valid = np.flatnonzero(token_node_dfs < n)
-        order = np.argsort(token_node_dfs[valid], kind="stable")
-        self.tok_ids = valid[order].astype(np.int32)
-        self.tok_start = np.searchsorted(token_node_dfs[valid][order], np.arange(n + 1)).astype(np.int32)
-        self.keep_all = np.ones(n, dtype=np.bool_)  # the walks' `keep` where nothing is skipped (_walk.py)
-
-    def subtrees_with(self, flags) -> np.ndarray:
-        """keep[i] for each DFS node i: whether some token in i's subtree has its flag set
-        (flags: one bool per entry of tok_ids, in their order). A token's subtree is a
-        run of tok_ids (tok_start[i] : tok_start[dfs_end[i]]), so this is a prefix sum."""
-        sums = np.zeros(len(flags) + 1, dtype=np.int64)
-        np.cumsum(flags, out=sums[1:])
-        start = self.tok_start[: self.num_nodes]
-        return sums[self.tok_start[self.dfs_end]] > sums[start]
-
-
-# JSON string content (no quote, backslash or control character): most of a vocabulary.
-SLICES = [("json_string_char", [(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)])]
-
-# The alphabets of common string patterns (`\S+`, `[\w.-]+`, `\w*`, `[a-zA-Z0-9]+`,
-# `[a-z0-9-]+`), largest first: a state inside such a pattern allows no space, so the JSON
-# string slice never applies, and its mask walked every token of the alphabet (~35-50k of
-# Llama-3.1's, 0.3-0.5 ms a mask). Taken through the whole trie (TokenSlice, rest_tries=False).
-CLASS_SLICES = [
-    ("nonspace", [(0x21, 0x21), (0x23, 0x5B), (0x5D, 0x7E)]),
-    ("ident", [(0x2D, 0x2E), (0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]),
-    ("word", [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]),
-    ("alnum", [(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)]),
-    ("lower_digit_dash", [(0x2D, 0x2D), (0x30, 0x39), (0x61, 0x7A)]),
-]
-
-# The alphabets with a space of patterns that refuse some JSON string character (ASCII
-# text without a backslash: `^[ -~]*$`-like; letters, digits and spaces: a file name's
-# `^[^*/:<>?|]+$`, `^[a-zA-Z0-9 ._-]*$`), largest first: the JSON string slice dies at
-# once there (depth 0: an accented letter, a `*`), and each such mask walked the whole trie
-# (~120k tokens allowed, 2-3.6 ms). Tried only where the JSON string slice's depth is 0.
-SPACE_SLICES = [
-    ("ascii_text", [(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)]),
-    ("alnum_space", [(0x20, 0x20), (0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)]),
-]
-
-
-class TokenSlice:
-    """Tokens made only of characters in ``ranges`` (whole UTF-8 characters), in length
-    levels: for each threshold L in ``LEVELS`` (and for "any length"), the packed bitmask
-    of the slice's tokens of at most L characters and how to walk every other token
-    (llguidance's "slicer", with lengths). A state from which every string of L slice
-    characters stays alive allows that bitmask at once and walks only the other tokens.
-
-    ``levels``: (L, packed bitmask, trie, keep) per level. With rest_tries (the JSON
-    string slice: ~95% of a vocabulary, so a small rest), trie holds only the other
-    tokens and keep is None. Without (a narrower alphabet, whose rest is most of the
-    vocabulary: a trie of it would cost ~0.3 s and ~6 MB a level), trie is the
-    tokenizer's whole trie and keep[i] says whether DFS node i's subtree holds a token
-    outside the level: the walks skip the other subtrees unvisited (_walk.py), which
-    visits the nodes a rest trie would hold, plus one check per skipped child.
-    ``first_byte_list``: the bytes that start a slice character (a state must take
-    every one for a depth of 1 or more)."""
-
-    LEVELS = (16, 10)
-
-    def __init__(self, info: "TokenizerInfo", name: str, ranges, rest_tries: bool = True):
-        self.name = name
-        self.ranges = ranges
-        klass = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges)
-        pat = re.compile(f"[{klass}]+")
-        char_len = np.zeros(info.num_words * 32, dtype=np.int32)  # 0 = not in the slice
-        for i, b in enumerate(info.token_bytes):
-            if not b:
-                continue
-            try:
-                text = b.decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-            if pat.fullmatch(text):
-                char_len[i] = len(text)
-        # every level's source (a token of more than 255 characters is longer than any level)
-        self._char_len = np.minimum(char_len, 255).astype(np.uint8)
-        self.levels = []  # (L, packed mask of slice tokens with <= L chars, trie of the rest or whole, keep)
-        trie = info.trie
-        for L in (1 << 30,) + self.LEVELS:  # 1 << 30: every slice token (slices.UNBOUNDED)
-            short, packed = self._short(L)
-            if rest_tries:
-                rest = [None if short[i] else b for i, b in enumerate(info.token_bytes)]
-                self.levels.append((L, packed, TokenTrie(rest), None))
-            else:
-                self.levels.append((L, packed, trie, trie.subtrees_with(~short[trie.tok_ids])))
-        self.max_level = max(self.LEVELS)  # levels the depth search looks ahead
-        self._exact: dict[int, tuple] = {}
-        self.utf8_seqs = [seq for lo, hi in ranges for seq in _split_utf8(lo, hi)]
-        self.first_bytes = 0  # bit b set: some slice character starts with byte b
-        for seq in self.utf8_seqs:
-            self.first_bytes |= (1 << (seq[0][1] + 1)) - (1 << seq[0][0])
-        self.first_byte_list = np.array([b for b in range(256) if self.first_bytes >> b & 1], dtype=np.intp)
-
-    def exact(self, r: int) -> tuple:
-        """The level of a state whose depth is exactly r, below max_level
-        (slices.SliceBounds.tight: every string of at most r slice characters keeps it
-        alive, every one of r + 1 kills it): (r, packed bitmask of the slice's tokens of
-        at most r characters, the "any length" level's trie and keep), so the walk goes
-        over the tokens outside the slice only (the slice's longer tokens are all
-        refused). Made on first use, cached (a dictionary write: thread-safe)."""
-        hit = self._exact.get(r)
-        if hit is None:
-            _L, _bits, trie, keep = self.levels[0]
-            hit = self._exact[r] = (r, self._short(r)[1], trie, keep)
-        return hit
-
-    def _short(self, L: int):
-        """(per token: in the slice with at most L characters, the same as packed int32 words)."""
-        short = (self._char_len > 0) & (self._char_len <= L)
-        packed = np.packbits(short, bitorder="little").view("<i4").copy()
-        packed.setflags(write=False)  # shared: masks start from it, stored masks refer to it (masks.Delta)
-        return short, packed
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,7 @@ def resume(a, trie, stack, i) -> bool:
 
 def walk_compiled(a, s, trie, words, keep=None):
     """Sets in words the bits of trie's tokens that s allows (numba DFS walk); keep: the
-    nodes whose subtrees it visits (a slice level's, tokenizer.TokenSlice; default all)."""
+    nodes whose subtrees it visits (a slice level's, token_slices.TokenSlice; default all)."""
     _walk_from(a, s, trie, words, keep, _NO_REC)
 
 

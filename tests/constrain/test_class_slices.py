@@ -1,6 +1,6 @@
-"""Slices of narrower alphabets (tokenizer.CLASS_SLICES): a state inside a string pattern
+"""Slices of narrower alphabets (token_slices.CLASS_SLICES): a state inside a string pattern
 such as `\\w*` or `[a-z0-9-]+` takes no space, so the JSON string slice never applied and
-its mask walked every token of the alphabet (with a space, tokenizer.SPACE_SLICES: a
+its mask walked every token of the alphabet (with a space, token_slices.SPACE_SLICES: a
 pattern that refuses an accented letter or a `*` kills the JSON string slice at once).
 Such a state now sets the slice's tokens at once and its walk skips the trie's subtrees
 that hold only those (TokenTrie.subtrees_with, the walks' `keep`). The masks are compared with brute force (each token tried on a fork
@@ -16,7 +16,7 @@ import pytest
 
 from furca.constrain import GrammarCompiler, _walk
 from furca.constrain.masks import TokenMasks
-from furca.constrain.tokenizer import TokenTrie
+from furca.constrain.token_trie import TokenTrie
 
 from .conftest import accept_bytes, byte_info, walk_checking_masks
 

@@ -1,4 +1,4 @@
-"""Exact slice depths (slices.SliceBounds.tight, tokenizer.TokenSlice.exact): a state a
+"""Exact slice depths (slices.SliceBounds.tight, token_slices.TokenSlice.exact): a state a
 few characters short of a bound (a string's maxLength, a pattern's counter) walked every
 trie node down to that depth. Where every string of r + 1 slice characters dies and none
 of at most r does, the mask now sets the slice's tokens of at most r characters at once
