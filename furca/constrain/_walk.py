@@ -2,7 +2,8 @@
 
 get_walk() -> walk_range or None (numba missing, or FURCA_NO_NUMBA=1: the caller then
 uses the numpy level-by-level walk); get_walk_range() -> (walk_range, walk_roots) or None.
-numba is imported on the first call, not at import. The kernels: _walk_kernels.py.
+kernel(name) -> a helper kernel warmed with them (sparse_words, clear_bits) or None. numba
+is imported on the first call, not at import. The kernels: _walk_kernels.py.
 
 walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids, words, acc, rec,
            rest, lim, short, room, full, keep) -> int
@@ -65,22 +66,15 @@ def get_walk_range():
     return _WALK[0]
 
 
-def get_sparse():
-    """_walk_kernels.sparse_words (stored_masks._stored's choice in one compiled pass), or
-    None without numba."""
+def kernel(name: str):
+    """The helper kernel `name` of _walk_kernels, warmed with the walks (sparse_words:
+    stored_masks._stored's choice in one pass; clear_bits: bitmask.clear_ids), or None
+    without numba."""
     get_walk_range()
-    return _SPARSE[0] if _SPARSE else None
+    return _KERNELS.get(name)
 
 
-_SPARSE: list = []  # [sparse_words] once the walks are built with numba
-_CLEAR: list = []  # [clear_bits] once the walks are built with numba
-
-
-def get_clear_bits():
-    """_walk_kernels.clear_bits (the bits of a run of token ids cleared), or None without
-    numba."""
-    get_walk_range()
-    return _CLEAR[0] if _CLEAR else None
+_KERNELS: dict = {}  # name -> helper kernel, once the walks are built with numba
 
 
 def _build():
@@ -97,9 +91,8 @@ def _build():
     r.setflags(write=False)  # stored masks are read-only: numba types them apart
     for packed, base in ((z, z), (z, r), (r, z), (r, r)):
         sparse_words(packed, base, True, np.zeros(2, np.intp))
-    _SPARSE.append(sparse_words)
-    clear_bits(np.zeros(1, np.uint32), np.zeros(1, np.int32), 0, 1)
-    _CLEAR.append(clear_bits)
+    clear_bits(np.zeros(1, np.uint32), np.zeros(1, np.int32))
+    _KERNELS.update(sparse_words=sparse_words, clear_bits=clear_bits)
     return walk_range, walk_roots
 
 

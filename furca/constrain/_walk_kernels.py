@@ -92,11 +92,11 @@ def walk_roots(j, i, roots, start, stack, depth, byte, end, trans, rows, tok_sta
 
 
 @njit(cache=True, nogil=True)
-def clear_bits(words, ids, lo, hi):
-    """Clears in words (uint32) the bits of the token ids ids[lo:hi] (int32): the tokens
-    below a token-trie node (key_masks.KeyTrieMasks.words' closers; np.bitwise_and.at
-    took ~25 µs for the ~1,500 tokens below a lone quote)."""
-    for k in range(lo, hi):
+def clear_bits(words, ids):
+    """Clears in words (uint32) the bits of the token ids (int32): bitmask.clear_ids
+    (the tokens below a key state's closers: np.bitwise_and.at took ~25 µs for the
+    ~1,500 tokens below a lone quote)."""
+    for k in range(ids.shape[0]):
         t = ids[k]
         words[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _walk
+
 
 def allowed_ids(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """The ids (an int array) whose bits are set in words (one mask row viewed as uint32)."""
@@ -17,8 +19,16 @@ def allowed_ids(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 def clear_ids(words: np.ndarray, ids: np.ndarray) -> None:
-    """Clears the bits of ids (an int array) in words (one mask row viewed as uint32)."""
-    np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
+    """Clears the bits of ids (an int array) in words (one mask row viewed as uint32):
+    with numba, for the argument types its warm-up loaded (contiguous writable uint32
+    words, int32 ids: a token trie's id runs), a compiled loop; else
+    np.bitwise_and.at (~5 µs a call, ~25 µs for the ~1,500 tokens below a lone quote)."""
+    kern = _walk.kernel("clear_bits")
+    if (kern is not None and ids.dtype == np.int32 and words.dtype == np.uint32 and words.flags.c_contiguous
+            and words.flags.writeable and ids.flags.c_contiguous and ids.flags.writeable):
+        kern(words, ids)
+    else:
+        np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
 
 
 def allocate_token_bitmask(batch_size: int, vocab_size: int) -> np.ndarray:

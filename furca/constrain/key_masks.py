@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _walk
 from .bitmask import clear_ids
 from .key_trie import is_plain
 from .stacks import CUT_RET
@@ -215,15 +214,11 @@ class KeyTrieMasks:
         words = any_words.copy()
         roots = any_roots
         end, tok_start, tok_ids = trie.dfs_end, trie.tok_start, trie.tok_ids
-        clear = _walk.get_clear_bits()
         for x in self._closers(k, trie):
             stop = int(end[x])
-            lo, hi = int(tok_start[x]), int(tok_start[stop])
-            if hi > lo:
-                if clear is not None:
-                    clear(words, tok_ids, lo, hi)
-                else:
-                    clear_ids(words, tok_ids[lo:hi])
+            ids = tok_ids[tok_start[x] : tok_start[stop]]
+            if len(ids):
+                clear_ids(words, ids)
             if len(roots):
                 roots = roots[(roots < x) | (roots >= stop)]
         if rest:

@@ -43,7 +43,7 @@ def _stored(packed, base=None):
     ones, which casts them each time), for 4 more bytes per stored word. With numba the
     choice is one compiled pass that stops at the first word past the limit
     (_walk_kernels.sparse_words), not two or three passes over the whole row."""
-    kern = _walk.get_sparse()
+    kern = _walk.kernel("sparse_words")
     if kern is not None:
         has_base = base is not None and base.shape == packed.shape
         idx = np.empty(SPARSE_WORDS + 1, np.intp)
