@@ -11,7 +11,10 @@ as its own package; the package is a leaf that imports only furca.errors from fu
 walk the same schemas in the same minutes: per schema, a cold compile, the first mask,
 then every valid instance token by token (fill_bitmask + accept_token, thread CPU time;
 --every-instance: the invalid ones' steps too, up to where they stop, as the harness times),
-in A-B order for even schemas and B-A for odd ones. Prints per version the pass counts
+in A-B order for even schemas and B-A for odd ones. --fork: each (schema, version) in a
+child forked from this process after both versions' compilers are made and the GC frozen,
+as the shared harness runs them (a fresh process per schema: what the harness's TTFM and
+first instances pay, mostly copy-on-write faults, is in the figures; one process hides it). Prints per version the pass counts
 (every valid instance accepted and terminated, every invalid one stopped; invalid
 accepted must stay 0), TTFM and per-token percentiles, and the sum of the steps.
 """
@@ -19,10 +22,13 @@ accepted must stay 0), TTFM and per-token percentiles, and the sum of the steps.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import importlib.util
 import json
 import os
+import pickle
+import resource
 import sys
 import time
 
@@ -86,19 +92,21 @@ def load_versions(a):
     return schemas, tok, versions, names
 
 
-def run_schema(pkg, info, d, tok, text_of, clock, out, name="", every=False):
+def run_schema(pkg, info, d, tok, text_of, clock, out, name="", every=False, compiler=None):
     """One schema with one version: appends TTFM and step times to out (out["later"]: per
     step, whether it is past the schema's first instance), and records in out["per"][name]
     (sum of its steps in ns, automaton states at its end, its slowest step in ns);
-    returns its status."""
+    returns its status. compiler: the version's GrammarCompiler (default: a new one)."""
     bm = np.zeros((1, info.num_words), dtype=np.int32)
+    f0 = _faults()
     t0 = clock()
     try:
-        g = pkg.GrammarCompiler(info).compile_json_schema(d["schema"])
+        g = (compiler or pkg.GrammarCompiler(info)).compile_json_schema(d["schema"])
         g.matcher().fill_bitmask(bm)
     except Exception:  # noqa: BLE001  (a CompileError or a timeout: counted, not timed)
         return "compile_error"
     out["ttfm"].append(clock() - t0)
+    out.setdefault("ttfm_faults", []).append(_faults() - f0)
     status = "pass"
     first = len(out["steps"])
     for n_test, test in enumerate(d["tests"]):
@@ -129,15 +137,22 @@ def main():
     ap.add_argument("--slowest", type=int, default=15, help="schemas listed with their automaton states")
     ap.add_argument("--every-instance", action="store_true",
                     help="time the steps of the invalid instances too (as the shared harness does), not only the valid ones")
+    ap.add_argument("--fork", action="store_true",
+                    help="each (schema, version) in a child forked from this process, as the shared harness runs them")
     a = ap.parse_args()
     schemas, tok, loaded, names = load_versions(a)
-    versions = [(*v, {"ttfm": [], "steps": [], "counts": {}, "per": {}}) for v in loaded]
+    versions = [(*v, {"ttfm": [], "steps": [], "counts": {}, "per": {}, "faults": []}) for v in loaded]
+    compilers = {label: pkg.GrammarCompiler(info) for label, _w, pkg, info in loaded} if a.fork else {}
+    if a.fork:
+        gc.collect()
+        gc.freeze()
     for k, name in enumerate(names):
         with open(os.path.join(a.data, name), encoding="utf-8") as f:
             d = json.load(f)
         for label, _where, pkg, info, out in (versions if k % 2 == 0 else versions[::-1]):
-            status = run_schema(pkg, info, d, tok, schemas.instance_text, time.thread_time_ns, out, name,
-                                every=a.every_instance)
+            run = functools.partial(run_schema, pkg, info, d, tok, schemas.instance_text, time.thread_time_ns,
+                                    name=name, every=a.every_instance, compiler=compilers.get(label))
+            status = run_forked(run, out) if a.fork else run(out)
             out["counts"][status] = out["counts"].get(status, 0) + 1
     for label, where, _pkg, _info, out in versions:
         x, y = np.array(out["steps"]) / 1e3, np.array(out["ttfm"]) / 1e6
@@ -149,10 +164,56 @@ def main():
         if later.any() and (~later).any():  # where the tail lies: a schema's first instance makes its states
             print(f"  first instances p99 {np.percentile(x[~later], 99):.1f} µs (n={int((~later).sum())}), "
                   f"later ones p99 {np.percentile(x[later], 99):.1f} µs (n={int(later.sum())})")
+        if out["faults"]:
+            f, c = np.array(out["faults"]), np.array(out["ttfm_faults"])
+            print(f"  forked: minor page faults per schema p50 {np.percentile(f, 50):.0f} mean {f.mean():.0f} "
+                  f"(compile, first mask and every step), {c.mean():.0f} of them before the first mask (mean)")
         worst = max(out["per"], key=lambda k: out["per"][k][2], default=None)
         if worst is not None:
             print(f"  slowest step: {worst} {out['per'][worst][2] / 1e3:.0f} µs")
     print_slowest([out["per"] for *_rest, out in versions], a.slowest)
+
+
+def _faults() -> int:
+    """The process's minor page faults so far."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def run_forked(run, out):
+    """run(out) in a child forked from this process (the harness's way: a fresh process
+    per schema, whose first write to each page it shares with the parent faults, ~1,000
+    pages for a compile: bench/results/constrain.md, session 34); the child's additions to
+    out come back pickled through a pipe, with its minor page faults. Returns the status
+    ("crash" where the child returned nothing)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        code = 0
+        try:
+            mine = {"ttfm": [], "steps": [], "later": [], "per": {}, "ttfm_faults": []}
+            f0 = _faults()
+            status = run(mine)
+            mine["faults"] = _faults() - f0
+            with os.fdopen(w, "wb") as f:
+                pickle.dump((status, mine), f)
+        except BaseException:  # noqa: BLE001  (reported as a crash by the parent)
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    if not data:
+        return "crash"
+    status, mine = pickle.loads(data)
+    for key in ("ttfm", "steps", "ttfm_faults"):
+        out.setdefault(key, []).extend(mine[key])
+    out.setdefault("later", []).extend(mine["later"])
+    out["per"].update(mine["per"])
+    out["faults"].append(mine["faults"])
+    return status
 
 
 def print_slowest(pers, n):

@@ -16,6 +16,16 @@ instances, and the combinations of that work, most frequent first. --time adds t
 CPU time of the functions in TIMED (each counted at its outermost call: a recursive or
 nested call is inside its caller's), summed over those steps and over all.
 
+--fork: each schema compiled and walked in a process forked after the warm-up, as the
+harness runs it (its caches and written pages are its own), the page faults of the steps
+counted. A forked process pays a minor fault at its first write to each page it shares
+with the parent: CPython writes to the objects it reads (reference counts, 3.11's
+adaptive bytecode inside code objects), so the first run of each code path in the child
+faults in pages of code and objects (~2.6 µs each here). Measured 2026-12-06 (the first
+instances, 54,024 steps): the forked steps took 1.36x the time of the same steps in one
+process, ~4.2 µs for each fault (a least-squares fit over the steps; steps without faults
+1.04x), their p99 736-840 µs against 455-534 (bench/results/constrain.md, session 34).
+
 --sampler-wait N: compile every grammar and fill its first mask first, print the pid,
 sleep N seconds (start a sampling profiler on the pid then), and walk the instances
 (--first-only: each schema's first one) without the notes: a profile of the steps alone.
@@ -30,6 +40,8 @@ import collections
 import gc
 import json
 import os
+import pickle
+import resource
 import sys
 import time
 
@@ -38,6 +50,14 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
 clock = time.thread_time_ns
+
+
+def faults() -> int:
+    """The process's minor page faults so far (a forked process's first write to each
+    page it shares with its parent is one: ~2.6 µs here, ~4 µs with what follows it)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 notes: collections.Counter = collections.Counter()
 
 
@@ -125,6 +145,8 @@ def main(argv=None):
     ap.add_argument("--time", action="store_true", help="time the TIMED functions in those steps")
     ap.add_argument("--first-only", action="store_true", help="each schema's first instance only")
     ap.add_argument("--sampler-wait", type=float, default=0.0, help="compile all first, print the pid, wait")
+    ap.add_argument("--fork", action="store_true",
+                    help="each schema in a process forked after the warm-up, as the harness runs it")
     a = ap.parse_args(argv)
     sys.path.insert(0, ROOT)
     sys.path.insert(0, HARNESS)
@@ -167,18 +189,46 @@ def main(argv=None):
 
     def walk(grammars, steps):
         """Every instance token by token (then EOS): (ns, first instance, notes) a step."""
+        if a.fork:  # each grammar's compile and walk in a child, the caches of earlier ones not seen
+            return walk_forked(steps)
         for g, texts in grammars:
             for k, ids in enumerate(texts):
                 m = g.matcher()
                 for t in ids + [info.eos_token_id]:
                     notes.clear()
                     spent.clear()
+                    f0 = faults()
                     t0 = clock()
                     m.fill_bitmask(bm)
                     ok = m.accept_token(t)
-                    steps.append((clock() - t0, k == 0, dict(notes), dict(spent)))
+                    t1 = clock()
+                    steps.append((t1 - t0, k == 0, dict(notes), dict(spent), faults() - f0))
                     if not ok:
                         break
+
+    def walk_forked(steps):
+        """walk() of each schema in a child forked from this process (which has the
+        warm-up's caches, its GC frozen), as the harness runs them; the child's steps
+        come back pickled through a pipe (none where it failed)."""
+        for k in range(len(work)):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                try:
+                    mine = []
+                    work[:] = work[k : k + 1]
+                    a.fork = False
+                    walk(compiled(), mine)
+                    with os.fdopen(w, "wb") as f:
+                        pickle.dump(mine, f)
+                finally:
+                    os._exit(0)
+            os.close(w)
+            with os.fdopen(r, "rb") as f:
+                data = f.read()
+            os.waitpid(pid, 0)
+            steps += pickle.loads(data) if data else []
 
     steps = []
     if a.sampler_wait:
@@ -208,6 +258,8 @@ def main(argv=None):
               f"{sum(1 for s in top if s[1])} in first instances")
     if not top:
         return
+    n_f = sum(x[4] for x in top)
+    print(f"  page faults   {n_f} in these steps ({n_f / len(top):.1f} a step), {sum(x[4] for x in steps)} in all")
     for label in ("slice search", "any key", "key mask", "new abstract", "tiered"):
         print(f"  {label:13s} in {sum(1 for s in top if s[2].get(label)):6d}")
     print("by what they ran:")
