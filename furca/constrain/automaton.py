@@ -99,7 +99,10 @@ class LazyAutomaton(CanonicalForms):
         self.configs.core, self.configs.ids = None, self._state_ids
         self.accepting = []  # state id -> bool
         self._cap = 64
-        self.trans = np.zeros((self._cap, 256), dtype=np.int32)
+        # rows are read only once written (walkable, expanded): left unzeroed, the table's
+        # pages fault in as rows are written (the dead state's row is zeros)
+        self.trans = np.empty((self._cap, 256), dtype=np.int32)
+        self.trans[0] = 0
         self.expanded = np.zeros(self._cap, dtype=bool)
         # the compiled walks read a state's row where this is set: every expanded state, and
         # states whose row the walks filled byte by byte, -1 elsewhere (trie_walks.resume)

@@ -149,10 +149,13 @@ class Core:
         self.P = packed
         self.has_need = bool(a.nfa.need)
         rows = 2 * WALK_ROOM
-        self.stk = np.zeros((rows, 4), np.int32)
+        # tables whose rows are written before they are read are left unzeroed (np.empty):
+        # their pages fault in as rows are written, not all at once
+        self.stk = np.empty((rows, 4), np.int32)
         self.sh = np.full(2 * rows, -1, np.int32)
-        self.pool = np.zeros(4 << 12, np.int64)  # the keys of the states (two buf's room: _headroom)
-        self.sinfo = np.zeros((rows, 3), np.int64)
+        self.pool = np.empty(4 << 12, np.int64)  # the keys of the states (two buf's room: _headroom)
+        self.sinfo = np.empty((rows, 3), np.int64)
+        self.sinfo[0] = 0  # the dead state: no configurations
         self.hh = np.full(2 * rows, -1, np.int32)
         # [0] stacks, [1] pool used, [2] states (0: the empty stack, the dead state), [3] the
         # rows and mappings a walk may still make before it returns (WALK_ROWS a call: Python
@@ -160,7 +163,7 @@ class Core:
         # rows a walk made (their states in `made`), [6] the most configurations of a state
         # (automaton.MAX_CONFIGS when the Core is made: past it, Python's intern raises)
         self.cnt = np.array([1, 0, 1, 0, 0, 0, automaton.MAX_CONFIGS], np.int64)
-        self.made = np.zeros(WALK_ROWS, np.int32)  # the states a walk gave rows, to mark expanded after it
+        self.made = np.empty(WALK_ROWS, np.int32)  # the states a walk gave rows, to mark expanded after it
         self.stk[0] = (-1, -1, 0, 0)
         # per stack: its canonical form for short tokens, its full_canonical form and room (-1: not yet)
         self.cmemo = np.full(rows, -1, np.int32)
@@ -168,12 +171,12 @@ class Core:
         self.froom = np.full(rows, -1, np.int64)
         # scratch of a row: successor keys, the closure's work list, its relative frame
         # chains, its visited set (node, chain, stack, generation), the stacks after the byte
-        self.buf = np.zeros(1 << 12, np.int64)
-        self.ws = np.zeros((1 << 10, 3), np.int64)
-        self.rel = np.zeros((64, 3), np.int64)
+        self.buf = np.empty(1 << 12, np.int64)
+        self.ws = np.empty((1 << 10, 3), np.int64)
+        self.rel = np.empty((64, 3), np.int64)
         self.seen = np.zeros((1 << 11, 4), np.int64)
-        self.sts = np.zeros(256, np.int32)  # a state of over 256 configurations: rows.py's row (its layouts)
-        self.cuts = np.zeros(257, np.bool_)
+        self.sts = np.empty(256, np.int32)  # a state of over 256 configurations: rows.py's row (its layouts)
+        self.cuts = np.empty(257, np.bool_)
         self._nst, self._ns = 1, 1  # the counts of stacks and states both sides hold (cnt[0], cnt[2])
         self._gen = 0  # bumped when a table of the kernel is replaced (grown)
         self._wargs = (None, None)  # (key, the walk's arguments after `keep`): walk_roots

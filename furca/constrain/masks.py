@@ -66,9 +66,7 @@ class TokenMasks:
         # state -> its stored mask, for Matcher.fill_bitmask's warm path: filled by the
         # matcher for states whose mask needs no nesting-limit check, cleared by _evict
         self.warm: dict[int, object] = {}
-        zeros = np.zeros(info.num_words, dtype=np.int32)
-        zeros.setflags(write=False)
-        self.zeros = memoryview(zeros)  # what the warm path copies into a row before a sparse mask's words
+        self.zeros = info.zero_words  # what the warm path copies into a row before a sparse mask's words
         self.mask_bytes = 0
         self._ctx: dict[int, tuple | None] = {}  # state -> (abstract state, continuation state) or None
         self._cont: dict[int, int] = {}  # context stack -> state after returning from it

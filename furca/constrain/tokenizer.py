@@ -117,6 +117,11 @@ class TokenizerInfo:
         eos_bits = np.zeros(self.num_words * 32, dtype=bool)
         eos_bits[list(self.eos_token_ids)] = True
         self.eos_mask = np.packbits(eos_bits, bitorder="little").view("<i4").copy()
+        zeros = np.zeros(self.num_words, dtype=np.int32)
+        zeros.setflags(write=False)
+        # num_words zero words, read-only, shared by every grammar's masks (the matchers'
+        # warm path copies it into a row before a sparse mask's words)
+        self.zero_words = memoryview(zeros)
         self._slices = [TokenSlice(self, name, ranges) for name, ranges in SLICES]
         self._class_slices = [TokenSlice(self, name, ranges, rest_tries=False) for name, ranges in CLASS_SLICES]
         self._space_slices = [TokenSlice(self, name, ranges, rest_tries=False) for name, ranges in SPACE_SLICES]
