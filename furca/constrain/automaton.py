@@ -127,7 +127,10 @@ class LazyAutomaton(CanonicalForms):
         self._canon_stack_short: dict[int, int] = {}
         self._max_token_len = info.max_token_len
         self._jump: dict[int, bytes] = {}
-        self.step_cache: dict[tuple, int] = {}  # (s, data) -> step(s, data) (Matcher.accept_token reads it first)
+        self.step_cache: dict[tuple, int] = {}  # (s, data) -> step(s, data)
+        # s * vocabulary + token id -> the live state after the token (Matcher.accept_token's
+        # warm step, filled by its cold one; an int key: no token's bytes object is read)
+        self.token_steps: dict[int, int] = {}
         self._byte_steps: dict[int, int] = {}  # s * 256 + b -> trans[s, b] of a state without a row (_step_byte)
         self._abstract: dict[int, tuple | None] = {}  # state -> (abstract state, base stack) or None (abstract)
         self.rows = Rows(nfa)  # computes the transition rows (expand)

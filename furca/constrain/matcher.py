@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .automaton import AutomatonLimit
+from .automaton import MAX_STEPS_CACHED, AutomatonLimit
 from .stored_masks import Delta
 
 if TYPE_CHECKING:  # compiled.py imports this module (CompiledGrammar.matcher)
@@ -44,17 +44,17 @@ class Matcher:
         Why the matcher is in its error state; None when it is not.
     """
 
-    __slots__ = ("_g", "_a", "_t", "error", "_warm", "_n", "_steps", "_tokens", "_vocab", "_out", "_row", "_shape",
-                 "_dest", "_dmv", "_zeros")
+    __slots__ = ("_g", "_a", "_t", "error", "_warm", "_n", "_steps", "_blob", "_offs", "_vocab", "_out", "_row",
+                 "_shape", "_dest", "_dmv", "_zeros")
 
     def __init__(self, grammar: CompiledGrammar, _hist=None):
         self._g = grammar
         a = self._a = grammar.automaton
         self._warm = grammar.masks.warm  # state -> stored mask needing no limit check (fill_bitmask)
         self._n = a.info.num_words
-        self._steps = a.step_cache  # (state, token bytes) -> state (accept_token)
-        self._tokens = a.info.token_bytes
-        self._vocab = len(self._tokens)
+        self._steps = a.token_steps  # state * vocabulary + token id -> state (accept_token)
+        self._blob, self._offs = a.info.token_blob, a.info.token_offsets  # every token's bytes
+        self._vocab = len(a.info.token_bytes)
         self._t = _hist if _hist is not None else (a.start, False, None, 0)  # the history node (see _HistView)
         # the numpy bitmask row the last full fill validated (fill_bitmask's warm path):
         # the array, its row, its shape then, the row as an array and as a memoryview
@@ -260,11 +260,10 @@ class Matcher:
         """
         h = self._t
         if self.error is None and not h[1] and 0 <= token_id < self._vocab:
-            # a warm step: the automaton's cache read without a call (EOS and special
-            # tokens have no bytes: never a hit)
-            data = self._tokens[token_id]
-            s = self._steps.get((h[0], data))
-            if s and data:
+            # a warm step: the automaton's cache read without a call (only live steps on a
+            # token's bytes are cached: EOS and special tokens are never a hit)
+            s = self._steps.get(h[0] * self._vocab + token_id)
+            if s:
                 self._t = (s, False, h, h[3] + 1)
                 return True
         return self._accept_cold(token_id)
@@ -285,8 +284,7 @@ class Matcher:
                 return True
             self._fail(f"EOS (token {token_id}) where the grammar cannot end")
             return False
-        tokens = self._tokens
-        data = tokens[token_id] if 0 <= token_id < len(tokens) else None
+        data = self._token_data(token_id)
         if not data:
             self._fail(f"token {token_id} is a special or unknown token; not allowed inside a constraint")
             return False
@@ -299,8 +297,20 @@ class Matcher:
         if s == 0:
             self._fail(f"token {token_id} ({data!r}) is not allowed after {self._text_tail()!r}")
             return False
+        steps = self._steps
+        if len(steps) >= MAX_STEPS_CACHED:
+            steps.clear()  # cleared, never rebound: matchers hold it
+        steps[h[0] * self._vocab + token_id] = s
         self._t = (s, False, h, h[3] + 1)
         return True
+
+    def _token_data(self, token_id: int) -> bytes | None:
+        """The bytes of a token id (b"" for a special token), None for an id outside the
+        vocabulary: sliced out of the tokenizer's one blob (TokenizerInfo.token_blob)."""
+        if not 0 <= token_id < self._vocab:
+            return None
+        offs = self._offs
+        return self._blob[offs[token_id]:offs[token_id + 1]]
 
     def accept_string(self, text: str | bytes) -> bool:
         """Accepts raw text (UTF-8 for a str) as one step, as if one token had these bytes:

@@ -117,6 +117,16 @@ class TokenizerInfo:
         eos_bits = np.zeros(self.num_words * 32, dtype=bool)
         eos_bits[list(self.eos_token_ids)] = True
         self.eos_mask = np.packbits(eos_bits, bitorder="little").view("<i4").copy()
+        # every token's bytes in one object (the matcher's cold accept slices a token out of
+        # it: a process forked after set-up writes no page of the per-token bytes objects,
+        # whose reference counts and hashes a read of them would write)
+        self.token_blob = b"".join(self.token_blob_parts())
+        offsets = np.zeros(len(self.token_bytes) + 1, dtype=np.int64)
+        # lengths read one at a time (a list of 10^5 ints, freed at once, would leave free
+        # slots all over the allocator's pools, which a forked process then writes into)
+        np.cumsum(np.fromiter(map(len, self.token_blob_parts()), np.int64, len(self.token_bytes)), out=offsets[1:])
+        offsets.setflags(write=False)
+        self.token_offsets = memoryview(offsets)  # token t is token_blob[offsets[t]:offsets[t + 1]]
         zeros = np.zeros(self.num_words, dtype=np.int32)
         zeros.setflags(write=False)
         # num_words zero words, read-only, shared by every grammar's masks (the matchers'
@@ -126,6 +136,10 @@ class TokenizerInfo:
         self._class_slices = [TokenSlice(self, name, ranges, rest_tries=False) for name, ranges in CLASS_SLICES]
         self._space_slices = [TokenSlice(self, name, ranges, rest_tries=False) for name, ranges in SPACE_SLICES]
         self._unique_tables = None  # token_tables.py's tables, made when a grammar first needs them
+
+    def token_blob_parts(self):
+        """Each token's bytes in id order, b"" for a token never allowed."""
+        return (b or b"" for b in self.token_bytes)
 
     def _split_long(self, limit: int) -> None:
         """short_len: the fewest bytes such that at most ``limit`` tokens are longer (the

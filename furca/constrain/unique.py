@@ -390,8 +390,7 @@ class UniqueMatcher(Matcher):
         return False
 
     def accept_token(self, token_id: int) -> bool:
-        tokens = self._tokens
-        return self._accept(tokens[token_id] if 0 <= token_id < len(tokens) else None, Matcher.accept_token, token_id)
+        return self._accept(self._token_data(token_id), Matcher.accept_token, token_id)
 
     def accept_string(self, text) -> bool:
         data = text.encode("utf-8") if isinstance(text, str) else text
