@@ -120,11 +120,11 @@ class TokenizerInfo:
         # every token's bytes in one object (the matcher's cold accept slices a token out of
         # it: a process forked after set-up writes no page of the per-token bytes objects,
         # whose reference counts and hashes a read of them would write)
-        self.token_blob = b"".join(self.token_blob_parts())
+        self.token_blob = b"".join(self._token_parts())
         offsets = np.zeros(len(self.token_bytes) + 1, dtype=np.int64)
         # lengths read one at a time (a list of 10^5 ints, freed at once, would leave free
         # slots all over the allocator's pools, which a forked process then writes into)
-        np.cumsum(np.fromiter(map(len, self.token_blob_parts()), np.int64, len(self.token_bytes)), out=offsets[1:])
+        np.cumsum(np.fromiter(map(len, self._token_parts()), np.int64, len(self.token_bytes)), out=offsets[1:])
         offsets.setflags(write=False)
         self.token_offsets = memoryview(offsets)  # token t is token_blob[offsets[t]:offsets[t + 1]]
         zeros = np.zeros(self.num_words, dtype=np.int32)
@@ -137,7 +137,7 @@ class TokenizerInfo:
         self._space_slices = [TokenSlice(self, name, ranges, rest_tries=False) for name, ranges in SPACE_SLICES]
         self._unique_tables = None  # token_tables.py's tables, made when a grammar first needs them
 
-    def token_blob_parts(self):
+    def _token_parts(self):
         """Each token's bytes in id order, b"" for a token never allowed."""
         return (b or b"" for b in self.token_bytes)
 
