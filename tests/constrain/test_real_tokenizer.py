@@ -35,6 +35,36 @@ def test_tokenizer_info(llama):
     for s in ["日本語🙂", " hello", "\n\n", "{\""]:
         ids = tok.encode(s, add_special_tokens=False).ids
         assert b"".join(info.token_bytes[i] for i in ids) == s.encode()
+    # the one blob the matcher's cold accept slices a token out of: every token's bytes
+    offs, blob = info.token_offsets, info.token_blob
+    assert len(offs) == len(info.token_bytes) + 1 and offs[-1] == len(blob)
+    assert all(blob[offs[t]:offs[t + 1]] == (b or b"") for t, b in enumerate(info.token_bytes))
+
+
+def test_warm_accept_keyed_by_token_id(llama):
+    """accept_token's warm step (cached per state and token id) gives each token its own
+    successor: after the walks below have cached their steps, a token of the other
+    branch still goes its way (what follows it is that branch's), and a token of
+    neither is refused."""
+    info, compiler, tok = llama
+    g = compiler.compile_json_schema({"enum": ["the cat", "the dog!"]})
+    enc = lambda text: tok.encode(text, add_special_tokens=False).ids  # noqa: E731
+    for text in ('"the cat"', '"the cat"', '"the dog!"', '"the dog!"'):  # cold, then warm
+        m = g.matcher()
+        assert all(m.accept_token(t) for t in enc(text)), text
+        assert m.accept_token(info.eos_token_id) and m.is_terminated()
+    head = enc('"the')
+    for tail, after in ((" cat", '"'), (" dog", "!"), (" cat", '"'), (" cow", None)):
+        m = g.matcher()
+        assert all(m.accept_token(t) for t in head)
+        (t,) = enc(tail)
+        assert m.accept_token(t) is (after is not None), tail
+        if after is None:
+            assert m.is_error()
+            continue
+        other = {'"': "!", "!": '"'}[after]
+        assert m.fork().accept_token(tok.token_to_id(other)) is False  # the other branch's next byte
+        assert m.accept_token(tok.token_to_id(after)), (tail, after)
 
 
 @pytest.mark.parametrize("pattern,texts,bad", [
