@@ -107,6 +107,7 @@ def run_schema(pkg, info, d, tok, text_of, clock, out, name="", every=False, com
         return "compile_error"
     out["ttfm"].append(clock() - t0)
     out.setdefault("ttfm_faults", []).append(_faults() - f0)
+    out.setdefault("ttfm_by", {})[name] = out["ttfm"][-1]
     status = "pass"
     first = len(out["steps"])
     for n_test, test in enumerate(d["tests"]):
@@ -171,6 +172,12 @@ def main():
         worst = max(out["per"], key=lambda k: out["per"][k][2], default=None)
         if worst is not None:
             print(f"  slowest step: {worst} {out['per'][worst][2] / 1e3:.0f} µs")
+    a_by, b_by = (out.get("ttfm_by", {}) for *_rest, out in versions)
+    both = [k for k in a_by if k in b_by and a_by[k] > 0]
+    if both:  # paired per schema: steadier than the two p50s when the machine drifts
+        r = np.array([b_by[k] / a_by[k] for k in both])
+        print(f"TTFM B/A per schema (paired, n={len(both)}): median {np.median(r):.3f}, "
+              f"B faster on {100 * (r < 1).mean():.0f}% of the schemas")
     print_slowest([out["per"] for *_rest, out in versions], a.slowest)
 
 
@@ -191,7 +198,7 @@ def run_forked(run, out):
         os.close(r)
         code = 0
         try:
-            mine = {"ttfm": [], "steps": [], "later": [], "per": {}, "ttfm_faults": []}
+            mine = {"ttfm": [], "steps": [], "later": [], "per": {}, "ttfm_faults": [], "ttfm_by": {}}
             f0 = _faults()
             status = run(mine)
             mine["faults"] = _faults() - f0
@@ -212,6 +219,7 @@ def run_forked(run, out):
         out.setdefault(key, []).extend(mine[key])
     out.setdefault("later", []).extend(mine["later"])
     out["per"].update(mine["per"])
+    out.setdefault("ttfm_by", {}).update(mine["ttfm_by"])
     out["faults"].append(mine["faults"])
     return status
 
