@@ -67,24 +67,28 @@ def pack(nfa):
     median MaskBench grammar (~700 nodes), once, when its kernel is made."""
     edges, eps = nfa.edges, nfa.eps
     n = len(edges)
+    # ufunc methods, not np.cumsum / ndarray.sum: those run numpy's Python wrappers, whose
+    # first call in a process forked after set-up (the shared harness) writes ~20 pages of
+    # the parent's (code objects, reference counts), for a few µs of work here
+    add = np.add
     e_len = np.fromiter(map(len, edges), np.int32, n)
     p_len = np.fromiter(map(len, eps), np.int32, n)
-    n_e, n_p = int(e_len.sum()), int(p_len.sum())
+    n_e, n_p = int(add.reduce(e_len)), int(add.reduce(p_len))
     sizes = [n + 1, n_e, n_e, n_e, n + 1, n_p] + [n] * 4 + [4 * n, 4 * n] + [n] * 5
     head = 2 + len(sizes)  # n, then where each array starts and where the last ends
     out = np.empty(head + sum(sizes), np.int32)  # the arrays written in place (views of out)
     out[0] = n
-    bounds = np.cumsum([head] + sizes)
+    bounds = add.accumulate(np.array([head] + sizes, np.int64))
     out[1:head] = bounds
     (e_off, e_lo, e_hi, e_t, p_off, p_t, callee, cret, tail, end, k4, l4, tick, need, lfree, lneed,
      kbytes) = (out[x:y] for x, y in zip(bounds[:-1].tolist(), bounds[1:].tolist()))
     k4, l4 = k4.reshape(n, 4), l4.reshape(n, 4)
     e_off[0] = 0
-    np.cumsum(e_len, out=e_off[1:])
+    add.accumulate(e_len, out=e_off[1:])
     flat = np.fromiter(_chain(_chain(edges)), np.int32, 3 * n_e).reshape(-1, 3)
     e_lo[:], e_hi[:], e_t[:] = flat[:, 0], flat[:, 1], flat[:, 2]
     p_off[0] = 0
-    np.cumsum(p_len, out=p_off[1:])
+    add.accumulate(p_len, out=p_off[1:])
     p_t[:] = np.fromiter(_chain(eps), np.int32, n_p)
     callee.fill(-1)
     cret.fill(-1)
@@ -127,6 +131,13 @@ def make(a):
     return Core(a, packed)
 
 
+def _filled(n, value, dtype):
+    """np.full(n, value, dtype) without numpy's Python-level wrapper (see pack)."""
+    out = np.empty(n, dtype)
+    out.fill(value)
+    return out
+
+
 def _doubled(x, rows):
     out = np.zeros((rows,) + x.shape[1:], x.dtype)
     out[: len(x)] = x
@@ -152,11 +163,11 @@ class Core:
         # tables whose rows are written before they are read are left unzeroed (np.empty):
         # their pages fault in as rows are written, not all at once
         self.stk = np.empty((rows, 4), np.int32)
-        self.sh = np.full(2 * rows, -1, np.int32)
+        self.sh = _filled(2 * rows, -1, np.int32)
         self.pool = np.empty(4 << 12, np.int64)  # the keys of the states (two buf's room: _headroom)
         self.sinfo = np.empty((rows, 3), np.int64)
         self.sinfo[0] = 0  # the dead state: no configurations
-        self.hh = np.full(2 * rows, -1, np.int32)
+        self.hh = _filled(2 * rows, -1, np.int32)
         # [0] stacks, [1] pool used, [2] states (0: the empty stack, the dead state), [3] the
         # rows and mappings a walk may still make before it returns (WALK_ROWS a call: Python
         # checks the deadline between), [4] the closure steps a row may still take, [5] the
@@ -166,9 +177,9 @@ class Core:
         self.made = np.empty(WALK_ROWS, np.int32)  # the states a walk gave rows, to mark expanded after it
         self.stk[0] = (-1, -1, 0, 0)
         # per stack: its canonical form for short tokens, its full_canonical form and room (-1: not yet)
-        self.cmemo = np.full(rows, -1, np.int32)
-        self.fmemo = np.full(rows, -1, np.int32)
-        self.froom = np.full(rows, -1, np.int64)
+        self.cmemo = _filled(rows, -1, np.int32)
+        self.fmemo = _filled(rows, -1, np.int32)
+        self.froom = _filled(rows, -1, np.int64)
         # scratch of a row: successor keys, the closure's work list, its relative frame
         # chains, its visited set (node, chain, stack, generation), the stacks after the byte
         self.buf = np.empty(1 << 12, np.int64)
@@ -331,16 +342,16 @@ class Core:
         self.stk = _doubled(self.stk, rows)
         n = len(self.cmemo)
         for name in ("cmemo", "fmemo", "froom"):
-            x = np.full(rows, -1, getattr(self, name).dtype)
+            x = _filled(rows, -1, getattr(self, name).dtype)
             x[:n] = getattr(self, name)
             setattr(self, name, x)
-        self.sh = np.full(2 * rows, -1, np.int32)
+        self.sh = _filled(2 * rows, -1, np.int32)
         self._t.insert_stacks(1, int(self.cnt[0]), self.stk, self.sh)
 
     def _grow_states(self, rows):
         self._gen += 1
         self.sinfo = _doubled(self.sinfo, rows)
-        self.hh = np.full(2 * rows, -1, np.int32)
+        self.hh = _filled(2 * rows, -1, np.int32)
         self._t.insert_states(1, int(self.cnt[2]), self.pool, self.sinfo, self.hh)
 
     def _enter(self, a):

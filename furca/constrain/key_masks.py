@@ -52,7 +52,7 @@ import numpy as np
 from .bitmask import clear_ids
 from .key_trie import is_plain
 from .stacks import CUT_RET
-from .trie_walks import walk_continue, walk_recording
+from .trie_walks import merged_roots, walk_continue, walk_recording
 
 MAX_CHECK_PAIRS = 512  # state pairs of _rules_fit's bisimulation past which a trie is walked as before
 _PLAIN = np.array([b < 0x80 and is_plain(chr(b)) for b in range(256)])  # a key's plain characters
@@ -222,14 +222,14 @@ class KeyTrieMasks:
             if len(roots):
                 roots = roots[(roots < x) | (roots >= stop)]
         if rest:
-            extra = np.zeros_like(words)
+            extra = np.zeros(words.shape, words.dtype)
             more, others = self._literal_walks(rest, trie, extra)  # the declared names' literals
             if others:
                 more.append(walk_recording(a, a.intern(others, False), trie, extra))
             words |= extra
             more = [x for x in more if len(x)]
             if more:
-                roots = np.union1d(roots, np.concatenate(more)).astype(np.int32)
+                roots = merged_roots([roots] + more)
         return words, roots, trie, any_words.view("<i4")
 
     def _any_key(self, narrow_to, st, compute, cont_of):

@@ -27,7 +27,7 @@ from .gcpause import GC_PAUSE
 from .key_masks import KeyTrieMasks
 from .slices import SliceBounds
 from .stored_masks import Delta, _base_of, _size, _stored, write_stored
-from .trie_walks import walk_compiled, walk_continue, walk_numpy, walk_recording
+from .trie_walks import merged_roots, walk_compiled, walk_continue, walk_numpy, walk_recording
 
 MAX_MASK_BYTES = 256 << 20  # per compiled grammar
 # abstract masks of the lexemes' states, shared by every grammar of the process
@@ -368,7 +368,7 @@ class TokenMasks:
             self.parts.add(t)
             found.append(walk_recording(a, t, trie, words))
         found = [x for x in found if len(x)]
-        roots = np.unique(np.concatenate(found)).astype(np.int32) if found else np.zeros(0, dtype=np.int32)
+        roots = merged_roots(found) if found else np.zeros(0, dtype=np.int32)
         return words, roots, trie, _base_of(hits[0][0][0])  # the words began as the first part's mask
 
     def _lexeme_key(self, ab):

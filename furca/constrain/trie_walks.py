@@ -28,6 +28,21 @@ def _grown(rec):
     return out
 
 
+def merged_roots(parts) -> np.ndarray:
+    """The sorted distinct trie nodes of the int arrays parts (walks' records), int32: np.unique
+    of their concatenation through array methods and ufuncs only (numpy's Python-level
+    set functions write ~7 pages of their code at their first call in a process forked
+    after set-up, as the shared harness runs)."""
+    x = np.concatenate(parts).astype(np.int32)
+    if len(x) < 2:
+        return x
+    x.sort()
+    keep = np.empty(len(x), dtype=bool)
+    keep[0] = True
+    np.not_equal(x[1:], x[:-1], out=keep[1:])
+    return x[keep]
+
+
 def walk_continue(a, roots, trie, cont, words, record=False):
     """Sets in words the bits of the tokens below the trie nodes roots (where an
     abstract state's rule returned) that the continuation state cont allows. record:
