@@ -35,6 +35,7 @@ import os
 
 import numpy as np
 
+from . import _walk
 from .deadline import check as check_deadline
 
 _chain = itertools.chain.from_iterable
@@ -51,9 +52,22 @@ def enabled() -> bool:
     compiled (_walk: FURCA_NO_NUMBA unset), and FURCA_CORE not 0 (on by default)."""
     if os.environ.get("FURCA_CORE", "") == "0":
         return False
-    from . import _walk
-
     return _walk.get_walk() is not None
+
+
+_MODULES = None  # (_core_kernels, _core_tables, _core_walk_kernels, automaton), at the first Core
+
+
+def _modules():
+    """The kernels' modules (numba's: imported at the first Core, not with the package),
+    kept here: a function-level `from . import ...` runs importlib's Python code at every
+    call, which a process forked after set-up (the shared harness) pays in page faults."""
+    global _MODULES
+    if _MODULES is None:
+        from . import _core_kernels, _core_tables, _core_walk_kernels, automaton
+
+        _MODULES = (_core_kernels, _core_tables, _core_walk_kernels, automaton)
+    return _MODULES
 
 
 def pack(nfa):
@@ -149,7 +163,7 @@ class Core:
 
     def __init__(self, a, packed):
         """a: the automaton; packed: pack(a.nfa) (one int32 array)."""
-        from . import _core_kernels as kern, _core_tables, _core_walk_kernels, automaton
+        kern, _core_tables, _core_walk_kernels, automaton = _modules()
 
         self._k = kern
         self._t = _core_tables
@@ -313,8 +327,6 @@ class Core:
     def _grow(self, a) -> bool:
         """Doubles the tables that are full (their hashes rebuilt); False at the
         automaton's MAX_STATES (its Python row raises the limit)."""
-        from .automaton import MAX_STATES
-
         n_st, used, n_s = (int(x) for x in self.cnt[:3])
         if n_st + 1 >= len(self.stk) or 2 * (n_st + 1) >= len(self.sh):
             self._grow_stacks(2 * len(self.stk))
@@ -322,7 +334,7 @@ class Core:
             self._gen += 1
             self.pool = _doubled(self.pool, 2 * len(self.pool) + len(self.buf))
         if n_s + 1 >= len(self.sinfo) or 2 * (n_s + 1) >= len(self.hh):
-            if len(self.sinfo) >= MAX_STATES:
+            if len(self.sinfo) >= _modules()[3].MAX_STATES:
                 return False
             self._grow_states(2 * len(self.sinfo))
         return True
