@@ -33,7 +33,7 @@ def merged_roots(parts) -> np.ndarray:
     of their concatenation through array methods and ufuncs only (numpy's Python-level
     set functions write ~7 pages of their code at their first call in a process forked
     after set-up, as the shared harness runs)."""
-    x = np.concatenate(parts).astype(np.int32)
+    x = np.concatenate(parts).astype(np.int32, copy=False)  # a new array: sorted in place
     if len(x) < 2:
         return x
     x.sort()
