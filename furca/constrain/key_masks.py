@@ -144,6 +144,7 @@ class KeyTrieMasks:
         self._a = automaton
         self._marks = automaton.nfa.key_trie_nodes
         self._tails: dict[tuple, list] = {}  # (trie node, token trie) -> _closers
+        self._plain: dict[tuple, tuple] = {}  # (NFA node, token trie) -> _plain_run
         self._roots: dict[int, list] = {}  # token trie -> its root's child on each byte (-1: none)
         self._any: dict[tuple, tuple] = {}  # (narrow target, stack) -> (words, return nodes, trie)
         self._fits: dict[tuple, bool] = {}  # (rest's start, other's start) -> _rules_fit
@@ -275,24 +276,23 @@ class KeyTrieMasks:
         colon): the tokens along it are found by walking the token trie down its bytes,
         without automaton states, and the first state the literal reaches (the value's
         start) continues the walk below that trie node (a recording continuation walk).
-        The language of a set of configurations is the union of theirs, so each is walked
-        on its own; the caller walks the others as one state."""
+        The literal's plain part, the same under every stack, is walked once per node and
+        trie (_plain_run); the language of a set of configurations is the union of
+        theirs, so each is walked on its own; the caller walks the others as one state."""
         a = self._a
-        edges, tick = a.nfa.edges, a.nfa.tick
+        edges = a.nfa.edges
         tok_start, tok_ids = trie.tok_start, trie.tok_ids
-
-        def one_byte(n):  # the node's only edge reads one byte value
-            es = edges[n]
-            return len(es) == 1 and es[0][0] == es[0][1] and n not in tick
-
+        one_byte = self._one_byte
         found, others = [], []
         one = np.uint32(1)
         for node, st in configs:
             if not one_byte(node):
                 others.append((node, st))
                 continue
-            x, n = 0, node
-            while True:
+            bits, x, n = self._plain_run(node, trie)
+            for w, b in bits:
+                words[w] |= b
+            while x >= 0:
                 b, t = edges[n][0][0], edges[n][0][2]
                 x = self._child(trie, x, b)
                 if x < 0:
@@ -313,6 +313,46 @@ class KeyTrieMasks:
                     found.append(walk_continue(a, np.array([x], dtype=np.int32), trie, s, words, record=True))
                 break
         return found, others
+
+    def _one_byte(self, n) -> bool:
+        """Whether NFA node n's only edge reads one byte value (and n counts nothing)."""
+        es = self._a.nfa.edges[n]
+        return len(es) == 1 and es[0][0] == es[0][1] and n not in self._a.nfa.tick
+
+    def _plain_run(self, node, trie):
+        """(bits, x, n) for the literal from node (one byte): the trie walked down its
+        bytes while each byte leads to a plain one-byte node, whose closure under any
+        stack is itself alone (closures.Closures.closure: no epsilon, call, end, counter,
+        length or need), so the walk goes on there whatever the configuration's stack;
+        bits: ((word, bits), ...) of the tokens met on the way; x: the trie node reached
+        and n the node whose byte is not taken yet (x = -1: no token goes further).
+        Cached per (node, trie): the declared names' literals come back in every key
+        state of their object (another prefix's names, another stack, the keys left)."""
+        key = (node, id(trie))
+        hit = self._plain.get(key)
+        if hit is not None:
+            return hit
+        nfa = self._a.nfa
+        edges, eps, is_end, call, counter, length, need = (nfa.edges, nfa.eps, nfa.is_end, nfa.call, nfa.counter,
+                                                           nfa.length, nfa.need)
+        tok_start, tok_ids = trie.tok_start, trie.tok_ids
+        acc: dict[int, int] = {}
+        x, n = 0, node
+        while True:
+            b, t = edges[n][0][0], edges[n][0][2]
+            if (eps[t] or t in is_end or t in call or t in counter or t in length or t in need
+                    or not self._one_byte(t)):
+                break  # t's closure may hold more than t, or depend on the stack: walked per configuration
+            y = self._child(trie, x, b)
+            if y < 0:
+                x = -1
+                break
+            for k in range(int(tok_start[y]), int(tok_start[y + 1])):
+                tid = int(tok_ids[k])
+                acc[tid >> 5] = acc.get(tid >> 5, 0) | 1 << (tid & 31)
+            x, n = y, t
+        hit = self._plain[key] = (tuple((w, np.uint32(v)) for w, v in acc.items()), x, n)
+        return hit
 
     def _shared_fit(self, rules, k, st_k) -> bool:
         """_rules_fit of the trie's rules, shared by every grammar of the process with

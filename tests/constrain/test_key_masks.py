@@ -224,3 +224,34 @@ def test_free_members_values_equal_the_whole_walk(llama, case):
             assert mf.accept_token(t) and mw.accept_token(t)
         assert mf.can_terminate() and mw.can_terminate()
     assert _key_states_used(fast)
+
+
+def test_plain_runs_shared_by_every_key_state_equal_the_whole_walk(llama, monkeypatch):
+    """A declared name's plain run (its bytes down the token trie, the same under every
+    stack) is walked once per NFA node and trie and served to every key state that holds
+    it: the items of an array (other stacks), the keys left after a member, nested objects
+    of the same properties. The masks along real instances equal the whole walk's."""
+    from furca.constrain import key_masks
+
+    info, _compiler, tok = llama
+    item = {"type": "object", "additionalProperties": True,
+            "properties": {"alpha": {"type": "integer"}, "alphabet": {"type": "string"}, "beta": {"type": "boolean"},
+                           "kids": {"type": "array", "items": {"$ref": "#/$defs/kid"}}}}
+    schema = {"type": "array", "items": item,
+              "$defs": {"kid": {"type": "object", "properties": {"alpha": {"type": "integer"}, "gamma": {"type": "null"}}}}}
+    doc = [{"alpha": 1, "beta": True}, {"alphabet": "x", "beta": False, "kids": [{"gamma": None}, {"alpha": 2}]},
+           {"alpha": 4, "kids": [], "zeta": 3}]  # the declared names in their order (as the compiler keeps them)
+    fast = GrammarCompiler(info).compile_json_schema(schema)
+    whole = GrammarCompiler(info).compile_json_schema(schema)
+    whole.masks._keys = None  # every abstract state walked as it is
+    calls = []
+    run = key_masks.KeyTrieMasks._plain_run
+    monkeypatch.setattr(key_masks.KeyTrieMasks, "_plain_run", lambda self, n, t: calls.append(n) or run(self, n, t))
+    mf, mw = fast.matcher(), whole.matcher()
+    for t in tok.encode(json.dumps(doc, separators=(",", ":")), add_special_tokens=False).ids:
+        assert (allowed_set(mf, info) == allowed_set(mw, info)).all()
+        assert mf.accept_token(t) and mw.accept_token(t)
+    assert mf.can_terminate()
+    if COMPILED_WALKS:  # the key states' split (key tries) runs on the compiled walks only
+        runs = fast.masks._keys._plain
+        assert runs and len(calls) > len(runs)  # runs served again from the cache
