@@ -43,6 +43,7 @@ __all__ = ["AutomatonLimit", "LazyAutomaton"]
 MAX_CONFIGS = 4096  # configurations in one state (ambiguity bound)
 MAX_STATES = 1 << 20  # states per compiled grammar (~1 GB of transition rows)
 RESERVE_AFTER = 64  # past this many states the transition table is reserved at MAX_STATES (see _grow)
+FIRST_WALK_CAP = 512  # the per-state arrays' first length where the row kernel walks (a row's room and more)
 MAX_JUMP = 4096
 MAX_STEP_KEY = 64  # step() results are cached for data up to this long (tokens)
 MAX_STEPS_CACHED = 1 << 16  # ... this many (then the cache starts over)
@@ -98,10 +99,15 @@ class LazyAutomaton(CanonicalForms):
         self.configs = _Configs()  # state id -> tuple of (node, stack) (the kernel's states made on read)
         self.configs.core, self.configs.ids = None, self._state_ids
         self.accepting = []  # state id -> bool
-        self._cap = 64
         # rows are read only once written (walkable, expanded): left unzeroed, the table's
-        # pages fault in as rows are written (the dead state's row is zeros)
-        self.trans = np.empty((self._cap, 256), dtype=np.int32)
+        # pages fault in as rows are written (the dead state's row is zeros). With the row
+        # kernel, whose first walk (in the compile's first mask) asks room for 257 new
+        # states, the table is reserved at once (see _grow) and the per-state arrays start
+        # at that room: no table of 64 rows written, then copied, then dropped
+        core_on = core_rows.enabled()
+        self._cap = FIRST_WALK_CAP if core_on else 64
+        trans = reserved_table(MAX_STATES) if core_on else None
+        self.trans = trans if trans is not None else np.empty((self._cap, 256), dtype=np.int32)
         self.trans[0] = 0
         self.expanded = np.zeros(self._cap, dtype=bool)
         # the compiled walks read a state's row where this is set: every expanded state, and
@@ -138,7 +144,7 @@ class LazyAutomaton(CanonicalForms):
         self.expanded[0] = self.walkable[0] = True
         self.cut = self.stacks.push(CUT_RET, 0)  # the context frame of abstract states (masks.py)
         self.start = self.intern(*self.closure_of([(nfa.start, 0)]))
-        self._rows_to_core = CORE_AFTER if core_rows.enabled() else -1
+        self._rows_to_core = CORE_AFTER if core_on else -1
 
     @property
     def num_states(self):
@@ -175,8 +181,10 @@ class LazyAutomaton(CanonicalForms):
             self.acc[sid] = accept
         return sid
 
-    def _grow(self):
-        """Doubles the tables. The transition table (1 KB a state), past RESERVE_AFTER
+    def _grow(self, need: int = 0):
+        """Doubles the tables, as many times as `need` states take at once (a walk asks
+        for room for a row's 257 new states: one growth, not one per doubling, each
+        allocating every per-state array anew). The transition table (1 KB a state), past RESERVE_AFTER
         (64) states, is reserved for MAX_STATES at once instead (tables.reserved_table: a
         mapping whose pages become resident only when rows are written), so a grammar
         never pays the copy of a big table in the middle of a request (a 50-150 ms step
@@ -186,8 +194,11 @@ class LazyAutomaton(CanonicalForms):
         bytes a state) keep doubling: reserved at MAX_STATES too, their five arrays were
         ~14 MB that the allocator may hand out from its heap and zero in the step that
         crossed 4,096 states (Github_easy o9925: ~4 ms of a 10 ms step)."""
-        n = self._cap
-        self._cap = min(2 * n, MAX_STATES)
+        n = cap = self._cap
+        cap *= 2
+        while cap < need:
+            cap *= 2
+        self._cap = min(cap, MAX_STATES)
         if len(self.trans) < self._cap:
             trans = reserved_table(MAX_STATES) if n >= RESERVE_AFTER else None
             if trans is None:

@@ -39,6 +39,7 @@ from . import _walk
 from .deadline import check as check_deadline
 
 _chain = itertools.chain.from_iterable
+_accumulate = itertools.accumulate
 _ROOT = np.zeros(1, np.int32)  # the trie's root as the one root of a walk of the whole trie
 WALK_ROWS = 64  # rows a compiled walk makes before it returns (then Python checks the deadline)
 # stacks and states a walk's kernel call has room for (the kernel cannot grow its tables:
@@ -81,28 +82,25 @@ def pack(nfa):
     median MaskBench grammar (~700 nodes), once, when its kernel is made."""
     edges, eps = nfa.edges, nfa.eps
     n = len(edges)
-    # ufunc methods, not np.cumsum / ndarray.sum: those run numpy's Python wrappers, whose
-    # first call in a process forked after set-up (the shared harness) writes ~20 pages of
-    # the parent's (code objects, reference counts), for a few µs of work here
-    add = np.add
-    e_len = np.fromiter(map(len, edges), np.int32, n)
-    p_len = np.fromiter(map(len, eps), np.int32, n)
-    n_e, n_p = int(add.reduce(e_len)), int(add.reduce(p_len))
+    # itertools and np.fromiter, not ufuncs' reduce / accumulate nor np.cumsum: a process
+    # forked after set-up (the shared harness) pays the first reduction of its life in
+    # ~20 pages of the parent's (numpy's reduction machinery), np.cumsum more (its Python wrapper)
+    e_offs = np.fromiter(_accumulate(map(len, edges), initial=0), np.int32, n + 1)
+    p_offs = np.fromiter(_accumulate(map(len, eps), initial=0), np.int32, n + 1)
+    n_e, n_p = int(e_offs[n]), int(p_offs[n])
     sizes = [n + 1, n_e, n_e, n_e, n + 1, n_p] + [n] * 4 + [4 * n, 4 * n] + [n] * 5
     head = 2 + len(sizes)  # n, then where each array starts and where the last ends
-    out = np.empty(head + sum(sizes), np.int32)  # the arrays written in place (views of out)
+    bounds = list(_accumulate(sizes, initial=head))
+    out = np.empty(bounds[-1], np.int32)  # the arrays written in place (views of out)
     out[0] = n
-    bounds = add.accumulate(np.array([head] + sizes, np.int64))
     out[1:head] = bounds
     (e_off, e_lo, e_hi, e_t, p_off, p_t, callee, cret, tail, end, k4, l4, tick, need, lfree, lneed,
-     kbytes) = (out[x:y] for x, y in zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+     kbytes) = (out[x:y] for x, y in zip(bounds[:-1], bounds[1:]))
     k4, l4 = k4.reshape(n, 4), l4.reshape(n, 4)
-    e_off[0] = 0
-    add.accumulate(e_len, out=e_off[1:])
+    e_off[:] = e_offs
     flat = np.fromiter(_chain(_chain(edges)), np.int32, 3 * n_e).reshape(-1, 3)
     e_lo[:], e_hi[:], e_t[:] = flat[:, 0], flat[:, 1], flat[:, 2]
-    p_off[0] = 0
-    add.accumulate(p_len, out=p_off[1:])
+    p_off[:] = p_offs
     p_t[:] = np.fromiter(_chain(eps), np.int32, n_p)
     callee.fill(-1)
     cret.fill(-1)
@@ -256,8 +254,8 @@ class Core:
     def step_bytes(self, a, x, data, stop_acc) -> tuple[int, int, int]:
         """x stepped over the bytes data (automaton.step's loops, in one kernel call:
         _core_kernels.step_bytes, whose (j, x, how) it returns)."""
-        while len(a.configs) + len(data) + 1 > a._cap:  # room for a state a byte
-            a._grow()
+        if len(a.configs) + len(data) + 1 > a._cap:  # room for a state a byte
+            a._grow(len(a.configs) + len(data) + 1)
         self._enter(a)
         r = self._k.step_bytes(int(x), np.frombuffer(data, np.uint8), stop_acc, a.trans, a.walkable, a.acc, self.P,
                                self.stk, self.sh, self.cnt, self.pool, self.sinfo, self.hh, self.buf, self.ws,
@@ -273,8 +271,8 @@ class Core:
 
     def walk_roots(self, a, j, i, roots, cont, stack, trie, words, rec, keep) -> tuple[int, int]:
         """_walk.walk_roots making the rows it meets (_core_walk_kernels.walk_roots_core)."""
-        while len(a.configs) + 257 > a._cap:  # room for a row's new states in the per-state arrays
-            a._grow()
+        if len(a.configs) + 257 > a._cap:  # room for a row's new states in the per-state arrays
+            a._grow(len(a.configs) + 257)
         self._enter(a)
         if (self._nst + WALK_ROOM > len(self.stk) or self._ns + WALK_ROOM > len(self.sinfo)
                 or int(self.cnt[1]) + 2 * len(self.buf) > len(self.pool)):
@@ -466,8 +464,8 @@ class Core:
                 ids[key] = sid
         first = len(a.configs)
         if n_s > first:  # their configurations made when Python reads them (configs_of)
-            while n_s > a._cap:
-                a._grow()
+            if n_s > a._cap:
+                a._grow(n_s)
             accs = self.sinfo[first:n_s, 2].tolist()
             a.configs.extend([None] * len(accs))
             accepting, acc_arr = a.accepting, a.acc

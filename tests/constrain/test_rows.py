@@ -183,6 +183,34 @@ def test_tables_grow_past_the_reserve(monkeypatch):
             assert a.trans[s].tolist() == reference_row(a, s), (s, a.configs[s])
 
 
+def test_one_growth_takes_the_room_asked(monkeypatch):
+    # _grow(need) doubles as many times as need takes, at once (a walk asks room for a
+    # row's 257 new states): every row and flag kept; with the row kernel the automaton
+    # starts with that room and its table reserved, so its first mask grows nothing
+    monkeypatch.setenv("FURCA_CORE", "0")
+    info = byte_info(EXTRA)
+    schema = {"type": "array", "items": {"type": "string", "maxLength": 30}, "maxItems": 40}
+    a = GrammarCompiler(info).compile_json_schema(schema).automaton
+    assert a._cap == 64 and len(a.trans) == 64
+    for s in range(a.num_states):
+        a.expand(s)
+    rows = [a.trans[s].tolist() for s in range(a.num_states)]
+    flags = [x[: a.num_states].tolist() for x in (a.expanded, a.acc)]
+    a._grow(1000)
+    assert a._cap == 1024 and len(a.trans) == automaton.MAX_STATES and len(a.expanded) == 1024
+    assert [a.trans[s].tolist() for s in range(len(rows))] == rows
+    assert [x[: len(rows)].tolist() for x in (a.expanded, a.acc)] == flags
+    monkeypatch.setenv("FURCA_CORE", "1")
+    if core_rows.enabled():  # numba installed: the kernel walks
+        grows = []
+        real = automaton.LazyAutomaton._grow
+        monkeypatch.setattr(automaton.LazyAutomaton, "_grow", lambda self, need=0: grows.append(need) or real(self, need))
+        g = GrammarCompiler(info).compile_json_schema(schema)
+        assert g.automaton._cap == automaton.FIRST_WALK_CAP and len(g.automaton.trans) == automaton.MAX_STATES
+        walk_checking_masks(g.matcher(), info, random.Random(5), 3)
+        assert not grows
+
+
 def test_a_dropped_table_serves_the_next_grammar(monkeypatch):
     # the reserved table of an automaton no longer referenced (nor any view of it) goes
     # to a pool, and the next reservation takes it with its old rows in place: masks stay
