@@ -247,3 +247,20 @@ def test_gbnf_and_prefix_items_stay_unsupported():
         schema_to_gbnf(FINITE_OBJECTS)
     with pytest.raises(CompileError, match="uniqueItems"):
         schema_to_ir({"type": "array", "uniqueItems": True, "prefixItems": [{"type": "object"}]})
+
+
+def test_the_compiler_makes_the_watch_tables_once_per_tokenizer():
+    # the watches' per-tokenizer tables (token_tables.py, value_tokens.py) are made with
+    # the GrammarCompiler, so no request's compile or step makes them; every later
+    # compiler and grammar of the tokenizer uses those same tables
+    info = byte_info(['"a', 'b"', '","', '"]', "1,", "[1"])
+    assert info._unique_tables is None
+    GrammarCompiler(info)
+    tables = info._unique_tables
+    assert tables is not None and tables.value_tables is not None
+    g = GrammarCompiler(info).compile_json_schema({"type": "array", "uniqueItems": True})
+    m = g.matcher()
+    for b in b'[1,"a",[1]]':
+        assert m.accept_token(b)
+    assert m.can_terminate()
+    assert info._unique_tables is tables and tables.value_tables is not None
