@@ -325,3 +325,60 @@ def state_depth(s, pool, sinfo, stk):
         if x > d:
             d = x
     return d
+
+
+@njit(cache=True, nogil=True)
+def state_base(s, pool, sinfo, stk, items):
+    """automaton._base of state s's configurations: the longest stack that every
+    configuration's stack extends (stacks.Stacks.base_of), then below each frame of a
+    counter or length region that is no item counter (items[node]: nfa.item_counters)."""
+    o = sinfo[s, 0]
+    m = sinfo[s, 1]
+    if m == 0:
+        return 0
+    base = np.int32(pool[o] & 0xFFFFFFFF)
+    for i in range(1, m):
+        if base == 0:
+            break
+        y = np.int32(pool[o + i] & 0xFFFFFFFF)
+        if y == base:
+            continue
+        x = base
+        while stk[x, 3] > stk[y, 3]:
+            x = stk[x, 1]
+        while stk[y, 3] > stk[x, 3]:
+            y = stk[y, 1]
+        while x != y:
+            x = stk[x, 1]
+            y = stk[y, 1]
+        base = x
+    while base and stk[base, 2] != 0 and not (stk[base, 0] >= 0 and items[stk[base, 0]]):
+        base = stk[base, 1]
+    return base
+
+
+@njit(cache=True, nogil=True)
+def rebase_state(s, frm, to, stk, sh, cnt, pool, sinfo, hh, buf):
+    """The id of the state (not accepting) of state s's configurations with the stack frm,
+    which every one of their stacks extends, replaced by the stack to: the frames above
+    frm pushed again on to, bottom first (stacks.Stacks.rebased, then automaton.intern);
+    LIMIT or ROOM as push and intern return them."""
+    o = sinfo[s, 0]
+    m = sinfo[s, 1]
+    if m > buf.shape[0]:
+        return LIMIT
+    base_depth = stk[frm, 3]
+    for i in range(m):
+        key = pool[o + i]
+        st = np.int32(key & 0xFFFFFFFF)
+        x = np.int32(to)
+        for up in range(stk[st, 3] - base_depth - 1, -1, -1):  # the frame `up` levels below st, bottom first
+            y = st
+            for _ in range(up):
+                y = stk[y, 1]
+            x = push(stk[y, 0], x, stk[y, 2], stk, sh, cnt)
+            if x < 0:
+                return x
+        buf[i] = ((key >> 32) << 32) | np.int64(x)
+    m = _sort_dedup(buf, m)
+    return intern(buf, m, False, pool, sinfo, hh, cnt)

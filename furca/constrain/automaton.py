@@ -269,13 +269,29 @@ class LazyAutomaton(CanonicalForms):
         if hit is not False:
             return hit
         with self.lock:
-            configs = self.configs[s]
             res = None
-            base = self._base(configs)
+            base = self._state_base(s)
             if base and self.stacks.frames[base][0] != CUT_RET:
-                res = (self.intern(self.stacks.rebased(configs, base, self.cut), False), base)
+                res = (self._rebased_state(s, base, self.cut), base)
             self._abstract[s] = res
         return res
+
+    def _state_base(self, s: int) -> int:
+        """_base of state s's configurations: in the row kernel where the grammar has one
+        (without reading the configurations as tuples: most states it made are never)."""
+        if self.core is not None:
+            return self.core.base(self, s)
+        return self._base(self.configs[s])
+
+    def _rebased_state(self, s: int, frm: int, to: int) -> int:
+        """The state (not accepting) of s's configurations with the stack frm, which all
+        their stacks extend, replaced by to: in one kernel call where the grammar has the
+        row kernel (core_rows.Core.rebased), else stacks.rebased and intern."""
+        if self.core is not None:
+            t = self.core.rebased(self, s, frm, to)
+            if t >= 0:
+                return t
+        return self.intern(self.stacks.rebased(self.configs[s], frm, to), False)
 
     def _base(self, configs) -> int:
         """The innermost call frame or item counter frame (nfa.item_counters) below which
@@ -331,9 +347,8 @@ class LazyAutomaton(CanonicalForms):
                 return 0, b""
             if j == 0:
                 return s, data
-            configs = self.configs[x]
-            t = self.intern(self.stacks.rebased(configs, self.cut, base), False)
-            if t not in self._abstract and self._base(configs) == self.cut:
+            t = self._rebased_state(x, self.cut, base)
+            if t not in self._abstract and self._state_base(x) == self.cut:
                 # x is t's abstract state (t's base is base: x's configurations share no
                 # call frame above the context frame), so the mask of t, asked for next,
                 # does not rebase and intern it again

@@ -169,6 +169,11 @@ class Core:
         self._state_wide = _core_walk_kernels.state_wide
         self._state_marked = _core_walk_kernels.state_marked
         self._state_depth = _core_walk_kernels.state_depth
+        self._state_base = _core_walk_kernels.state_base
+        self._rebase_state = _core_walk_kernels.rebase_state
+        self.items = np.zeros(len(a.nfa.edges), np.bool_)  # the item counters' nodes (automaton._base)
+        for n in a.nfa.item_counters:
+            self.items[n] = True
         self.P = packed
         self.has_need = bool(a.nfa.need)
         rows = 2 * WALK_ROOM
@@ -321,6 +326,24 @@ class Core:
             with a.lock:
                 self._enter(a)
         return int(self._state_depth(int(s), self.pool, self.sinfo, self.stk))
+
+    def base(self, a, s) -> int:
+        """automaton._base of state s's configurations, from the kernel's tables
+        (_core_walk_kernels.state_base). Under the automaton's lock."""
+        if s >= self._ns or len(a.stacks.frames) > self._nst:
+            self._enter(a)
+        return int(self._state_base(int(s), self.pool, self.sinfo, self.stk, self.items))
+
+    def rebased(self, a, s, frm, to) -> int:
+        """The state of s's configurations with the stack frm replaced by to (not
+        accepting), interned in one kernel call (_core_walk_kernels.rebase_state: the
+        automaton's stacks.rebased then intern, without the configurations' tuples); -1
+        where the kernel does not make it (a limit: Python's intern raises it). Under the
+        automaton's lock."""
+        s, frm, to = int(s), int(frm), int(to)
+        t = self._made(a, lambda: self._rebase_state(s, frm, to, self.stk, self.sh, self.cnt, self.pool, self.sinfo,
+                                                     self.hh, self.buf))
+        return t if t >= 0 else -1
 
     def _grow(self, a) -> bool:
         """Doubles the tables that are full (their hashes rebuilt); False at the

@@ -150,6 +150,33 @@ def test_kernel_byte_steps_are_pythons(kernel_on):
     assert compared > 5000 and kernel_made > 50, (compared, kernel_made)
 
 
+def test_kernel_abstract_states_are_pythons(kernel_on):
+    # a state's base frame and its abstract state (automaton.abstract: the configurations
+    # rebased from the base onto the context frame, interned), and back (_step_abstract:
+    # from the context frame onto the base) made in the kernel (core_rows.Core.base /
+    # rebased) are Python's: the same base, the very state stacks.rebased and intern give
+    info, _compiler, tok = kernel_on
+    first = ({"type": "array", "items": {"type": "object", "properties": {
+        "a": {"type": "string", "maxLength": 9}, "b": {"type": "array", "items": {"type": "integer"}, "maxItems": 4}}}},
+        [{"valid": True, "data": [{"a": "xy", "b": [1, 22]}, {"b": [3]}, {}]}])
+    compared = back = 0
+    for a in _decoded(info, tok, first):
+        core = a.core
+        for s in range(1, min(a.num_states, 400)):
+            base = core.base(a, s)
+            configs = a.configs[s]
+            assert base == a._base(configs), s
+            if not base or a.stacks.frames[base][0] == automaton.CUT_RET:
+                continue
+            t = core.rebased(a, s, base, a.cut)
+            assert t == a.intern(a.stacks.rebased(configs, base, a.cut), False), s
+            if a._base(a.configs[t]) == a.cut:  # the abstract state stepped back onto its base
+                assert core.rebased(a, t, a.cut, base) == a.intern(a.stacks.rebased(a.configs[t], a.cut, base), False)
+                back += 1
+            compared += 1
+    assert compared > 200 and back > 100, (compared, back)
+
+
 def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     # each kernel Python calls is loaded (compiled, or read from numba's disk cache: 0.1-1
     # s) by the compiler's warm-up, with the argument types requests call it with: a
@@ -158,7 +185,8 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     # alone; here: decodes add no signature
     info, _compiler, tok = kernel_on
     names = ("K.row, K.step_byte, K.step_bytes, T.insert_stacks, T.insert_states, T.intern, K.after_return, "
-             "W.walk_roots_core, W.state_wide, W.state_marked, W.state_depth, S.sparse_words, S.clear_bits")
+             "W.walk_roots_core, W.state_wide, W.state_marked, W.state_depth, W.state_base, W.rebase_state, "
+             "S.sparse_words, S.clear_bits")
     code = ("from furca.constrain import GrammarCompiler, TokenizerInfo, _core_kernels as K, _core_tables as T, "
             "_core_walk_kernels as W, _walk_kernels as S\n"
             "from constrain.tokenizers_cache import tokenizer_json\n"
@@ -171,12 +199,13 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     fresh = json.loads(run.stdout.strip().splitlines()[-1])
-    assert len(fresh) == 13 and all(fresh), fresh
+    assert len(fresh) == 15 and all(fresh), fresh
     from furca.constrain import _core_kernels as K, _core_tables as T, _core_walk_kernels as W  # noqa: N812
     from furca.constrain import _walk_kernels as S  # noqa: N812
 
     called = [K.row, K.step_byte, K.step_bytes, T.insert_stacks, T.insert_states, T.intern, K.after_return,
-              W.walk_roots_core, W.state_wide, W.state_marked, W.state_depth, S.sparse_words, S.clear_bits]  # as names
+              W.walk_roots_core, W.state_wide, W.state_marked, W.state_depth, W.state_base, W.rebase_state,
+              S.sparse_words, S.clear_bits]  # as names
     GrammarCompiler(info)
     loaded = [len(k.signatures) for k in called]
     for _a in _decoded(info, tok, every=25):
