@@ -382,3 +382,23 @@ def rebase_state(s, frm, to, stk, sh, cnt, pool, sinfo, hh, buf):
         buf[i] = ((key >> 32) << 32) | np.int64(x)
     m = _sort_dedup(buf, m)
     return intern(buf, m, False, pool, sinfo, hh, cnt)
+
+
+@njit(cache=True, nogil=True)
+def state_in_layout(s, size, cut, pool, sinfo, stk):
+    """Whether every configuration of state s sits on a node of the NFA's layout of
+    lasting rules (nodes below size) under frames that return into it, down to the
+    context frame cut (masks.TokenMasks._lexeme_key gives such a state a key, and no
+    other: most abstract states are not lexemes)."""
+    o = sinfo[s, 0]
+    for i in range(sinfo[s, 1]):
+        key = pool[o + i]
+        if (key >> 32) >= size:
+            return False
+        st = np.int32(key & 0xFFFFFFFF)
+        while st != cut:
+            ret = stk[st, 0]
+            st = stk[st, 1]
+            if ret < 0 or ret >= size or st <= 0:
+                return False
+    return True

@@ -171,6 +171,7 @@ class Core:
         self._state_depth = _core_walk_kernels.state_depth
         self._state_base = _core_walk_kernels.state_base
         self._rebase_state = _core_walk_kernels.rebase_state
+        self._state_in_layout = _core_walk_kernels.state_in_layout
         self.items = np.zeros(len(a.nfa.edges), np.bool_)  # the item counters' nodes (automaton._base)
         for n in a.nfa.item_counters:
             self.items[n] = True
@@ -333,6 +334,14 @@ class Core:
         if s >= self._ns or len(a.stacks.frames) > self._nst:
             self._enter(a)
         return int(self._state_base(int(s), self.pool, self.sinfo, self.stk, self.items))
+
+    def in_layout(self, a, s, size) -> bool:
+        """Whether state s lies wholly in the layout of lasting rules below the context
+        frame (_core_walk_kernels.state_in_layout), from the kernel's tables. Under the
+        automaton's lock."""
+        if s >= self._ns or len(a.stacks.frames) > self._nst:
+            self._enter(a)
+        return bool(self._state_in_layout(int(s), size, a.cut, self.pool, self.sinfo, self.stk))
 
     def rebased(self, a, s, frm, to) -> int:
         """The state of s's configurations with the stack frm replaced by to (not

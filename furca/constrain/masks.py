@@ -382,6 +382,8 @@ class TokenMasks:
         lay = a.nfa.layout
         if lay is None or not lay.closed:
             return None
+        if a.core is not None and not a.core.in_layout(a, ab, lay.size):
+            return None  # most abstract states: told from the kernel's tables, no configuration read
         frames, cut, canon = a.stacks.frames, a.cut, lay.canon
         items = []
         for node, st in a.configs[ab]:

@@ -177,6 +177,35 @@ def test_kernel_abstract_states_are_pythons(kernel_on):
     assert compared > 200 and back > 100, (compared, back)
 
 
+def test_kernel_layout_check_is_the_lexeme_keys(kernel_on):
+    # core_rows.Core.in_layout tells, from the kernel's tables, the abstract states that
+    # lie wholly in the layout of lasting rules: exactly those masks._lexeme_key keys
+    # (the others, most of them, are told without reading their configurations)
+    info, _compiler, tok = kernel_on
+    keyed = unkeyed = 0
+    for _name, schema, tests in list(maskbench_cases())[::20]:
+        try:
+            g = GrammarCompiler(info).compile_json_schema(schema)
+        except CompileError:
+            continue
+        _decode(g, info, tok, schema, tests)
+        a, lay = g.automaton, g.automaton.nfa.layout
+        if lay is None or not lay.closed:
+            continue
+        core = a.core
+        for s in range(1, a.num_states):
+            a.core = None  # Python's key alone
+            try:
+                ref = g.masks._lexeme_key(s)
+            finally:
+                a.core = core
+            assert core.in_layout(a, s, lay.size) == (ref is not None), s
+            assert g.masks._lexeme_key(s) == ref
+            keyed += ref is not None
+            unkeyed += ref is None
+    assert keyed > 20 and unkeyed > 500, (keyed, unkeyed)
+
+
 def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     # each kernel Python calls is loaded (compiled, or read from numba's disk cache: 0.1-1
     # s) by the compiler's warm-up, with the argument types requests call it with: a
@@ -186,7 +215,7 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     info, _compiler, tok = kernel_on
     names = ("K.row, K.step_byte, K.step_bytes, T.insert_stacks, T.insert_states, T.intern, K.after_return, "
              "W.walk_roots_core, W.state_wide, W.state_marked, W.state_depth, W.state_base, W.rebase_state, "
-             "S.sparse_words, S.clear_bits")
+             "W.state_in_layout, S.sparse_words, S.clear_bits")
     code = ("from furca.constrain import GrammarCompiler, TokenizerInfo, _core_kernels as K, _core_tables as T, "
             "_core_walk_kernels as W, _walk_kernels as S\n"
             "from constrain.tokenizers_cache import tokenizer_json\n"
@@ -199,13 +228,13 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     fresh = json.loads(run.stdout.strip().splitlines()[-1])
-    assert len(fresh) == 15 and all(fresh), fresh
+    assert len(fresh) == 16 and all(fresh), fresh
     from furca.constrain import _core_kernels as K, _core_tables as T, _core_walk_kernels as W  # noqa: N812
     from furca.constrain import _walk_kernels as S  # noqa: N812
 
     called = [K.row, K.step_byte, K.step_bytes, T.insert_stacks, T.insert_states, T.intern, K.after_return,
               W.walk_roots_core, W.state_wide, W.state_marked, W.state_depth, W.state_base, W.rebase_state,
-              S.sparse_words, S.clear_bits]  # as names
+              W.state_in_layout, S.sparse_words, S.clear_bits]  # as names
     GrammarCompiler(info)
     loaded = [len(k.signatures) for k in called]
     for _a in _decoded(info, tok, every=25):
