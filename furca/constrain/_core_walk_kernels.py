@@ -331,7 +331,8 @@ def state_depth(s, pool, sinfo, stk):
 def state_base(s, pool, sinfo, stk, items):
     """automaton._base of state s's configurations: the longest stack that every
     configuration's stack extends (stacks.Stacks.base_of), then below each frame of a
-    counter or length region that is no item counter (items[node]: nfa.item_counters)."""
+    counter or length region that is no item counter (items[node]: nfa.item_counters,
+    up to the last of them)."""
     o = sinfo[s, 0]
     m = sinfo[s, 1]
     if m == 0:
@@ -352,7 +353,10 @@ def state_base(s, pool, sinfo, stk, items):
             x = stk[x, 1]
             y = stk[y, 1]
         base = x
-    while base and stk[base, 2] != 0 and not (stk[base, 0] >= 0 and items[stk[base, 0]]):
+    while base and stk[base, 2] != 0:
+        ret = stk[base, 0]
+        if 0 <= ret < items.shape[0] and items[ret]:
+            break
         base = stk[base, 1]
     return base
 

@@ -172,7 +172,8 @@ class Core:
         self._state_base = _core_walk_kernels.state_base
         self._rebase_state = _core_walk_kernels.rebase_state
         self._state_in_layout = _core_walk_kernels.state_in_layout
-        self.items = np.zeros(len(a.nfa.edges), np.bool_)  # the item counters' nodes (automaton._base)
+        # the item counters' nodes (automaton._base), up to the last of them
+        self.items = np.zeros(max(a.nfa.item_counters, default=-1) + 1, np.bool_)
         for n in a.nfa.item_counters:
             self.items[n] = True
         self.P = packed
