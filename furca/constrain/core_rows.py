@@ -7,7 +7,10 @@ open-addressing table, under the same ids as the automaton's. ``row(a, s)`` comp
 state s's whole transition row in one kernel call (_core_kernels.row: the closures of
 every byte class, their successors interned) where `LazyAutomaton.expand` would have
 run rows.py; ``walk_roots`` / ``walk_range`` are the trie walks that make the rows and
-canonical forms they meet (_core_walk_kernels.walk_roots_core). A row returns False where
+canonical forms they meet (_core_walk_kernels.walk_roots_core); ``base``, ``rebased`` and
+``in_layout`` answer a new state's questions (its base frame, its abstract state, whether
+it lies in the layout of lasting rules) from the tables, without its configurations as
+tuples. A row returns False where
 the kernel does not make it (a limit of the automaton, which Python's row then raises;
 a state of over 256 configurations or a closure past its budget, which rows.py's
 per-node caches serve): the caller computes it in Python. Rows, states and stacks are
