@@ -14,7 +14,15 @@ then every valid instance token by token (fill_bitmask + accept_token, thread CP
 in A-B order for even schemas and B-A for odd ones. --fork: each (schema, version) in a
 child forked from this process after both versions' compilers are made and the GC frozen,
 as the shared harness runs them (a fresh process per schema: what the harness's TTFM and
-first instances pay, mostly copy-on-write faults, is in the figures; one process hides it). Prints per version the pass counts
+first instances pay, mostly copy-on-write faults, is in the figures; one process hides it).
+
+--fork favours the version whose GrammarCompiler the parent made last (B, unless --b-first):
+the same code on both sides (A/A, 2026-12-06, Intel Xeon, the 500 sample, every instance)
+gave a TTFM B/A of 0.961 and 0.965 paired and 60-64 fewer faults before the first mask
+with B's compiler made last, 1.032 and 48 more with A's made last (--b-first); the
+per-token p99 and the first instances' moved -4.5 to +2.8% between those runs, either way.
+So a forked A/B runs in both orders, and the change is the geometric mean of the two
+B/A ratios, where the bias cancels (bench/results/constrain.md, session 36). Prints per version the pass counts
 (every valid instance accepted and terminated, every invalid one stopped; invalid
 accepted must stay 0), TTFM and per-token percentiles, and the sum of the steps.
 """
@@ -60,6 +68,9 @@ def add_ab_args(ap, sample):
     ap.add_argument("--sample", type=int, default=sample)
     ap.add_argument("--files", default=None, help="schema file names, one per line (instead of --sample)")
     ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+    ap.add_argument("--b-first", action="store_true",
+                    help="load B's package and make its compiler before A's: with --fork the version whose "
+                         "compiler is made last runs faster (module docstring); run both orders")
 
 
 def load_versions(a):
@@ -77,12 +88,14 @@ def load_versions(a):
     path, eos = tokenizer_json("llama3_1")
     tok = Tokenizer.from_file(str(path))
     versions = []
-    for label, where in (("A", a.a), ("B", a.b)):
+    order = (("A", a.a), ("B", a.b))
+    for label, where in order[::-1] if a.b_first else order:
         pkg = load_package(os.path.abspath(where), f"_constrain_{label.lower()}")
         info = pkg.TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
         pkg.GrammarCompiler(info).compile_json_schema({"type": "object"}).matcher().fill_bitmask(
             np.zeros((1, info.num_words), dtype=np.int32))
         versions.append((label, where, pkg, info))
+    versions.sort(key=lambda v: v[0])  # A, B whatever the order they were loaded in
     names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
     if a.files:
         with open(a.files, encoding="utf-8") as f:
@@ -143,7 +156,8 @@ def main():
     a = ap.parse_args()
     schemas, tok, loaded, names = load_versions(a)
     versions = [(*v, {"ttfm": [], "steps": [], "counts": {}, "per": {}, "faults": []}) for v in loaded]
-    compilers = {label: pkg.GrammarCompiler(info) for label, _w, pkg, info in loaded} if a.fork else {}
+    made = loaded[::-1] if a.b_first else loaded  # the compilers too in the order the packages were loaded
+    compilers = {label: pkg.GrammarCompiler(info) for label, _w, pkg, info in made} if a.fork else {}
     if a.fork:
         gc.collect()
         gc.freeze()
