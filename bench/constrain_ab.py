@@ -21,8 +21,9 @@ the same code on both sides (A/A, 2026-12-06, Intel Xeon, the 500 sample, every 
 gave a TTFM B/A of 0.961 and 0.965 paired and 60-64 fewer faults before the first mask
 with B's compiler made last, 1.032 and 48 more with A's made last (--b-first); the
 per-token p99 and the first instances' moved -4.5 to +2.8% between those runs, either way.
-So a forked A/B runs in both orders, and the change is the geometric mean of the two
-B/A ratios, where the bias cancels (bench/results/constrain.md, session 36). Prints per version the pass counts
+So a forked A/B runs in both orders (--both-orders: the second in a fresh process with
+--b-first), and the change is the geometric mean of the two B/A ratios, where the bias
+cancels (bench/results/constrain.md, session 36). Prints per version the pass counts
 (every valid instance accepted and terminated, every invalid one stopped; invalid
 accepted must stay 0), TTFM and per-token percentiles, and the sum of the steps.
 """
@@ -153,7 +154,13 @@ def main():
                     help="time the steps of the invalid instances too (as the shared harness does), not only the valid ones")
     ap.add_argument("--fork", action="store_true",
                     help="each (schema, version) in a child forked from this process, as the shared harness runs them")
+    ap.add_argument("--both-orders", action="store_true",
+                    help="then the same run again in a fresh process with --b-first, and the two runs' B/A "
+                         "ratios combined (geometric mean: the order's bias cancels)")
+    ap.add_argument("--summary", default=None, help="write the run's figures (summarize) to this JSON file")
     a = ap.parse_args()
+    if a.both_orders:
+        return both_orders(a)
     schemas, tok, loaded, names = load_versions(a)
     versions = [(*v, {"ttfm": [], "steps": [], "counts": {}, "per": {}, "faults": []}) for v in loaded]
     made = loaded[::-1] if a.b_first else loaded  # the compilers too in the order the packages were loaded
@@ -193,6 +200,63 @@ def main():
         print(f"TTFM B/A per schema (paired, n={len(both)}): median {np.median(r):.3f}, "
               f"B faster on {100 * (r < 1).mean():.0f}% of the schemas")
     print_slowest([out["per"] for *_rest, out in versions], a.slowest)
+    if a.summary:
+        with open(a.summary, "w", encoding="utf-8") as f:
+            json.dump(summarize([out for *_rest, out in versions]), f)
+
+
+def summarize(outs) -> dict:
+    """The figures the orders are combined on, per version (A, B): TTFM p50, per-token p50
+    / p90 / p99, the first instances' p99, the sum of the steps (ms), the faults before
+    the first mask and in all (forked), and the paired TTFM B/A median."""
+    res = {}
+    for label, out in zip("AB", outs):
+        x, y = np.array(out["steps"]) / 1e3, np.array(out["ttfm"]) / 1e6
+        later = np.array(out.get("later", []), dtype=bool)
+        r = {"ttfm_p50": np.percentile(y, 50), "token_p50": np.percentile(x, 50),
+             "token_p90": np.percentile(x, 90), "token_p99": np.percentile(x, 99), "sum_ms": x.sum() / 1e3}
+        if later.any() and (~later).any():
+            r["first_p99"] = np.percentile(x[~later], 99)
+        if out["faults"]:
+            r["faults"] = float(np.mean(out["faults"]))
+            r["faults_before_mask"] = float(np.mean(out["ttfm_faults"]))
+        res[label] = {k: float(v) for k, v in r.items()}
+    a_by, b_by = (out.get("ttfm_by", {}) for out in outs)
+    both = [k for k in a_by if k in b_by and a_by[k] > 0]
+    if both:
+        res["ttfm_paired"] = float(np.median([b_by[k] / a_by[k] for k in both]))
+    return res
+
+
+def both_orders(a):
+    """The run in both orders, each in a fresh process (the second with --b-first: A's
+    compiler made last), and per figure the geometric mean of the two B/A ratios (faults:
+    the mean of the two B - A). With --fork the version whose compiler the parent made
+    last is ~3.5% faster to its first mask (module docstring): this cancels it."""
+    import subprocess
+    import tempfile
+
+    argv = [x for x in sys.argv[1:] if x not in ("--both-orders", "--b-first")]
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, extra in enumerate(([], ["--b-first"])):
+            path = os.path.join(tmp, f"{k}.json")
+            print(f"==== order {k + 1} of 2: {'B' if extra else 'A'}'s compiler made first", flush=True)
+            subprocess.run([sys.executable, os.path.abspath(__file__), *argv, *extra, "--summary", path], check=True)
+            with open(path, encoding="utf-8") as f:
+                runs.append(json.load(f))
+    print("==== both orders: B/A, geometric mean of the two runs (each run's B/A in brackets)")
+    for key in ("ttfm_p50", "token_p50", "token_p90", "token_p99", "first_p99", "sum_ms"):
+        if all(key in r["A"] and key in r["B"] for r in runs):
+            each = [r["B"][key] / r["A"][key] for r in runs]
+            print(f"  {key:10s} {np.sqrt(each[0] * each[1]):.3f} ({each[0]:.3f}, {each[1]:.3f})")
+    if all("ttfm_paired" in r for r in runs):
+        each = [r["ttfm_paired"] for r in runs]
+        print(f"  TTFM paired median {np.sqrt(each[0] * each[1]):.3f} ({each[0]:.3f}, {each[1]:.3f})")
+    for key in ("faults_before_mask", "faults"):
+        if all(key in r["A"] for r in runs):
+            each = [r["B"][key] - r["A"][key] for r in runs]
+            print(f"  {key} B - A {np.mean(each):+.0f} ({each[0]:+.0f}, {each[1]:+.0f})")
 
 
 def _faults() -> int:
