@@ -242,9 +242,10 @@ class TokenMasks:
         token leaves the rule, or no continuation; not accepting) stores the abstract
         state's mask itself: the stored masks are never written to."""
         fns = _walk.get_walk_range()
-        ctx = self._context(s) if fns is not None and self._wide(s) else None
+        wide = fns is not None and self._wide(s)
+        ctx = self._context(s) if wide else None
         if ctx is None:
-            packed, base = self._compute_mask(s)
+            packed, base = self._compute_mask(s, narrow=fns is not None and not wide)
             return _stored(packed, base)
         ab, cont = ctx
         hit, free = self._abstract_part(ab)  # free: a row holding the abstract mask that nothing stores
@@ -439,11 +440,15 @@ class TokenMasks:
             return sl.exact(depth), depth
         return next((lv for lv in sl.levels if depth >= lv[0]), None), depth
 
-    def _compute_mask(self, s, record=False):
+    def _compute_mask(self, s, record=False, narrow=False):
         """s's mask as (packed int32 words, base), or with record (an abstract state's
         recording walk) as (uint32 words, return nodes, trie, base). base: read-only
         packed words the mask began as (a key trie's "any key" words, a slice level's
-        bits, a split's first part), which _stored may keep it as a Delta against; or None."""
+        bits, a split's first part), which _stored may keep it as a Delta against; or None.
+        narrow: s is not _wide (its nodes do not take "a" and a space or a digit), so no
+        slice level applies (each needs s's row to allow "a" and " " or "0") and s's row is
+        left to the compiled walk, which makes it inside its call (not made first through
+        `expand`, a call from Python into the row kernel and back: ~8 µs against ~3)."""
         a, info = self._a, self._info
         # the key tries' masks are recording walks (numba's walk_range): without numba,
         # such a state is walked as it is
@@ -463,7 +468,7 @@ class TokenMasks:
             if split is not None:
                 return split
         trie, words, keep, base = info.trie, None, None, None
-        if s != 0:
+        if s != 0 and not narrow:
             a.expand(s)
             level = self._slice_level(s, a.trans[s])
             if level is not None:

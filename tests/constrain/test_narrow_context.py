@@ -61,3 +61,26 @@ def test_masks_through_items_equal_brute_force(info, seed):
     g = GrammarCompiler(info).compile_json_schema(SCHEMA)
     for m in _item_starts(g, 3 + seed % 3):
         walk_checking_masks(m, info, random.Random(seed), 25)
+
+
+@pytest.mark.skipif(_walk.get_walk_range() is None, reason="the compiled walks make the rows they meet")
+@pytest.mark.parametrize("seed", range(3))
+def test_a_narrow_states_row_is_left_to_its_walk(info, seed):
+    """A state that is not wide (its nodes take no "a" with a space or a digit: an
+    integer's start, a key's closing quote) has no slice level, so its mask is walked
+    without its row first made through `expand`: the walk makes it (in the row kernel,
+    or through resume without it). Its masks, and those after it, equal brute force."""
+    import sys
+
+    g = GrammarCompiler(info).compile_json_schema(SCHEMA)
+    a = g.automaton
+    asked = []
+    expand = a.expand
+    a.expand = lambda s: asked.append((s, sys._getframe(1).f_code.co_name)) or expand(s)
+    m = accept_bytes(g, '{"tags":[{"key":"k0-x","n":')
+    s = m._t[0]
+    assert not g.masks._wide(s) and not a.expanded[s]
+    walk_checking_masks(m.fork(), info, random.Random(seed), 1)  # its mask, checked
+    assert a.expanded[s] or a.walkable[s]  # the walk gave it its row
+    assert (s, "_compute_mask") not in asked
+    walk_checking_masks(m, info, random.Random(seed), 25)
