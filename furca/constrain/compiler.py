@@ -36,7 +36,7 @@ from .prepare import prepare
 from .regex import regex_grammar
 from .structural_tag import check_structural_tag, structural_tag_grammar
 from .tokenizer import TokenizerInfo
-from .value_tokens import _tables_of as _watch_tables
+from .value_tokens import tables_of as watch_tables
 
 
 REFRESH_STATES = 200_000  # a cached grammar with more automaton states is compiled afresh
@@ -78,7 +78,7 @@ class GrammarCompiler:
         # the watches' tables of the tokenizer (token_tables.py, value_tokens.py: ~11 ms and
         # ~4.4 MB for Llama-3.1, once per tokenizer), made here rather than inside the
         # compile or the step of the first schema that needs them (uniqueItems, members)
-        _watch_tables(info)
+        watch_tables(info)
 
     def _warm_lexemes(self) -> None:
         """The lexeme masks shared by every grammar (masks._LEXEME_MASKS: inside a plain

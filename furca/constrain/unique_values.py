@@ -45,7 +45,7 @@ import numpy as np
 from .bitmask import allowed_ids, clear_ids
 from .token_tables import _NONE, CLOSE, COMMA, QUOTE
 from .value_reader import START, _on_used, _read
-from .value_tokens import ValueTables, _tables_of
+from .value_tokens import ValueTables, tables_of
 
 VALUES = "values"  # the item language of such arrays in ir.Grammar.unique
 SEARCH_BUDGET = 512  # states a dead-end search visits before it calls the prefix alive
@@ -72,7 +72,7 @@ class ValueSites:
         self._rows: dict[int, list] = {}  # state -> its row's (byte, target), closing bytes first
         # the tokenizer's tables now (~30 ms once a process), with the compile: not in a
         # decode step's mask
-        self.tables = _tables_of(automaton.info)
+        self.tables = tables_of(automaton.info)
 
     def _in(self, node: int) -> bool:
         """Whether node lies in a watched array's rule."""

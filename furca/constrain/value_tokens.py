@@ -112,7 +112,7 @@ def _levels_closed(data: bytes, in_string: bool) -> int:
     return -low
 
 
-def _tables_of(info) -> ValueTables:
+def tables_of(info) -> ValueTables:
     t = _tables(info)
     v = getattr(t, "value_tables", None)
     if v is None:

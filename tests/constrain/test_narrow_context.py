@@ -9,6 +9,7 @@ several items, and the items' states are seen to share one abstract mask."""
 from __future__ import annotations
 
 import random
+import sys
 
 import pytest
 
@@ -70,8 +71,6 @@ def test_a_narrow_states_row_is_left_to_its_walk(info, seed):
     integer's start, a key's closing quote) has no slice level, so its mask is walked
     without its row first made through `expand`: the walk makes it (in the row kernel,
     or through resume without it). Its masks, and those after it, equal brute force."""
-    import sys
-
     g = GrammarCompiler(info).compile_json_schema(SCHEMA)
     a = g.automaton
     asked = []
