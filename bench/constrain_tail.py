@@ -12,9 +12,11 @@ slice search on a state not searched before (slices.SliceBounds.slice_depth), th
 "any key" walk of a key trie and stack (key_masks.KeyTrieMasks._any_key), another key
 trie mask, a new abstract state's walk, a tiered mask, how many new masks. Printed for
 the --top percent slowest steps (or those of --band LO,HI µs): how many are in first
-instances, and the combinations of that work, most frequent first. --time adds the thread
-CPU time of the functions in TIMED (each counted at its outermost call: a recursive or
-nested call is inside its caller's), summed over those steps and over all.
+instances, their page faults, the automaton states and rows they made, and the
+combinations of that work, most frequent first. --time adds the thread CPU time of the
+functions in TIMED (each counted at its outermost call: a recursive or nested call is
+inside its caller's; a call under another label counts in both), summed over those steps
+and over all, and their calls in those steps.
 
 --fork: each schema compiled and walked in a process forked after the warm-up, as the
 harness runs it (its caches and written pages are its own), the page faults of the steps
@@ -96,9 +98,12 @@ TIMED = [  # (label, module of furca.constrain, attribute path): --time
     ("kernel walks", "core_rows", "Core.walk_roots"),
     ("stored", "masks", "_stored"),
     ("gc pause end", "gcpause", "GcPause.exit"),
+    ("literal conts", "key_masks", "walk_continue"),
     ("accept", "matcher", "Matcher.accept_token"),
+    ("accept's steps", "automaton", "LazyAutomaton.step"),
 ]
 spent: collections.Counter = collections.Counter()
+calls: collections.Counter = collections.Counter()  # TIMED calls in the step, nested ones too
 
 
 def time_calls():
@@ -114,6 +119,7 @@ def time_calls():
 
         def g(*a, _f=f, _label=label, **k):
             depth[_label] += 1
+            calls[_label] += 1
             t0 = clock()
             try:
                 return _f(*a, **k)
@@ -197,12 +203,18 @@ def main(argv=None):
                 for t in ids + [info.eos_token_id]:
                     notes.clear()
                     spent.clear()
+                    calls.clear()
+                    a_ = g.automaton
+                    n0, r0 = len(a_.configs), int(np.count_nonzero(a_.walkable[: len(a_.configs)]))
                     f0 = faults()
                     t0 = clock()
                     m.fill_bitmask(bm)
                     ok = m.accept_token(t)
                     t1 = clock()
-                    steps.append((t1 - t0, k == 0, dict(notes), dict(spent), faults() - f0))
+                    f1 = faults()
+                    grown = (len(a_.configs) - n0,
+                             int(np.count_nonzero(a_.walkable[: len(a_.configs)])) - r0)  # new states, new rows
+                    steps.append((t1 - t0, k == 0, dict(notes), dict(spent), f1 - f0, dict(calls), grown))
                     if not ok:
                         break
 
@@ -260,6 +272,10 @@ def main(argv=None):
         return
     n_f = sum(x[4] for x in top)
     print(f"  page faults   {n_f} in these steps ({n_f / len(top):.1f} a step), {sum(x[4] for x in steps)} in all")
+    made = np.array([x[6] for x in top])
+    print(f"  new states    {made[:, 0].mean():.1f} a step (p50 {np.median(made[:, 0]):.0f}, p90 "
+          f"{np.percentile(made[:, 0], 90):.0f}), new rows {made[:, 1].mean():.1f}; over all steps "
+          f"{sum(x[6][0] for x in steps) / len(steps):.2f} / {sum(x[6][1] for x in steps) / len(steps):.2f}")
     for label in ("slice search", "any key", "key mask", "new abstract", "tiered"):
         print(f"  {label:13s} in {sum(1 for s in top if s[2].get(label)):6d}")
     print("by what they ran:")
@@ -272,7 +288,9 @@ def main(argv=None):
             t = sum(x[3].get(label, 0) for x in top)
             n = sum(1 for x in top if label in x[3])
             t_all = sum(x[3].get(label, 0) for x in steps)
-            print(f"  {label:15s} {t / 1e6:7.1f} ms ({100 * t / total:4.1f}%) in {n:5d} steps | all {t_all / 1e6:7.1f} ms")
+            c = sum(x[5].get(label, 0) for x in top)
+            print(f"  {label:15s} {t / 1e6:7.1f} ms ({100 * t / total:4.1f}%) in {n:5d} steps, {c:5d} calls "
+                  f"| all {t_all / 1e6:7.1f} ms")
 
 
 if __name__ == "__main__":
