@@ -16,7 +16,9 @@ instances, their page faults, the automaton states and rows they made, and the
 combinations of that work, most frequent first. --time adds the thread CPU time of the
 functions in TIMED (each counted at its outermost call: a recursive or nested call is
 inside its caller's; a call under another label counts in both), summed over those steps
-and over all, and their calls in those steps.
+and over all, and their calls in those steps. --kernels splits each step's time into the
+numba kernels' (their dispatch included) and the rest (Python, and most page faults),
+overall and by the combination of work.
 
 --fork: each schema compiled and walked in a process forked after the warm-up, as the
 harness runs it (its caches and written pages are its own), the page faults of the steps
@@ -104,6 +106,34 @@ TIMED = [  # (label, module of furca.constrain, attribute path): --time
 ]
 spent: collections.Counter = collections.Counter()
 calls: collections.Counter = collections.Counter()  # TIMED calls in the step, nested ones too
+in_kernels = [0, 0]  # --kernels: thread CPU ns inside the numba kernels called from Python in the step, calls
+
+
+def time_kernels():
+    """Wraps every numba kernel that Python calls (the modules' dispatchers, read at each
+    call or at a Core's creation; _walk's helper kernels) to add its time, dispatch and
+    unboxing included, to in_kernels. After the warm-up: the kernels call each other
+    through the dispatchers they were compiled against, never through these wrappers."""
+    from numba.core.registry import CPUDispatcher
+
+    from furca.constrain import _core_kernels, _core_tables, _core_walk_kernels, _walk
+
+    def timed(f):
+        def g(*a, **k):
+            t0 = clock()
+            try:
+                return f(*a, **k)
+            finally:
+                in_kernels[0] += clock() - t0
+                in_kernels[1] += 1
+        return g
+
+    for mod in (_core_kernels, _core_tables, _core_walk_kernels):
+        for name in dir(mod):
+            if isinstance(getattr(mod, name), CPUDispatcher):
+                setattr(mod, name, timed(getattr(mod, name)))
+    for name, f in list(_walk._KERNELS.items()):
+        _walk._KERNELS[name] = timed(f)
 
 
 def time_calls():
@@ -149,6 +179,8 @@ def main(argv=None):
     ap.add_argument("--top", type=float, default=1.0, help="the percent of slowest steps described")
     ap.add_argument("--band", help="LO,HI: the steps of LO to HI µs described instead of --top")
     ap.add_argument("--time", action="store_true", help="time the TIMED functions in those steps")
+    ap.add_argument("--kernels", action="store_true",
+                    help="split the steps' time into the numba kernels' (dispatch included) and the rest")
     ap.add_argument("--first-only", action="store_true", help="each schema's first instance only")
     ap.add_argument("--sampler-wait", type=float, default=0.0, help="compile all first, print the pid, wait")
     ap.add_argument("--fork", action="store_true",
@@ -175,6 +207,8 @@ def main(argv=None):
     info = TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
     bm = np.zeros((1, info.num_words), dtype=np.int32)
     GrammarCompiler(info).compile_json_schema(WARM_UP_SCHEMA).matcher().fill_bitmask(bm)  # as the harness's parent
+    if a.kernels:  # after the warm-up has compiled or loaded every kernel
+        time_kernels()
     work = []
     for name in names:
         with open(os.path.join(a.data, name), encoding="utf-8") as f:
@@ -204,6 +238,7 @@ def main(argv=None):
                     notes.clear()
                     spent.clear()
                     calls.clear()
+                    in_kernels[:] = [0, 0]
                     a_ = g.automaton
                     n0, r0 = len(a_.configs), int(np.count_nonzero(a_.walkable[: len(a_.configs)]))
                     f0 = faults()
@@ -214,7 +249,7 @@ def main(argv=None):
                     f1 = faults()
                     grown = (len(a_.configs) - n0,
                              int(np.count_nonzero(a_.walkable[: len(a_.configs)])) - r0)  # new states, new rows
-                    steps.append((t1 - t0, k == 0, dict(notes), dict(spent), f1 - f0, dict(calls), grown))
+                    steps.append((t1 - t0, k == 0, dict(notes), dict(spent), f1 - f0, dict(calls), grown, tuple(in_kernels)))
                     if not ok:
                         break
 
@@ -278,9 +313,19 @@ def main(argv=None):
           f"{sum(x[6][0] for x in steps) / len(steps):.2f} / {sum(x[6][1] for x in steps) / len(steps):.2f}")
     for label in ("slice search", "any key", "key mask", "new abstract", "tiered"):
         print(f"  {label:13s} in {sum(1 for s in top if s[2].get(label)):6d}")
+    if a.kernels:
+        kern = np.array([x[7] for x in top])
+        print(f"  in kernels    {kern[:, 0].mean() / 1e3:.1f} µs a step in {kern[:, 1].mean():.1f} calls, of "
+              f"{np.mean([x[0] for x in top]) / 1e3:.1f} µs")
     print("by what they ran:")
     for combo, n in collections.Counter(kinds(s[2]) for s in top).most_common(12):
-        print(f"  {n:6d}  {combo}")
+        sel = [x for x in top if kinds(x[2]) == combo]
+        more = ""
+        if a.kernels:
+            more = (f": {np.mean([x[0] for x in sel]) / 1e3:.0f} µs a step, {np.mean([x[7][0] for x in sel]) / 1e3:.0f} "
+                    f"in {np.mean([x[7][1] for x in sel]):.1f} kernel calls, {np.mean([x[4] for x in sel]):.1f} faults, "
+                    f"{np.mean([x[6][0] for x in sel]):.1f} new states")
+        print(f"  {n:6d}  {combo}{more}")
     if a.time:
         total = sum(x[0] for x in top)
         print(f"time (thread CPU, outermost calls): these steps {total / 1e6:.1f} ms, all {sum(x[0] for x in steps) / 1e6:.1f} ms")
