@@ -54,6 +54,9 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
 clock = time.thread_time_ns
+# one fill + accept: thread CPU ns, in a first instance, notes (instrument), TIMED ns and
+# calls (--time), minor page faults, (new states, new rows), (ns, calls) in kernels (--kernels)
+Step = collections.namedtuple("Step", "ns first notes spent faults calls made kernels")
 
 
 def faults() -> int:
@@ -239,17 +242,17 @@ def main(argv=None):
                     spent.clear()
                     calls.clear()
                     in_kernels[:] = [0, 0]
-                    a_ = g.automaton
-                    n0, r0 = len(a_.configs), int(np.count_nonzero(a_.walkable[: len(a_.configs)]))
+                    auto = g.automaton
+                    n0, r0 = len(auto.configs), int(np.count_nonzero(auto.walkable[: len(auto.configs)]))
                     f0 = faults()
                     t0 = clock()
                     m.fill_bitmask(bm)
                     ok = m.accept_token(t)
                     t1 = clock()
                     f1 = faults()
-                    grown = (len(a_.configs) - n0,
-                             int(np.count_nonzero(a_.walkable[: len(a_.configs)])) - r0)  # new states, new rows
-                    steps.append((t1 - t0, k == 0, dict(notes), dict(spent), f1 - f0, dict(calls), grown, tuple(in_kernels)))
+                    made = (len(auto.configs) - n0, int(np.count_nonzero(auto.walkable[: len(auto.configs)])) - r0)
+                    steps.append(Step(t1 - t0, k == 0, dict(notes), dict(spent), f1 - f0, dict(calls), made,
+                                      tuple(in_kernels)))
                     if not ok:
                         break
 
@@ -285,7 +288,7 @@ def main(argv=None):
         print(f"pid {os.getpid()}: start the sampler; walking in {a.sampler_wait:g} s", flush=True)
         time.sleep(a.sampler_wait)
         walk(grammars, steps)
-        print(f"{len(steps)} steps walked in {sum(x[0] for x in steps) / 1e9:.2f} s (thread CPU time)")
+        print(f"{len(steps)} steps walked in {sum(x.ns for x in steps) / 1e9:.2f} s (thread CPU time)")
         return
     instrument()
     if a.time:
@@ -293,47 +296,49 @@ def main(argv=None):
     gc.collect()
     gc.freeze()
     walk(compiled(), steps)
-    steps.sort(key=lambda x: -x[0])
+    steps.sort(key=lambda x: -x.ns)
     if a.band:
         lo, hi = (float(x) * 1e3 for x in a.band.split(","))
-        top = [x for x in steps if lo <= x[0] < hi]
+        top = [x for x in steps if lo <= x.ns < hi]
         print(f"{len(steps)} steps (p99 {steps[len(steps) // 100][0] / 1e3:.1f} µs); {len(top)} of "
-              f"{a.band} µs, {sum(1 for s in top if s[1])} in first instances")
+              f"{a.band} µs, {sum(1 for s in top if s.first)} in first instances")
     else:
         top = steps[: max(1, int(len(steps) * a.top / 100))]
         print(f"{len(steps)} steps; the {len(top)} slowest ({a.top:g}%) from {top[-1][0] / 1e3:.1f} µs, "
-              f"{sum(1 for s in top if s[1])} in first instances")
+              f"{sum(1 for s in top if s.first)} in first instances")
     if not top:
         return
-    n_f = sum(x[4] for x in top)
-    print(f"  page faults   {n_f} in these steps ({n_f / len(top):.1f} a step), {sum(x[4] for x in steps)} in all")
-    made = np.array([x[6] for x in top])
+    n_f = sum(x.faults for x in top)
+    print(f"  page faults   {n_f} in these steps ({n_f / len(top):.1f} a step), {sum(x.faults for x in steps)} in all")
+    made = np.array([x.made for x in top])
     print(f"  new states    {made[:, 0].mean():.1f} a step (p50 {np.median(made[:, 0]):.0f}, p90 "
           f"{np.percentile(made[:, 0], 90):.0f}), new rows {made[:, 1].mean():.1f}; over all steps "
-          f"{sum(x[6][0] for x in steps) / len(steps):.2f} / {sum(x[6][1] for x in steps) / len(steps):.2f}")
+          f"{sum(x.made[0] for x in steps) / len(steps):.2f} / {sum(x.made[1] for x in steps) / len(steps):.2f}")
     for label in ("slice search", "any key", "key mask", "new abstract", "tiered"):
-        print(f"  {label:13s} in {sum(1 for s in top if s[2].get(label)):6d}")
+        print(f"  {label:13s} in {sum(1 for s in top if s.notes.get(label)):6d}")
     if a.kernels:
-        kern = np.array([x[7] for x in top])
+        kern = np.array([x.kernels for x in top])
         print(f"  in kernels    {kern[:, 0].mean() / 1e3:.1f} µs a step in {kern[:, 1].mean():.1f} calls, of "
-              f"{np.mean([x[0] for x in top]) / 1e3:.1f} µs")
+              f"{np.mean([x.ns for x in top]) / 1e3:.1f} µs")
     print("by what they ran:")
-    for combo, n in collections.Counter(kinds(s[2]) for s in top).most_common(12):
-        sel = [x for x in top if kinds(x[2]) == combo]
+    for combo, n in collections.Counter(kinds(s.notes) for s in top).most_common(12):
         more = ""
         if a.kernels:
-            more = (f": {np.mean([x[0] for x in sel]) / 1e3:.0f} µs a step, {np.mean([x[7][0] for x in sel]) / 1e3:.0f} "
-                    f"in {np.mean([x[7][1] for x in sel]):.1f} kernel calls, {np.mean([x[4] for x in sel]):.1f} faults, "
-                    f"{np.mean([x[6][0] for x in sel]):.1f} new states")
+            sel = [x for x in top if kinds(x.notes) == combo]
+            ns, kern = np.mean([x.ns for x in sel]), np.mean([x.kernels for x in sel], axis=0)
+            faulted, made = np.mean([x.faults for x in sel]), np.mean([x.made[0] for x in sel])
+            more = (f": {ns / 1e3:.0f} µs a step, {kern[0] / 1e3:.0f} in {kern[1]:.1f} kernel calls, "
+                    f"{faulted:.1f} faults, {made:.1f} new states")
         print(f"  {n:6d}  {combo}{more}")
     if a.time:
-        total = sum(x[0] for x in top)
-        print(f"time (thread CPU, outermost calls): these steps {total / 1e6:.1f} ms, all {sum(x[0] for x in steps) / 1e6:.1f} ms")
+        total = sum(x.ns for x in top)
+        print(f"time (thread CPU, outermost calls): these steps {total / 1e6:.1f} ms, "
+              f"all {sum(x.ns for x in steps) / 1e6:.1f} ms")
         for label, _m, _p in TIMED:
-            t = sum(x[3].get(label, 0) for x in top)
-            n = sum(1 for x in top if label in x[3])
-            t_all = sum(x[3].get(label, 0) for x in steps)
-            c = sum(x[5].get(label, 0) for x in top)
+            t = sum(x.spent.get(label, 0) for x in top)
+            n = sum(1 for x in top if label in x.spent)
+            t_all = sum(x.spent.get(label, 0) for x in steps)
+            c = sum(x.calls.get(label, 0) for x in top)
             print(f"  {label:15s} {t / 1e6:7.1f} ms ({100 * t / total:4.1f}%) in {n:5d} steps, {c:5d} calls "
                   f"| all {t_all / 1e6:7.1f} ms")
 
