@@ -101,6 +101,7 @@ TIMED = [  # (label, module of furca.constrain, attribute path): --time
     ("recording walk", "masks", "walk_recording"),
     ("continuation", "masks", "walk_continue"),
     ("kernel walks", "core_rows", "Core.walk_roots"),
+    ("key kernel", "core_rows", "Core.key_words"),
     ("stored", "masks", "_stored"),
     ("gc pause end", "gcpause", "GcPause.exit"),
     ("literal conts", "key_masks", "walk_continue"),
@@ -142,7 +143,8 @@ def time_kernels():
 
 
 def time_calls():
-    """Wraps every TIMED function: its thread CPU time at the outermost call into spent."""
+    """Wraps every TIMED function: its thread CPU time and page faults at the outermost
+    call into spent (under label and (label, "faults"))."""
     import importlib
 
     depth: collections.Counter = collections.Counter()
@@ -155,13 +157,14 @@ def time_calls():
         def g(*a, _f=f, _label=label, **k):
             depth[_label] += 1
             calls[_label] += 1
-            t0 = clock()
+            t0, f0 = clock(), faults()
             try:
                 return _f(*a, **k)
             finally:
                 depth[_label] -= 1
                 if not depth[_label]:
                     spent[_label] += clock() - t0
+                    spent[_label, "faults"] += faults() - f0
 
         setattr(owner, name, g)
 
@@ -269,6 +272,26 @@ def main(argv=None):
                 os.close(r)
                 try:
                     mine = []
+                    if os.environ.get("TAIL_PREFAULT_MB"):  # diagnostic: fresh heap pages faulted in ahead
+                        import ctypes
+                        libc = ctypes.CDLL("libc.so.6")
+                        libc.malloc.restype = ctypes.c_void_p
+                        libc.free.argtypes = [ctypes.c_void_p]
+                        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
+                        libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD
+                        n = int(os.environ["TAIL_PREFAULT_MB"]) << 20
+                        p = libc.malloc(n)
+                        ctypes.memset(p, 1, n)
+                        libc.free(p)
+                    if os.environ.get("TAIL_TOUCH"):  # diagnostic: every private writable page copied ahead
+                        import ctypes
+                        for line in open("/proc/self/maps"):
+                            f = line.split()
+                            if f[1] != "rw-p" or (len(f) > 5 and f[5].startswith("[st")):
+                                continue
+                            lo, hi = (int(x, 16) for x in f[0].split("-"))
+                            buf = (ctypes.c_ubyte * (hi - lo)).from_address(lo)
+                            np.frombuffer(buf, np.uint8)[::4096] += 0
                     work[:] = work[k : k + 1]
                     a.fork = False
                     walk(compiled(), mine)
@@ -341,8 +364,9 @@ def main(argv=None):
             n = sum(1 for x in top if label in x.spent)
             t_all = sum(x.spent.get(label, 0) for x in steps)
             c = sum(x.calls.get(label, 0) for x in top)
-            print(f"  {label:15s} {t / 1e6:7.1f} ms ({100 * t / total:4.1f}%) in {n:5d} steps, {c:5d} calls "
-                  f"| all {t_all / 1e6:7.1f} ms")
+            f = sum(x.spent.get((label, "faults"), 0) for x in top)
+            print(f"  {label:15s} {t / 1e6:7.1f} ms ({100 * t / total:4.1f}%) in {n:5d} steps, {c:5d} calls, "
+                  f"{f:6d} faults | all {t_all / 1e6:7.1f} ms")
 
 
 if __name__ == "__main__":

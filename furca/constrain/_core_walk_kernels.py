@@ -305,17 +305,6 @@ def state_wide(s, pool, sinfo, F):
 
 
 @njit(cache=True, nogil=True)
-def state_marked(s, pool, sinfo, marks):
-    """Whether a configuration of state s sits on a node with marks[node] set
-    (core_rows.Core.marked: key_masks.KeyTrieMasks.split's key trie nodes)."""
-    o = sinfo[s, 0]
-    for i in range(sinfo[s, 1]):
-        if marks[pool[o + i] >> 32]:
-            return True
-    return False
-
-
-@njit(cache=True, nogil=True)
 def state_depth(s, pool, sinfo, stk):
     """The deepest stack among state s's configurations (compiled.CompiledGrammar.limit_check)."""
     o = sinfo[s, 0]

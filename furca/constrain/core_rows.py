@@ -57,7 +57,7 @@ def enabled() -> bool:
     return _walk.get_walk() is not None
 
 
-_MODULES = None  # (_core_kernels, _core_tables, _core_walk_kernels, automaton), at the first Core
+_MODULES = None  # (_core_kernels, _core_tables, _core_walk_kernels, automaton, _key_kernels), at the first Core
 
 
 def _modules():
@@ -66,9 +66,9 @@ def _modules():
     call, which a process forked after set-up (the shared harness) pays in page faults."""
     global _MODULES
     if _MODULES is None:
-        from . import _core_kernels, _core_tables, _core_walk_kernels, automaton
+        from . import _core_kernels, _core_tables, _core_walk_kernels, _key_kernels, automaton
 
-        _MODULES = (_core_kernels, _core_tables, _core_walk_kernels, automaton)
+        _MODULES = (_core_kernels, _core_tables, _core_walk_kernels, automaton, _key_kernels)
     return _MODULES
 
 
@@ -101,17 +101,22 @@ class Core:
 
     def __init__(self, a, packed):
         """a: the automaton; packed: pack(a.nfa) (one int32 array)."""
-        kern, _core_tables, _core_walk_kernels, automaton = _modules()
+        kern, _core_tables, _core_walk_kernels, automaton, _key_kernels = _modules()
 
         self._k = kern
         self._t = _core_tables
         self._walk_core = _core_walk_kernels.walk_roots_core
         self._state_wide = _core_walk_kernels.state_wide
-        self._state_marked = _core_walk_kernels.state_marked
         self._state_depth = _core_walk_kernels.state_depth
         self._state_base = _core_walk_kernels.state_base
         self._rebase_state = _core_walk_kernels.rebase_state
         self._state_in_layout = _core_walk_kernels.state_in_layout
+        self._split_key = _key_kernels.split_key
+        self._key_words = _key_kernels.key_words
+        self._key_full = _key_kernels.FULL
+        self._keybuf = None  # key_split's configurations (made at its first call)
+        # key_words' scratch: a walk's records, the return nodes (made at its first call)
+        self._krec, self._kfound = None, None
         # the item counters' nodes (automaton._base), up to the last of them
         self.items = np.zeros(max(a.nfa.item_counters, default=-1) + 1, np.bool_)
         for n in a.nfa.item_counters:
@@ -218,6 +223,15 @@ class Core:
 
     def walk_roots(self, a, j, i, roots, cont, stack, trie, words, rec, keep) -> tuple[int, int]:
         """_walk.walk_roots making the rows it meets (_core_walk_kernels.walk_roots_core)."""
+        args = self._walk_args(a, trie)
+        j, i = self._walk_core(j, i, roots, cont, stack, words, rec, keep, *args)
+        self._walked(a)
+        return j, i
+
+    def _walk_args(self, a, trie):
+        """Room made for a walk's rows and states (the kernel cannot grow its tables), the
+        automaton's new stacks and states entered, the row budget set; the walk's
+        arguments after `keep` (kept while the trie and the tables are the same)."""
         if len(a.configs) + 257 > a._cap:  # room for a row's new states in the per-state arrays
             a._grow(len(a.configs) + 257)
         self._enter(a)
@@ -225,6 +239,7 @@ class Core:
                 or int(self.cnt[1]) + 2 * len(self.buf) > len(self.pool)):
             self._headroom()
         self.cnt[3] = WALK_ROWS
+        self.cnt[5] = 0
         key, args = self._wargs
         if key != (id(trie), id(a.trans), a._cap, self._gen):
             args = (trie.dfs_depth, trie.dfs_byte, trie.dfs_end, trie.tok_start, trie.tok_ids, trie.dfs_rest,
@@ -232,13 +247,50 @@ class Core:
                     self.sh, self.cnt, self.pool, self.sinfo, self.hh, self.buf, self.ws, self.rel, self.seen,
                     self.sts, self.cuts, self.has_need, self.cmemo, self.fmemo, self.froom)
             self._wargs = ((id(trie), id(a.trans), a._cap, self._gen), args)
-        self.cnt[5] = 0
-        j, i = self._walk_core(j, i, roots, cont, stack, words, rec, keep, *args)
+        return args
+
+    def _walked(self, a):
+        """After a walk's kernel call: its stacks and states appended to the automaton's,
+        the states it gave rows marked expanded (only now: their successors are in the
+        automaton's lists)."""
         self._leave(a)
         made = int(self.cnt[5])
-        if made:  # expanded only now: their successors are in the automaton's lists
+        if made:
             a.expanded[self.made[:made]] = True
-        return j, i
+
+    def key_split(self, a, s, marks, other_ret):
+        """(the key of state s's one configuration on a key trie node, the other
+        configurations the mask walks as int64 keys) from the kernel's tables
+        (_key_kernels.split_key: key_masks.KeyTrieMasks.split), or None. marks: the key
+        trie nodes (bool over the NFA's nodes); other_ret: per node, where its call of
+        `other` returns. Under the automaton's lock."""
+        if s >= self._ns:
+            self._enter(a)
+        if self._keybuf is None:
+            self._keybuf = np.empty(int(self.cnt[6]), np.int64)
+        kk, n = self._split_key(int(s), self.pool, self.sinfo, self.stk, marks, other_ret, self._keybuf)
+        if kk < 0:
+            return None
+        return int(kk), self._keybuf[:n].copy()
+
+    def key_words(self, a, words, roots, closers, rest, trie):
+        """KeyTrieMasks.words' walks in one kernel call (_key_kernels.key_words): words
+        (a copy of the "any key" words) cleared below the closers and set for the
+        configurations rest (int64 keys, from key_split); the return nodes, or None where
+        the kernel stopped (the caller computes the mask in Python from the any-key
+        words again). Under the automaton's lock."""
+        check_deadline()
+        args = self._walk_args(a, trie)
+        if self._krec is None:
+            self._krec = np.zeros(_modules()[4].REC_CAP, np.int32)
+            self._kfound = np.empty(1024, np.int32)
+        stack = np.empty(trie.max_depth + 1, dtype=np.int32)
+        n = self._key_words(words, roots, closers, rest, len(rest), self._keybuf, stack, self._krec, self._kfound,
+                            trie.keep_all, *args)
+        self._walked(a)
+        if n == self._key_full:
+            self._kfound = np.empty(2 * len(self._kfound), np.int32)
+        return self._kfound[:n].copy() if n >= 0 else None
 
     def wide(self, a, s) -> bool:
         """masks.TokenMasks._wide for state s from the kernel's tables: whether its
@@ -249,14 +301,6 @@ class Core:
         if s >= self._ns:  # a state Python made since the last kernel call
             self._enter(a)
         return self._state_wide(int(s), self.pool, self.sinfo, self.P)
-
-    def marked(self, a, s, marks) -> bool:
-        """Whether a configuration of state s sits on a node where marks (a bool array over
-        the NFA's nodes) is set, from the kernel's tables (_core_walk_kernels.state_marked).
-        Under the automaton's lock (a new mask's computation holds it)."""
-        if s >= self._ns:
-            self._enter(a)
-        return self._state_marked(int(s), self.pool, self.sinfo, marks)
 
     def depth(self, a, s) -> int:
         """The deepest stack among state s's configurations, from the kernel's tables

@@ -149,6 +149,7 @@ class KeyTrieMasks:
         self._any: dict[tuple, tuple] = {}  # (narrow target, stack) -> (words, return nodes, trie)
         self._fits: dict[tuple, bool] = {}  # (rest's start, other's start) -> _rules_fit
         self._mark_arr = None  # the key trie nodes as a bool array over the NFA's nodes (split, with the row kernel)
+        self._other_ret = None  # per NFA node: where a key trie node's call of `other` returns (-1: none)
         self.nbytes = 0  # of the cached "any key" masks
 
     def clear(self) -> None:
@@ -161,13 +162,13 @@ class KeyTrieMasks:
         is every configuration but k's own and those inside k's call of `other` (their
         stack holds the frame of that call above k's stack): the declared keys' and any
         other alternative's, walked as they are."""
+        if self._a.core is not None:  # in the kernel's tables, without the configurations' tuple
+            return self._split_compiled(s)
+        return self._split_configs(s)
+
+    def _split_configs(self, s):
+        """split(s) from s's configurations (without the row kernel)."""
         a, marks = self._a, self._marks
-        if a.core is not None:  # most states sit on no trie node: asked without their configurations' tuple
-            if self._mark_arr is None:
-                self._mark_arr = np.zeros(len(a.nfa.edges), np.bool_)
-                self._mark_arr[list(marks)] = True
-            if not a.core.marked(a, s, self._mark_arr):
-                return None
         configs = a.configs[s]
         hit = None
         for n, st in configs:
@@ -178,16 +179,10 @@ class KeyTrieMasks:
         if hit is None:
             return None
         k, st_k = hit
-        narrow_to, other_call, _inner = marks[k]
-        nfa = a.nfa
-        rules = (nfa.call[nfa.eps[narrow_to][0]][0], nfa.call[other_call][0])  # (rest, other)
-        fits = self._fits.get(rules)
-        if fits is None:
-            fits = self._shared_fit(rules, k, st_k)
-            self._fits[rules] = fits
-        if not fits:
+        if not self._fit(k, st_k):
             return None
-        other_ret = nfa.call[other_call][1]  # where k's call of other returns
+        nfa = a.nfa
+        other_ret = nfa.call[marks[k][1]][1]  # where k's call of other returns
         frames = a.stacks.frames
         rest = []
         for n, st in configs:
@@ -203,6 +198,37 @@ class KeyTrieMasks:
                 rest.append((n, st))
         return k, st_k, tuple(rest)
 
+    def _split_compiled(self, s):
+        """split(s) from the row kernel's tables (core_rows.Core.key_split): D as the
+        int64 keys (node << 32 | stack) words() hands to the kernel again."""
+        a = self._a
+        if self._mark_arr is None:
+            nfa = a.nfa
+            self._mark_arr = np.zeros(len(nfa.edges), np.bool_)
+            self._mark_arr[list(self._marks)] = True
+            self._other_ret = np.full(len(nfa.edges), -1, np.int32)
+            for k, (_narrow_to, other_call, _inner) in self._marks.items():
+                self._other_ret[k] = nfa.call[other_call][1]
+        hit = a.core.key_split(a, s, self._mark_arr, self._other_ret)
+        if hit is None:
+            return None
+        kk, rest = hit
+        k, st_k = kk >> 32, kk & 0xFFFFFFFF
+        if not self._fit(k, st_k):
+            return None
+        return k, st_k, rest
+
+    def _fit(self, k, st_k) -> bool:
+        """Whether the rules of trie node k's trie fit (_rules_fit), kept per pair of rules."""
+        narrow_to, other_call, _inner = self._marks[k]
+        nfa = self._a.nfa
+        rules = (nfa.call[nfa.eps[narrow_to][0]][0], nfa.call[other_call][0])  # (rest, other)
+        fits = self._fits.get(rules)
+        if fits is None:
+            fits = self._shared_fit(rules, k, st_k)
+            self._fits[rules] = fits
+        return fits
+
     def words(self, s, parts, compute, cont_of=None):
         """(words, return nodes, trie, base) of s's abstract walk from parts = split(s),
         base being the read-only "any key" words (int32) it began as (masks.Delta);
@@ -212,10 +238,17 @@ class KeyTrieMasks:
         a = self._a
         k, st_k, rest = parts
         any_words, any_roots, trie = self._any_key(self._marks[k][0], st_k, compute, cont_of)
+        closers = self._closers(k, trie)
         words = any_words.copy()
+        if type(rest) is np.ndarray:  # split in the row kernel: the walks in its one call
+            roots = a.core.key_words(a, words, any_roots, closers, rest, trie)
+            if roots is not None:
+                return words, roots, trie, any_words.view("<i4")
+            words = any_words.copy()  # the kernel stopped (a walk that needs Python): walked here
+            rest = tuple([(x >> 32, x & 0xFFFFFFFF) for x in rest.tolist()])
         roots = any_roots
         end, tok_start, tok_ids = trie.dfs_end, trie.tok_start, trie.tok_ids
-        for x in self._closers(k, trie):
+        for x in closers:
             stop = int(end[x])
             ids = tok_ids[tok_start[x] : tok_start[stop]]
             if len(ids):
@@ -455,7 +488,7 @@ class KeyTrieMasks:
                     y = self._child(trie, x, lo)
                     if y >= 0:
                         todo.append((t, y))
-        hit = self._tails[key] = out
+        hit = self._tails[key] = np.array(out, dtype=np.int32)
         return hit
 
     def _child(self, trie, x, b):

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from furca.constrain import GrammarCompiler, automaton, core_rows
+from furca.constrain.key_masks import KeyTrieMasks
 from furca.errors import CompileError
 
 from .test_json_schema_helpers import instance_text, maskbench_cases
@@ -214,10 +215,10 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     # alone; here: decodes add no signature
     info, _compiler, tok = kernel_on
     names = ("K.row, K.step_byte, K.step_bytes, T.insert_stacks, T.insert_states, T.intern, K.after_return, "
-             "W.walk_roots_core, W.state_wide, W.state_marked, W.state_depth, W.state_base, W.rebase_state, "
-             "W.state_in_layout, S.sparse_words, S.clear_bits")
+             "W.walk_roots_core, W.state_wide, W.state_depth, W.state_base, W.rebase_state, "
+             "W.state_in_layout, S.sparse_words, S.clear_bits, Y.split_key, Y.key_words")
     code = ("from furca.constrain import GrammarCompiler, TokenizerInfo, _core_kernels as K, _core_tables as T, "
-            "_core_walk_kernels as W, _walk_kernels as S\n"
+            "_core_walk_kernels as W, _walk_kernels as S, _key_kernels as Y\n"
             "from constrain.tokenizers_cache import tokenizer_json\n"
             "path, eos = tokenizer_json('llama3_1')\n"
             "GrammarCompiler(TokenizerInfo.from_tokenizer_json(path, eos_token=eos))\n"
@@ -228,13 +229,13 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     fresh = json.loads(run.stdout.strip().splitlines()[-1])
-    assert len(fresh) == 16 and all(fresh), fresh
+    assert len(fresh) == 17 and all(fresh), fresh
     from furca.constrain import _core_kernels as K, _core_tables as T, _core_walk_kernels as W  # noqa: N812
-    from furca.constrain import _walk_kernels as S  # noqa: N812
+    from furca.constrain import _key_kernels as Y, _walk_kernels as S  # noqa: N812
 
     called = [K.row, K.step_byte, K.step_bytes, T.insert_stacks, T.insert_states, T.intern, K.after_return,
-              W.walk_roots_core, W.state_wide, W.state_marked, W.state_depth, W.state_base, W.rebase_state,
-              W.state_in_layout, S.sparse_words, S.clear_bits]  # as names
+              W.walk_roots_core, W.state_wide, W.state_depth, W.state_base, W.rebase_state,
+              W.state_in_layout, S.sparse_words, S.clear_bits, Y.split_key, Y.key_words]  # as names
     GrammarCompiler(info)
     loaded = [len(k.signatures) for k in called]
     for _a in _decoded(info, tok, every=25):
@@ -325,19 +326,20 @@ def test_kernel_returns_through_frames_are_pythons(kernel_on):
 
 
 def test_kernel_state_tests_are_pythons(kernel_on):
-    # masks.TokenMasks._wide, the deepest stack (compiled.limit_check) and whether a
-    # configuration sits on a key trie node (key_masks.KeyTrieMasks.split) read off the
-    # kernel's tables, without the configurations' tuples (core_rows.Core.wide, depth,
-    # marked), against Python's over every state of decoded grammars, with and without
-    # key tries and patterns
+    # masks.TokenMasks._wide, the deepest stack (compiled.limit_check) and a key trie
+    # state's split (key_masks.KeyTrieMasks.split) read off the kernel's tables, without
+    # the configurations' tuples (core_rows.Core.wide, depth, key_split), against
+    # Python's over every state of decoded grammars, with and without key tries and
+    # patterns
     info, _compiler, tok = kernel_on
-    checked = wide = deep = marked = 0
+    checked = wide = deep = split = 0
     for name, schema, tests in list(maskbench_cases())[3::25]:
         try:
             _masks, _accepted, a = _walks(info, tok, schema, tests)
         except CompileError:
             continue
         node_bytes = {}
+        keys = KeyTrieMasks(a) if a.nfa.key_trie_nodes else None
 
         def takes(n):
             if n not in node_bytes:
@@ -352,14 +354,17 @@ def test_kernel_state_tests_are_pythons(kernel_on):
             assert a.core.wide(a, s) == want, (name, s)
             depth = max((a.stacks.depth[st] for _n, st in a.configs[s]), default=0)
             assert a.core.depth(a, s) == depth, (name, s)
-            marks = np.zeros(len(a.nfa.edges), np.bool_)
-            marks[list(a.nfa.key_trie_nodes)] = True
-            assert a.core.marked(a, s, marks) == any(n in a.nfa.key_trie_nodes for n, _st in a.configs[s]), (name, s)
+            if keys is not None:  # the key trie's split from the tables, as from the configurations
+                got, exp = keys.split(s), keys._split_configs(s)
+                if exp is not None:
+                    exp = (exp[0], exp[1], [n << 32 | st for n, st in exp[2]])
+                    got = (got[0], got[1], got[2].tolist())
+                assert got == exp, (name, s)
+                split += exp is not None
             checked += 1
             wide += want
             deep += depth > 2
-            marked += bool(a.nfa.key_trie_nodes) and a.core.marked(a, s, marks)
-    assert checked > 2000 and wide > 100 and deep > 100 and marked > 20, (checked, wide, deep, marked)
+    assert checked > 2000 and wide > 100 and deep > 100 and split > 20, (checked, wide, deep, split)
 
 
 def test_matchers_of_one_grammar_in_threads_fill_the_masks_of_one_thread(kernel_on):

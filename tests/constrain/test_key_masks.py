@@ -226,13 +226,22 @@ def test_free_members_values_equal_the_whole_walk(llama, case):
     assert _key_states_used(fast)
 
 
-def test_plain_runs_shared_by_every_key_state_equal_the_whole_walk(llama, monkeypatch):
-    """A declared name's plain run (its bytes down the token trie, the same under every
-    stack) is walked once per NFA node and trie and served to every key state that holds
-    it: the items of an array (other stacks), the keys left after a member, nested objects
-    of the same properties. The masks along real instances equal the whole walk's."""
-    from furca.constrain import key_masks
+@pytest.mark.parametrize("path", ["kernel", "kernel stopped", "python"])
+def test_key_state_masks_along_nested_objects_equal_the_whole_walk(llama, monkeypatch, path):
+    """A key state's mask in the row kernel's two calls (core_rows.Core.key_split and
+    key_words: the split, the closers cleared, the declared names' literals and their
+    continuation walks), in Python where the kernel stops (a row budget of one row a
+    call: the key states whose walks make more), and without the kernel (the
+    declared names' plain runs walked once per NFA node and trie, served to every key
+    state that holds them): the items of an array (other stacks), the keys left after a
+    member, nested objects of the same properties. The masks along real instances equal
+    the whole walk's."""
+    from furca.constrain import core_rows, key_masks
 
+    if path == "python":
+        monkeypatch.setenv("FURCA_CORE", "0")
+    elif path == "kernel stopped":
+        monkeypatch.setattr(core_rows, "WALK_ROWS", 1)
     info, _compiler, tok = llama
     item = {"type": "object", "additionalProperties": True,
             "properties": {"alpha": {"type": "integer"}, "alphabet": {"type": "string"}, "beta": {"type": "boolean"},
@@ -244,14 +253,24 @@ def test_plain_runs_shared_by_every_key_state_equal_the_whole_walk(llama, monkey
     fast = GrammarCompiler(info).compile_json_schema(schema)
     whole = GrammarCompiler(info).compile_json_schema(schema)
     whole.masks._keys = None  # every abstract state walked as it is
-    calls = []
+    calls, kernel = [], []
     run = key_masks.KeyTrieMasks._plain_run
     monkeypatch.setattr(key_masks.KeyTrieMasks, "_plain_run", lambda self, n, t: calls.append(n) or run(self, n, t))
+    key_words = core_rows.Core.key_words
+    monkeypatch.setattr(core_rows.Core, "key_words",
+                        lambda self, *args: kernel.append(key_words(self, *args)) or kernel[-1])
     mf, mw = fast.matcher(), whole.matcher()
     for t in tok.encode(json.dumps(doc, separators=(",", ":")), add_special_tokens=False).ids:
         assert (allowed_set(mf, info) == allowed_set(mw, info)).all()
         assert mf.accept_token(t) and mw.accept_token(t)
     assert mf.can_terminate()
-    if COMPILED_WALKS:  # the key states' split (key tries) runs on the compiled walks only
+    if not COMPILED_WALKS:  # the key states' split (key tries) runs on the compiled walks only
+        return
+    done = sum(r is not None for r in kernel)
+    if path == "kernel":
+        assert done >= 10 and done == len(kernel) and not calls, (done, len(kernel), len(calls))
+    elif path == "kernel stopped":  # the kernel's stops walked in Python
+        assert len(kernel) > done and calls, (done, len(kernel), len(calls))
+    else:
         runs = fast.masks._keys._plain
-        assert runs and len(calls) > len(runs)  # runs served again from the cache
+        assert not kernel and runs and len(calls) > len(runs)  # runs served again from the cache
