@@ -29,6 +29,10 @@ faults in pages of code and objects (~2.6 µs each here). Measured 2026-12-06 (t
 instances, 54,024 steps): the forked steps took 1.36x the time of the same steps in one
 process, ~4.2 µs for each fault (a least-squares fit over the steps; steps without faults
 1.04x), their p99 736-840 µs against 455-534 (bench/results/constrain.md, session 34).
+--touch-parent {all,heap,anon} pays the child's copy-on-write faults of the parent's
+pages (all of them, the brk heap's, or the anonymous mappings') before its compile, to
+tell which memory the steps' faults hit (session 38: the heap's pages, where 3.11 keeps
+code objects it writes to, are most of them).
 
 --sampler-wait N: compile every grammar and fill its first mask first, print the pid,
 sleep N seconds (start a sampling profiler on the pid then), and walk the instances
@@ -169,6 +173,26 @@ def time_calls():
         setattr(owner, name, g)
 
 
+def touch_parent(which) -> None:
+    """--touch-parent (a diagnostic): in a forked child, one write to every page of the
+    private writable mappings it shares with its parent, before the schema's compile:
+    those pages' copy-on-write faults are paid here, so the steps' faults that remain are
+    the others (fresh pages). which: "all", "heap" (glibc's brk heap: code objects,
+    malloc'ed numpy data and Python objects over 512 bytes) or "anon" (anonymous
+    mappings: pymalloc's arenas, big arrays, numba's memory). The stack is left alone."""
+    import ctypes
+
+    with open("/proc/self/maps") as f:
+        maps = [line.split() for line in f]
+    for m in maps:
+        name = m[5] if len(m) > 5 else ""
+        if m[1] != "rw-p" or name.startswith("[st") or (which == "heap" and name != "[heap]") or (
+                which == "anon" and name):
+            continue
+        lo, hi = (int(x, 16) for x in m[0].split("-"))
+        np.frombuffer((ctypes.c_ubyte * (hi - lo)).from_address(lo), np.uint8)[::4096] += 0
+
+
 def kinds(n) -> str:
     out = [x for x in ("slice search", "any key") if n.get(x)]
     if n.get("key mask") and not n.get("any key"):
@@ -191,6 +215,8 @@ def main(argv=None):
                     help="split the steps' time into the numba kernels' (dispatch included) and the rest")
     ap.add_argument("--first-only", action="store_true", help="each schema's first instance only")
     ap.add_argument("--sampler-wait", type=float, default=0.0, help="compile all first, print the pid, wait")
+    ap.add_argument("--touch-parent", choices=("all", "heap", "anon"),
+                    help="with --fork: the child writes every page it shares with the parent first (touch_parent)")
     ap.add_argument("--fork", action="store_true",
                     help="each schema in a process forked after the warm-up, as the harness runs it")
     a = ap.parse_args(argv)
@@ -272,26 +298,8 @@ def main(argv=None):
                 os.close(r)
                 try:
                     mine = []
-                    if os.environ.get("TAIL_PREFAULT_MB"):  # diagnostic: fresh heap pages faulted in ahead
-                        import ctypes
-                        libc = ctypes.CDLL("libc.so.6")
-                        libc.malloc.restype = ctypes.c_void_p
-                        libc.free.argtypes = [ctypes.c_void_p]
-                        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
-                        libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD
-                        n = int(os.environ["TAIL_PREFAULT_MB"]) << 20
-                        p = libc.malloc(n)
-                        ctypes.memset(p, 1, n)
-                        libc.free(p)
-                    if os.environ.get("TAIL_TOUCH"):  # diagnostic: every private writable page copied ahead
-                        import ctypes
-                        for line in open("/proc/self/maps"):
-                            f = line.split()
-                            if f[1] != "rw-p" or (len(f) > 5 and f[5].startswith("[st")):
-                                continue
-                            lo, hi = (int(x, 16) for x in f[0].split("-"))
-                            buf = (ctypes.c_ubyte * (hi - lo)).from_address(lo)
-                            np.frombuffer(buf, np.uint8)[::4096] += 0
+                    if a.touch_parent:
+                        touch_parent(a.touch_parent)
                     work[:] = work[k : k + 1]
                     a.fork = False
                     walk(compiled(), mine)
