@@ -181,8 +181,8 @@ def main():
         print(f"{label} {where}: {json.dumps(out['counts'])}")
         print(f"  TTFM ms p50 {np.percentile(y, 50):.2f} p99 {np.percentile(y, 99):.1f} | token µs p50 "
               f"{np.percentile(x, 50):.1f} p90 {np.percentile(x, 90):.1f} p99 {np.percentile(x, 99):.1f} "
-              f"max {x.max():.0f} sum {x.sum() / 1e3:.0f} ms, {(x > 200).sum()} over 200 µs, {(x > 500).sum()} over 500 "
-              f"(n={len(x)})")
+              f"max {x.max():.0f} sum {x.sum() / 1e3:.0f} ms, {(x > 200).sum()} over 200 µs, "
+              f"{(x > 500).sum()} over 500 (n={len(x)})")
         later = np.array(out["later"], dtype=bool)
         if later.any() and (~later).any():  # where the tail lies: a schema's first instance makes its states
             print(f"  first instances p99 {np.percentile(x[~later], 99):.1f} µs (n={int((~later).sum())}), "

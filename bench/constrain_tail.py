@@ -112,6 +112,12 @@ TIMED = [  # (label, module of furca.constrain, attribute path): --time
     ("accept", "matcher", "Matcher.accept_token"),
     ("accept's steps", "automaton", "LazyAutomaton.step"),
 ]
+NESTED = {  # --what-if: the TIMED labels always inside another's call
+    "new mask": ("slice search", "key words", "literal walks", "any key", "recorded split", "recording walk",
+                 "continuation", "kernel walks", "key kernel", "stored", "literal conts"),
+    "key words": ("literal walks", "any key", "key kernel", "literal conts"),
+    "accept": ("accept's steps",),
+}
 spent: collections.Counter = collections.Counter()
 calls: collections.Counter = collections.Counter()  # TIMED calls in the step, nested ones too
 in_kernels = [0, 0]  # --kernels: thread CPU ns inside the numba kernels called from Python in the step, calls
@@ -146,13 +152,17 @@ def time_kernels():
         _walk._KERNELS[name] = timed(f)
 
 
-def time_calls():
-    """Wraps every TIMED function: its thread CPU time and page faults at the outermost
-    call into spent (under label and (label, "faults"))."""
+def time_calls(with_faults=False, only=None):
+    """Wraps every TIMED function: its thread CPU time at the outermost call into spent
+    (under label), with_faults its page faults too (under (label, "faults"): getrusage
+    twice a call, ~1 µs, which puts more steps over a threshold)."""
     import importlib
 
+    count_faults = faults if with_faults else int
+    timed = [x for x in TIMED if only is None or x[0] in only]
+
     depth: collections.Counter = collections.Counter()
-    for label, module, path in TIMED:
+    for label, module, path in timed:
         mod = importlib.import_module("furca.constrain." + module)
         *owner_path, name = path.split(".")
         owner = getattr(mod, owner_path[0]) if owner_path else mod
@@ -161,14 +171,14 @@ def time_calls():
         def g(*a, _f=f, _label=label, **k):
             depth[_label] += 1
             calls[_label] += 1
-            t0, f0 = clock(), faults()
+            t0, f0 = clock(), count_faults()
             try:
                 return _f(*a, **k)
             finally:
                 depth[_label] -= 1
                 if not depth[_label]:
                     spent[_label] += clock() - t0
-                    spent[_label, "faults"] += faults() - f0
+                    spent[_label, "faults"] += count_faults() - f0
 
         setattr(owner, name, g)
 
@@ -211,6 +221,9 @@ def main(argv=None):
     ap.add_argument("--top", type=float, default=1.0, help="the percent of slowest steps described")
     ap.add_argument("--band", help="LO,HI: the steps of LO to HI µs described instead of --top")
     ap.add_argument("--time", action="store_true", help="time the TIMED functions in those steps")
+    ap.add_argument("--label-faults", action="store_true", help="with --time: each label's page faults too")
+    ap.add_argument("--what-if",
+                    help="with --time: LABEL[,LABEL][;...]: the steps over 200 µs if those took no time (each group)")
     ap.add_argument("--kernels", action="store_true",
                     help="split the steps' time into the numba kernels' (dispatch included) and the rest")
     ap.add_argument("--first-only", action="store_true", help="each schema's first instance only")
@@ -325,7 +338,10 @@ def main(argv=None):
         return
     instrument()
     if a.time:
-        time_calls()
+        # with --what-if, only its labels are wrapped: each wrapper adds ~1 µs a call to the
+        # steps, which would put steps over 200 µs that are not
+        only = {x for g in a.what_if.split(";") for x in g.split(",") if x} if a.what_if else None
+        time_calls(a.label_faults, only)
     gc.collect()
     gc.freeze()
     walk(compiled(), steps)
@@ -375,6 +391,20 @@ def main(argv=None):
             f = sum(x.spent.get((label, "faults"), 0) for x in top)
             print(f"  {label:15s} {t / 1e6:7.1f} ms ({100 * t / total:4.1f}%) in {n:5d} steps, {c:5d} calls, "
                   f"{f:6d} faults | all {t_all / 1e6:7.1f} ms")
+        for labels in (a.what_if or "").split(";"):
+            if labels:
+                what_if(steps, labels.split(","))
+
+
+def what_if(steps, labels) -> None:
+    """--what-if: the steps over 200 µs (the p99 target) if the TIMED functions under
+    labels took no time (each step's time less theirs; labels nested in another count
+    once, at the outermost). Only the what-ifs' labels are wrapped then."""
+    outer = [x for x in labels if not any(y != x and y in labels and x in NESTED.get(y, ()) for y in labels)]
+    before = sum(1 for x in steps if x.ns > 200e3)
+    after = sum(1 for x in steps if x.ns - sum(x.spent.get(lb, 0) for lb in outer) > 200e3)
+    print(f"what if {' + '.join(labels)} took no time: steps over 200 µs {before} -> {after} "
+          f"({100 * (after - before) / max(1, before):+.0f}%)")
 
 
 if __name__ == "__main__":

@@ -113,7 +113,7 @@ class Core:
         self._state_in_layout = _core_walk_kernels.state_in_layout
         self._split_key = _key_kernels.split_key
         self._key_words = _key_kernels.key_words
-        self._key_full = _key_kernels.FULL
+        self._key_full, self._key_rec = _key_kernels.FULL, _key_kernels.REC_CAP
         self._keybuf = None  # key_split's configurations (made at its first call)
         # key_words' scratch: a walk's records, the return nodes (made at its first call)
         self._krec, self._kfound = None, None
@@ -282,7 +282,7 @@ class Core:
         check_deadline()
         args = self._walk_args(a, trie)
         if self._krec is None:
-            self._krec = np.zeros(_modules()[4].REC_CAP, np.int32)
+            self._krec = np.zeros(self._key_rec, np.int32)
             self._kfound = np.empty(1024, np.int32)
         stack = np.empty(trie.max_depth + 1, dtype=np.int32)
         n = self._key_words(words, roots, closers, rest, len(rest), self._keybuf, stack, self._krec, self._kfound,

@@ -42,7 +42,10 @@ The walks of the prefixes' states become cheap (A's words copied, a few subtrees
 D's narrow walk: ~0.2 ms against ~0.5 for the whole state); the first state of a trie
 pays A's walk and D's. A is walked through its lexeme part (masks.TokenMasks._recorded_split),
 and D's configurations on literal bytes (a name's rest) without automaton states
-(_literal_walks). See DESIGN.md ("Key-trie states") for the A/B.
+(_literal_walks). With the row kernel, the split and everything after A's lookup are two
+kernel calls (_key_kernels.py: core_rows.Core.key_split, key_words); this module's walks
+serve the rest (no kernel, or a walk the kernel leaves to Python). See DESIGN.md
+("Key-trie states") for the A/Bs.
 """
 
 from __future__ import annotations
@@ -161,7 +164,8 @@ class KeyTrieMasks:
         configuration sits on a key trie node, and the trie's rules fit (_rules_fit). D
         is every configuration but k's own and those inside k's call of `other` (their
         stack holds the frame of that call above k's stack): the declared keys' and any
-        other alternative's, walked as they are."""
+        other alternative's, walked as they are; (node, stack) pairs, or with the row
+        kernel their int64 keys (node << 32 | stack), which words() hands back to it."""
         if self._a.core is not None:  # in the kernel's tables, without the configurations' tuple
             return self._split_compiled(s)
         return self._split_configs(s)
