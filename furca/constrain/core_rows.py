@@ -289,7 +289,7 @@ class Core:
                             trie.keep_all, *args)
         self._walked(a)
         if n == self._key_full:
-            self._kfound = np.empty(2 * len(self._kfound), np.int32)
+            self._kfound = np.empty(max(1024, 2 * len(self._kfound)), np.int32)
         return self._kfound[:n].copy() if n >= 0 else None
 
     def wide(self, a, s) -> bool:
