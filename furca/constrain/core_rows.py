@@ -114,7 +114,7 @@ class Core:
         self._split_key = _key_kernels.split_key
         self._key_words = _key_kernels.key_words
         self._key_full, self._key_rec = _key_kernels.FULL, _key_kernels.REC_CAP
-        self._keybuf = None  # key_split's configurations (made at its first call)
+        self._keybuf = None  # key_split's configurations, then key_words' (made and grown by key_split)
         # key_words' scratch: a walk's records, the return nodes (made at its first call)
         self._krec, self._kfound = None, None
         # the item counters' nodes (automaton._base), up to the last of them
@@ -160,7 +160,8 @@ class Core:
         """The bytes of the kernel's arrays: the packed NFA, the tables, the scratch."""
         return self.P.nbytes + sum(
             x.nbytes for x in (self.stk, self.sh, self.pool, self.sinfo, self.hh, self.cmemo, self.fmemo, self.froom,
-                               self.buf, self.ws, self.rel, self.seen, self.sts, self.cuts))
+                               self.buf, self.ws, self.rel, self.seen, self.sts, self.cuts, self._keybuf, self._krec,
+                               self._kfound) if x is not None)
 
     def _made(self, a, call) -> int:
         """call(), a kernel call over the tables (read anew each time), between entering
@@ -266,8 +267,9 @@ class Core:
         `other` returns. Under the automaton's lock."""
         if s >= self._ns:
             self._enter(a)
-        if self._keybuf is None:
-            self._keybuf = np.empty(int(self.cnt[6]), np.int64)
+        m = int(self.sinfo[s, 1])
+        if self._keybuf is None or len(self._keybuf) < m:  # room for s's configurations (key_words' too)
+            self._keybuf = np.empty(max(256, 2 * m), np.int64)
         kk, n = self._split_key(int(s), self.pool, self.sinfo, self.stk, marks, other_ret, self._keybuf)
         if kk < 0:
             return None
