@@ -29,10 +29,10 @@ faults in pages of code and objects (~2.6 µs each here). Measured 2026-12-06 (t
 instances, 54,024 steps): the forked steps took 1.36x the time of the same steps in one
 process, ~4.2 µs for each fault (a least-squares fit over the steps; steps without faults
 1.04x), their p99 736-840 µs against 455-534 (bench/results/constrain.md, session 34).
---touch-parent {all,heap,anon} pays the child's copy-on-write faults of the parent's
-pages (all of them, the brk heap's, or the anonymous mappings') before its compile, to
-tell which memory the steps' faults hit (session 38: the heap's pages, where 3.11 keeps
-code objects it writes to, are most of them).
+--touch-parent {all,heap,anon,code} pays the child's copy-on-write faults of the
+parent's pages (all of them, the brk heap's, the anonymous mappings', or those of furca's
+functions and code objects) before its compile, to tell which memory the steps' faults
+hit (session 38: the heap's pages are most of them, and of those mostly data, not code).
 
 --sampler-wait N: compile every grammar and fill its first mask first, print the pid,
 sleep N seconds (start a sampling profiler on the pid then), and walk the instances
@@ -188,10 +188,14 @@ def touch_parent(which) -> None:
     private writable mappings it shares with its parent, before the schema's compile:
     those pages' copy-on-write faults are paid here, so the steps' faults that remain are
     the others (fresh pages). which: "all", "heap" (glibc's brk heap: code objects,
-    malloc'ed numpy data and Python objects over 512 bytes) or "anon" (anonymous
-    mappings: pymalloc's arenas, big arrays, numba's memory). The stack is left alone."""
+    malloc'ed numpy data and Python objects over 512 bytes), "anon" (anonymous
+    mappings: pymalloc's arenas, big arrays, numba's memory) or "code" (furca's functions
+    and code objects only: touch_code). The stack is left alone."""
     import ctypes
 
+    if which == "code":  # furca's code objects (and their functions): a reference to each writes its count
+        touch_code()
+        return
     with open("/proc/self/maps") as f:
         maps = [line.split() for line in f]
     for m in maps:
@@ -201,6 +205,33 @@ def touch_parent(which) -> None:
             continue
         lo, hi = (int(x, 16) for x in m[0].split("-"))
         np.frombuffer((ctypes.c_ubyte * (hi - lo)).from_address(lo), np.uint8)[::4096] += 0
+
+
+_TOUCHED: list = []
+
+
+def touch_code() -> None:
+    """--touch-parent code: one new reference to every function and code object of furca's
+    modules (nested code objects included), which writes each one's reference count: the
+    pages those objects share with the parent are copied here, not in the steps."""
+    import types
+
+    def codes(c):
+        yield c
+        for k in c.co_consts:
+            if isinstance(k, types.CodeType):
+                yield from codes(k)
+
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("furca") or mod is None:
+            continue
+        for obj in list(vars(mod).values()):
+            fns = [obj] if isinstance(obj, types.FunctionType) else (
+                [v for v in vars(obj).values() if isinstance(v, types.FunctionType)] if isinstance(obj, type) else [])
+            for f in fns:
+                _TOUCHED.append(f)
+                _TOUCHED.extend(codes(f.__code__))
+    gc.freeze()  # the list out of the young collections at every mask's end
 
 
 def kinds(n) -> str:
@@ -228,7 +259,7 @@ def main(argv=None):
                     help="split the steps' time into the numba kernels' (dispatch included) and the rest")
     ap.add_argument("--first-only", action="store_true", help="each schema's first instance only")
     ap.add_argument("--sampler-wait", type=float, default=0.0, help="compile all first, print the pid, wait")
-    ap.add_argument("--touch-parent", choices=("all", "heap", "anon"),
+    ap.add_argument("--touch-parent", choices=("all", "heap", "anon", "code"),
                     help="with --fork: the child writes every page it shares with the parent first (touch_parent)")
     ap.add_argument("--fork", action="store_true",
                     help="each schema in a process forked after the warm-up, as the harness runs it")
