@@ -261,6 +261,8 @@ def main(argv=None):
     ap.add_argument("--sampler-wait", type=float, default=0.0, help="compile all first, print the pid, wait")
     ap.add_argument("--touch-parent", choices=("all", "heap", "anon", "code"),
                     help="with --fork: the child writes every page it shares with the parent first (touch_parent)")
+    ap.add_argument("--trim-parent", action="store_true",
+                    help="with --fork: malloc_trim(0) in the parent first (its free heap pages no longer shared)")
     ap.add_argument("--fork", action="store_true",
                     help="each schema in a process forked after the warm-up, as the harness runs it")
     a = ap.parse_args(argv)
@@ -375,6 +377,10 @@ def main(argv=None):
         time_calls(a.label_faults, only)
     gc.collect()
     gc.freeze()
+    if a.trim_parent:  # glibc: the heap's free pages back to the kernel before the forks
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
     walk(compiled(), steps)
     steps.sort(key=lambda x: -x.ns)
     if a.band:
