@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit
 
 from ._core_kernels import ROW_WORK, _live, closure, unflat
-from ._core_tables import _sort_dedup, intern
+from ._core_tables import ROOM, _sort_dedup, intern
 from ._core_walk_kernels import walk_roots_core
 
 FAIL = -1  # key_words: the kernel stopped; Python computes the mask (key_masks.py)
@@ -28,7 +28,8 @@ def split_key(s, pool, sinfo, stk, marks, other_ret, out):
     state s on a key trie node, n) with the configurations D written to out[:n] (every
     configuration but that one and those inside its call of `other`: a frame returning
     to other_ret[k] whose parent is its stack); (-1, 0) where no configuration or
-    several sit on one."""
+    several sit on one; (ROOM, m) where one does and out is shorter than s's m
+    configurations."""
     o = sinfo[s, 0]
     m = sinfo[s, 1]
     hit = -1
@@ -39,6 +40,8 @@ def split_key(s, pool, sinfo, stk, marks, other_ret, out):
             hit = i
     if hit < 0:
         return np.int64(-1), 0
+    if m > out.shape[0]:
+        return np.int64(ROOM), m
     kk = pool[o + hit]
     st_k = kk & 0xFFFFFFFF
     ret = other_ret[kk >> 32]

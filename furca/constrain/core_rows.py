@@ -114,7 +114,7 @@ class Core:
         self._split_key = _key_kernels.split_key
         self._key_words = _key_kernels.key_words
         self._key_full, self._key_rec = _key_kernels.FULL, _key_kernels.REC_CAP
-        self._keybuf = None  # key_split's configurations, then key_words' (made and grown by key_split)
+        self._keybuf = np.empty(0, np.int64)  # key_split's configurations, then key_words' (grown by key_split)
         # key_words' scratch: a walk's records, the return nodes (made at its first call)
         self._krec, self._kfound = None, None
         # the item counters' nodes (automaton._base), up to the last of them
@@ -267,10 +267,11 @@ class Core:
         `other` returns. Under the automaton's lock."""
         if s >= self._ns:
             self._enter(a)
-        m = int(self.sinfo[s, 1])
-        if self._keybuf is None or len(self._keybuf) < m:  # room for s's configurations (key_words' too)
-            self._keybuf = np.empty(max(256, 2 * m), np.int64)
-        kk, n = self._split_key(int(s), self.pool, self.sinfo, self.stk, marks, other_ret, self._keybuf)
+        s = int(s)
+        kk, n = self._split_key(s, self.pool, self.sinfo, self.stk, marks, other_ret, self._keybuf)
+        if kk == self._t.ROOM:  # room for s's configurations (key_words' too), then again
+            self._keybuf = np.empty(max(256, 2 * n), np.int64)
+            kk, n = self._split_key(s, self.pool, self.sinfo, self.stk, marks, other_ret, self._keybuf)
         if kk < 0:
             return None
         return int(kk), self._keybuf[:n].copy()

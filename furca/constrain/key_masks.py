@@ -31,12 +31,10 @@ the return nodes of both parts index one trie.
 That needs the trie's two rules to be what the JSON-schema translator makes them: `rest`
 derives the closing quote, or a plain character and `rest` again, or what `other`
 derives, and `other` starts with no plain character and no quote. key_trie.py does not
-require it (its rules are any rules), so it is checked on the automaton (_rules_fit: a
-bisimulation of A against that shape, up to the closing quote, where both reach the same
-state), once per pair of rules and NFA shape in the process (_rules_shape: ~1.7 ms, paid
-by the first key state of the first grammar; later grammars find it by their layout's key,
-_layout_shape, ~15 µs, or by the shape, ~110 µs); a trie whose rules do not fit is walked
-as before.
+require it (its rules are any rules), so it is checked on the automaton (key_rules.py: a
+bisimulation of A against that shape, up to the closing quote, ~1.7 ms), once per pair of
+rules in the process (later grammars find it by their layout's key, ~15 µs, or by the
+rules' NFA shape, ~110 µs); a trie whose rules do not fit is walked as before.
 
 The walks of the prefixes' states become cheap (A's words copied, a few subtrees cleared,
 D's narrow walk: ~0.2 ms against ~0.5 for the whole state); the first state of a trie
@@ -53,89 +51,9 @@ from __future__ import annotations
 import numpy as np
 
 from .bitmask import clear_ids
-from .key_trie import is_plain
+from .key_rules import QUOTE, shared_fit
 from .stacks import CUT_RET
 from .trie_walks import merged_roots, walk_continue, walk_recording
-
-MAX_CHECK_PAIRS = 512  # state pairs of _rules_fit's bisimulation past which a trie is walked as before
-_PLAIN = np.array([b < 0x80 and is_plain(chr(b)) for b in range(256)])  # a key's plain characters
-_QUOTE = 0x22
-MAX_SHAPE_NODES = 512  # NFA nodes of a trie's two rules past which their check is not shared
-MAX_SHAPES = 256
-_FITS: dict[tuple, bool] = {}  # _rules_shape -> _rules_fit, shared by every grammar of the process
-_LAYOUT_FITS: dict[tuple, tuple] = {}  # _layout_shape's key -> (_rules_fit, the bodies the key names)
-
-
-def _rules_shape(nfa, rules):
-    """The NFA of the rules (rest, other) from their start nodes, numbered in the order
-    a breadth-first search meets the nodes (edges, then epsilons, then a call's callee
-    and return): equal shapes are the same rules (the JSON-schema translator's, in
-    every grammar it builds), so _rules_fit's answer, which reads nothing else of the
-    grammar up to the closing quote, is shared through _FITS. None for rules with
-    counters or length regions, or past MAX_SHAPE_NODES nodes."""
-    edges, eps, call, is_end, is_tail = nfa.edges, nfa.eps, nfa.call, nfa.is_end, nfa.is_tail
-    counter, length, tick, need = nfa.counter, nfa.length, nfa.tick, nfa.need
-    num = {}
-    order = []
-    for n in rules:
-        if n not in num:
-            num[n] = len(order)
-            order.append(n)
-    i = 0
-    while i < len(order):  # the first key state of every grammar pays this (~70 us): plain loops
-        n = order[i]
-        i += 1
-        if n in counter or n in length or n in tick or n in need:
-            return None
-        for t in [t for _lo, _hi, t in edges[n]] + list(eps[n]) + list(call.get(n, ())):
-            if t not in num:
-                num[t] = len(order)
-                order.append(t)
-        if len(order) > MAX_SHAPE_NODES:
-            return None
-    shape = [num[rules[0]], num[rules[1]]]
-    for n in order:
-        shape.append((tuple([(lo, hi, num[t]) for lo, hi, t in edges[n]]), tuple([num[t] for t in eps[n]]),
-                      tuple([num[t] for t in call.get(n, ())]), n in is_end, n in is_tail))
-    return tuple(shape)
-
-
-def _layout_shape(nfa, rules):
-    """A key that stands for _rules_shape(nfa, rules) where both rules lie in the
-    grammar's closed layout of lasting rules (nfa._Layout), with the bodies it names
-    (kept alive with the key, so that their ids are not reused), or None. Every node
-    reachable from the rules then lies in the layout's blocks of the bodies they call,
-    and a block's nodes are the same in every layout that holds its body (their
-    `canon`: body and offset), calls and returns included: so the rules' start nodes
-    and the calls of the blocks they reach, in canon form, name the shape, read off the
-    layout's calls without the breadth-first walk over the rules' nodes (~120 µs in the
-    first key state of every grammar, most of them among the slowest steps)."""
-    lay = nfa.layout
-    if lay is None or not lay.closed:
-        return None
-    canon, call = lay.canon, nfa.call
-    start = (canon(rules[0]), canon(rules[1]))
-    if start[0] is None or start[1] is None:
-        return None
-    by_body: dict[int, list] = {}
-    for c in lay.call:
-        by_body.setdefault(canon(c)[0], []).append(c)
-    todo, seen, calls = [start[0][0], start[1][0]], set(), []
-    while todo:
-        b = todo.pop()
-        if b in seen:
-            continue
-        seen.add(b)
-        for c in by_body.get(b, ()):
-            callee, ret = call[c]
-            kc, kr = canon(callee), canon(ret)
-            if kc is None or kr is None:
-                return None
-            calls.append((canon(c), kc, kr))
-            todo.append(kc[0])
-    bodies = tuple(b for b in lay.bodies if id(b) in seen)
-    return ("layout", start, tuple(sorted(calls))), bodies
-
 
 class KeyTrieMasks:
     """split(s) -> parts or None / words(s, parts, compute): the abstract mask of a state
@@ -150,7 +68,7 @@ class KeyTrieMasks:
         self._plain: dict[tuple, tuple] = {}  # (NFA node, token trie) -> _plain_run
         self._roots: dict[int, list] = {}  # token trie -> its root's child on each byte (-1: none)
         self._any: dict[tuple, tuple] = {}  # (narrow target, stack) -> (words, return nodes, trie)
-        self._fits: dict[tuple, bool] = {}  # (rest's start, other's start) -> _rules_fit
+        self._fits: dict[tuple, bool] = {}  # (rest's start, other's start) -> key_rules.rules_fit
         self._mark_arr = None  # the key trie nodes as a bool array over the NFA's nodes (split, with the row kernel)
         self._other_ret = None  # per NFA node: where a key trie node's call of `other` returns (-1: none)
         self.nbytes = 0  # of the cached "any key" masks
@@ -161,7 +79,7 @@ class KeyTrieMasks:
 
     def split(self, s):
         """(trie node k, its stack, the configurations D) of s, or None: exactly one
-        configuration sits on a key trie node, and the trie's rules fit (_rules_fit). D
+        configuration sits on a key trie node, and the trie's rules fit (key_rules.rules_fit). D
         is every configuration but k's own and those inside k's call of `other` (their
         stack holds the frame of that call above k's stack): the declared keys' and any
         other alternative's, walked as they are; (node, stack) pairs, or with the row
@@ -223,13 +141,13 @@ class KeyTrieMasks:
         return k, st_k, rest
 
     def _fit(self, k, st_k) -> bool:
-        """Whether the rules of trie node k's trie fit (_rules_fit), kept per pair of rules."""
+        """Whether the rules of trie node k's trie fit (key_rules.shared_fit), kept per pair of rules."""
         narrow_to, other_call, _inner = self._marks[k]
         nfa = self._a.nfa
         rules = (nfa.call[nfa.eps[narrow_to][0]][0], nfa.call[other_call][0])  # (rest, other)
         fits = self._fits.get(rules)
         if fits is None:
-            fits = self._shared_fit(rules, k, st_k)
+            fits = shared_fit(self._a, self._marks, rules, k, st_k)
             self._fits[rules] = fits
         return fits
 
@@ -391,84 +309,6 @@ class KeyTrieMasks:
         hit = self._plain[key] = (tuple((w, np.uint32(v)) for w, v in acc.items()), x, n)
         return hit
 
-    def _shared_fit(self, rules, k, st_k) -> bool:
-        """_rules_fit of the trie's rules, shared by every grammar of the process with
-        the same rules: looked up by the layout's key (_layout_shape), else by their
-        NFA's shape (_rules_shape), else checked here."""
-        nfa = self._a.nfa
-        lay = _layout_shape(nfa, rules)
-        if lay is not None:
-            hit = _LAYOUT_FITS.get(lay[0])
-            if hit is not None:
-                return hit[0]
-        shape = _rules_shape(nfa, rules)  # the same rules in another grammar: checked there
-        fits = _FITS.get(shape) if shape is not None else None
-        if fits is None:
-            fits = self._rules_fit(k, st_k)
-            if shape is not None and len(_FITS) < MAX_SHAPES:
-                _FITS[shape] = fits
-        if lay is not None and len(_LAYOUT_FITS) < MAX_SHAPES:
-            _LAYOUT_FITS[lay[0]] = (fits, lay[1])
-        return fits
-
-    def _rules_fit(self, k, st):
-        """Whether the trie's rules have the shape the split needs (module docstring):
-        A = the state after a narrow character (in `rest`) against F, a state that goes
-        to E (after the closing quote) on the quote, to F again on a plain character and
-        as O (the call of `other`) on every other byte, O taking no quote and no plain
-        character. A bisimulation over the automaton's rows from (A, F), pairs of equal
-        states closed; F is never accepting and never dead. The languages up to the
-        closing quote do not depend on the stack st under the trie (both sides return
-        through it at E), so one check serves every stack, and every trie over the same
-        two rules."""
-        a, nfa = self._a, self._a.nfa
-        narrow_to, other_call, _inner = self._marks[k]
-        end = self._end(k)
-        if end is None:
-            return False
-        any_key = a.intern(*a.closure(narrow_to, st))
-        o = a.intern(*a.closure(other_call, st))
-        e = a.intern(*a.closure(end, st))
-        a.expand(o)
-        row_o = a.trans[o].copy()
-        if row_o[_QUOTE] or row_o[_PLAIN].any():
-            return False
-        todo, seen = [(any_key, -1)], set()  # -1: F
-        while todo:
-            pair = todo.pop()
-            if pair in seen:
-                continue
-            seen.add(pair)
-            if len(seen) > MAX_CHECK_PAIRS:
-                return False
-            u, v = pair
-            if u == v:
-                continue
-            if u == 0 or v == 0 or a.accepting[u] != (v > 0 and a.accepting[v]):
-                return False
-            a.expand(u)
-            if v > 0:
-                a.expand(v)
-                nxt = zip(a.trans[u].tolist(), a.trans[v].tolist())
-            else:
-                ru = a.trans[u].tolist()
-                nxt = [(ru[b], e if b == _QUOTE else -1 if _PLAIN[b] else int(row_o[b])) for b in range(256)]
-            todo.extend(set(nxt) - seen)
-        return True
-
-    def _end(self, k):
-        """The trie's end node (where its closing quotes go), from k or the first node
-        below it that is no name; None if none is found."""
-        edges, marks = self._a.nfa.edges, self._marks
-        todo = [k]
-        while todo:
-            u = todo.pop()
-            for lo, _hi, t in edges[u]:
-                if lo == _QUOTE:
-                    return t
-            todo.extend(t for lo, hi, t in edges[u] if lo == hi and t in marks)
-        return None
-
     def _closers(self, k, trie):
         """The DFS nodes of trie spelling (a name's rest after trie node k) + '"': the
         key trie and the token trie walked together, so only the names' rests that start
@@ -483,12 +323,12 @@ class KeyTrieMasks:
         while todo:
             u, x = todo.pop()
             es = edges[u]
-            if not any(lo == _QUOTE for lo, _hi, _t in es):  # no closing quote: the prefix is a name
-                y = self._child(trie, x, _QUOTE)
+            if not any(lo == QUOTE for lo, _hi, _t in es):  # no closing quote: the prefix is a name
+                y = self._child(trie, x, QUOTE)
                 if y >= 0:
                     out.append(y)
             for lo, hi, t in es:
-                if lo == hi and lo != _QUOTE and t in marks:
+                if lo == hi and lo != QUOTE and t in marks:
                     y = self._child(trie, x, lo)
                     if y >= 0:
                         todo.append((t, y))

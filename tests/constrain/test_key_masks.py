@@ -83,7 +83,7 @@ def test_masks_equal_the_whole_walk_on_a_real_tokenizer(llama):
 def test_a_trie_whose_rules_do_not_fit_is_walked_whole():
     # key_trie.py takes any rules: here `rest` also takes a backslash and no DEL, unlike
     # a plain character then `rest` from a trie node, so the split does not hold and
-    # _rules_fit refuses it; the masks are the whole walk's (brute force)
+    # key_rules.rules_fit refuses it; the masks are the whole walk's (brute force)
     from furca.constrain import key_trie
 
     from .test_key_tries import _compiled, _trie_grammar
@@ -102,10 +102,10 @@ def test_a_trie_whose_rules_do_not_fit_is_walked_whole():
 @needs_compiled_walks
 def test_the_rules_check_is_shared_by_the_layout_across_grammars(monkeypatch):
     """Grammars of different lasting rules (different layouts) name the trie's rules by
-    the same layout key (key_masks._layout_shape: the bodies' blocks and their calls),
+    the same layout key (key_rules._layout_shape: the bodies' blocks and their calls),
     so the rules check of the first serves the second without walking the rules' NFA;
     the masks stay the whole walk's (brute force)."""
-    from furca.constrain import key_masks
+    from furca.constrain import key_rules
 
     info = byte_info(EXTRA)
     other = {"type": "object", "properties": {"n": {"type": "number"}, "q": {"type": "array"}},
@@ -117,14 +117,14 @@ def test_the_rules_check_is_shared_by_the_layout_across_grammars(monkeypatch):
     def key_of(g):
         nfa = g.automaton.nfa
         narrow_to, other_call, _inner = next(iter(nfa.key_trie_nodes.values()))
-        return key_masks._layout_shape(nfa, (nfa.call[nfa.eps[narrow_to][0]][0], nfa.call[other_call][0]))
+        return key_rules._layout_shape(nfa, (nfa.call[nfa.eps[narrow_to][0]][0], nfa.call[other_call][0]))
 
     assert key_of(g1) is not None and key_of(g1)[0] == key_of(g2)[0]
     walk_checking_masks(accept_bytes(g1, '{"a'), info, random.Random(0), 4)
-    assert key_of(g1)[0] in key_masks._LAYOUT_FITS
+    assert key_of(g1)[0] in key_rules._LAYOUT_FITS
     calls = []
-    monkeypatch.setattr(key_masks, "_rules_shape", lambda *a: calls.append(a))
-    monkeypatch.setattr(key_masks.KeyTrieMasks, "_rules_fit", lambda *a: calls.append(a))
+    monkeypatch.setattr(key_rules, "_rules_shape", lambda *a: calls.append(a))
+    monkeypatch.setattr(key_rules, "rules_fit", lambda *a: calls.append(a))
     walk_checking_masks(accept_bytes(g2, '{"'), info, random.Random(1), 6)
     assert g2.masks._keys._fits and all(g2.masks._keys._fits.values()) and not calls
 
