@@ -60,7 +60,7 @@ HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
 clock = time.thread_time_ns
 # one fill + accept: thread CPU ns, in a first instance, notes (instrument), TIMED ns and
 # calls (--time), minor page faults, (new states, new rows), (ns, calls) in kernels (--kernels)
-Step = collections.namedtuple("Step", "ns first notes spent faults calls made kernels")
+Step = collections.namedtuple("Step", "ns first notes spent faults calls made kernels by_kernel")
 
 
 def faults() -> int:
@@ -121,6 +121,7 @@ NESTED = {  # --what-if: the TIMED labels always inside another's call
 spent: collections.Counter = collections.Counter()
 calls: collections.Counter = collections.Counter()  # TIMED calls in the step, nested ones too
 in_kernels = [0, 0]  # --kernels: thread CPU ns inside the numba kernels called from Python in the step, calls
+by_kernel: collections.Counter = collections.Counter()  # --kernels: those ns by the kernel's name
 
 
 def time_kernels():
@@ -134,22 +135,24 @@ def time_kernels():
 
     from furca.constrain import _core_kernels, _core_tables, _core_walk_kernels, _walk
 
-    def timed(f):
+    def timed(f, name):
         def g(*a, **k):
             t0 = clock()
             try:
                 return f(*a, **k)
             finally:
-                in_kernels[0] += clock() - t0
+                t = clock() - t0
+                in_kernels[0] += t
                 in_kernels[1] += 1
+                by_kernel[name] += t
         return g
 
     for mod in (_core_kernels, _core_tables, _core_walk_kernels):
         for name in dir(mod):
             if isinstance(getattr(mod, name), CPUDispatcher):
-                setattr(mod, name, timed(getattr(mod, name)))
+                setattr(mod, name, timed(getattr(mod, name), name))
     for name, f in list(_walk._KERNELS.items()):
-        _walk._KERNELS[name] = timed(f)
+        _walk._KERNELS[name] = timed(f, name)
 
 
 def time_calls(with_faults=False, only=None):
@@ -319,6 +322,7 @@ def main(argv=None):
                     spent.clear()
                     calls.clear()
                     in_kernels[:] = [0, 0]
+                    by_kernel.clear()
                     auto = g.automaton
                     n0, r0 = len(auto.configs), int(np.count_nonzero(auto.walkable[: len(auto.configs)]))
                     f0 = faults()
@@ -329,7 +333,7 @@ def main(argv=None):
                     f1 = faults()
                     made = (len(auto.configs) - n0, int(np.count_nonzero(auto.walkable[: len(auto.configs)])) - r0)
                     steps.append(Step(t1 - t0, k == 0, dict(notes), dict(spent), f1 - f0, dict(calls), made,
-                                      tuple(in_kernels)))
+                                      tuple(in_kernels), dict(by_kernel)))
                     if not ok:
                         break
 
@@ -416,6 +420,11 @@ def main(argv=None):
             more = (f": {ns / 1e3:.0f} µs a step, {kern[0] / 1e3:.0f} in {kern[1]:.1f} kernel calls, "
                     f"{faulted:.1f} faults, {made:.1f} new states")
         print(f"  {n:6d}  {combo}{more}")
+        if a.kernels:
+            per = collections.Counter()
+            for x in sel:
+                per.update(x.by_kernel)
+            print("            " + ", ".join(f"{k} {v / len(sel) / 1e3:.0f}" for k, v in per.most_common(4)))
     if a.time:
         total = sum(x.ns for x in top)
         print(f"time (thread CPU, outermost calls): these steps {total / 1e6:.1f} ms, "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from ._core_kernels import _row, _step_byte, unflat
 from ._core_tables import LIMIT, _sort_dedup, intern, push
@@ -34,10 +35,13 @@ def _row_inline(ps, trans, rows, acc, made, P, stk, sh, cnt, pool, sinfo, hh, bu
     return True
 
 
+LOOP_MIN = 16  # the fewest nodes under a trie node for walk_roots_core to try loops_over there
+
+
 @njit(cache=True, nogil=True)
 def walk_roots_core(j, i, roots, start, stack, words, rec, keep, depth, byte, end, tok_start, tok_ids, rest,
                     trans, rows, acc, lim, short, room, full, made, F, stk, sh, cnt, pool, sinfo, hh, buf, ws,
-                    rel, seen, sts, cuts, has_need, cmemo, fmemo, froom):
+                    rel, seen, sts, cuts, has_need, cmemo, fmemo, froom, below):
     """_walk_kernels.walk_roots (walk_range's loop written in: a call per root would pass
     its ~35 arrays, their reference counts, for each of up to 10^4 roots), making the
     rows it needs itself (core_rows.Core; the arguments that change from call to call
@@ -46,7 +50,11 @@ def walk_roots_core(j, i, roots, start, stack, words, rec, keep, depth, byte, en
     their room (trie_walks.resume's, _core_kernels.step_byte): it returns to Python only
     where a row, a step or a mapping could not be made here, or the call's budget of
     rows, steps and mappings is spent. roots = [0] walks the whole trie (stack[0] set by
-    the caller). F: the packed NFA (core_rows.pack)."""
+    the caller). F: the packed NFA (core_rows.pack). At a node whose state is its
+    parent's again (a loop: a pattern's letters, a string's characters under a counter
+    deep in its range) over a subtree of more than LOOP_MIN nodes, the subtree is taken
+    whole where the state loops on every byte below (below: token_trie.subtree_bytes;
+    loops_over), without visiting it."""
     P = unflat(F)
     one = np.uint32(1)
     cap = rec.shape[0]
@@ -113,6 +121,17 @@ def walk_roots_core(j, i, roots, start, stack, words, rec, keep, depth, byte, en
                     return j, i
                 rec[c + 1] = i
                 rec[0] = c + 1
+            stop_i = end[i]
+            if (s == ps and stop_i - i > LOOP_MIN and rows[s] and not (record and acc[s])
+                    and (lim < 0 or r <= lim) and loops_over(s, below[i, 0], below[i, 1], trans, short, lim >= 0)):
+                # below i the walk stays at s: all of i's subtree is allowed, its tokens
+                # one run of tok_ids (tried at subtrees of more than LOOP_MIN nodes: a
+                # smaller one is walked about as fast as it is tried)
+                for k in range(tok_start[i], tok_start[stop_i]):
+                    t = tok_ids[k]
+                    words[t >> 5] |= one << np.uint32(t & 31)
+                i = stop_i
+                continue
             stack[depth[i]] = s
             for k in range(tok_start[i], tok_start[i + 1]):
                 t = tok_ids[k]
@@ -121,6 +140,28 @@ def walk_roots_core(j, i, roots, start, stack, words, rec, keep, depth, byte, en
         j += 1
         i = -1
     return j, i
+
+
+@njit(cache=True, nogil=True)
+def loops_over(s, lo, hi, trans, short, canon):
+    """Whether every byte of the set (lo, hi) (token_trie.byte_bits: a trie node's
+    subtree_bytes) leads from state s back to s in the walk: trans[s, b] == s, or with
+    canon (a grammar with counters, at nodes with at most walk_lim bytes left, where the
+    walk keeps short[] forms) short[trans[s, b]] == s (a counter deep in its range: one
+    canonical state for every count; a form not mapped yet, 0, counts as no). Then every
+    path below the node stays at s, alive. Bit 0 (NUL, DEL and every byte >= 0x80) never
+    loops; the others are tried lowest first, the first that leaves s ending it."""
+    one = np.uint64(1)
+    if lo & one:
+        return False
+    for w in range(2):
+        x = lo if w == 0 else hi
+        while x:
+            t = trans[s, 64 * w + trailing_zeros(x)]
+            if t != s and not (canon and t > 0 and short[t] == s):
+                return False
+            x &= x - one
+    return True
 
 
 @njit(cache=True, nogil=True)

@@ -68,6 +68,7 @@ class TokenTrie:
             nodes = nodes[nodes > 0]
             np.maximum.at(rest, self.dfs_parent[nodes], rest[nodes] + 1)
         self.dfs_rest = rest
+        self.below = subtree_bytes(self.dfs_byte, self.dfs_parent, depth, by_depth, bounds)
         perm = np.argsort(depth, kind="stable")  # BFS position -> DFS index
         self.bfs_to_dfs = perm.astype(np.int32)  # for lookups that walk down BFS and read DFS subtrees
         inv = np.empty_like(perm)
@@ -111,3 +112,31 @@ class TokenTrie:
         np.cumsum(flags, out=sums[1:])
         start = self.tok_start[: self.num_nodes]
         return sums[self.tok_start[self.dfs_end]] > sums[start]
+
+
+def byte_bits(b):
+    """(word, bit) of byte b in a two-word byte set: bytes 1..126 each their own bit, NUL,
+    DEL and every byte >= 0x80 together bit 0 (a state's loop set never holds it: see
+    _core_walk_kernels.loop_bits)."""
+    b = np.where((b >= 1) & (b <= 126), b, 0)
+    return b >> 6, (b & 63).astype(np.uint64)
+
+
+def subtree_bytes(byte, parent, depth, by_depth, bounds) -> np.ndarray:
+    """below[n] (n, 2) uint64: the set of bytes (byte_bits) on the paths below DFS node n,
+    n's own byte not included, so a walk at n whose state loops to itself on every one
+    of them allows every token of n's subtree without visiting it
+    (_core_walk_kernels.walk_roots_core)."""
+    below = np.zeros((len(byte), 2), dtype=np.uint64)
+    word, bit = byte_bits(byte)
+    own = np.left_shift(np.uint64(1), bit)
+    for lo, hi in zip(bounds[:-1], bounds[1:]):  # deepest nodes first
+        nodes = by_depth[lo:hi]
+        nodes = nodes[nodes > 0]
+        if not len(nodes):
+            continue
+        for w in (0, 1):
+            x = below[nodes, w] | np.where(word[nodes] == w, own[nodes], np.uint64(0))
+            np.bitwise_or.at(below[:, w], parent[nodes], x)
+    return below
+

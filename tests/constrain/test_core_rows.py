@@ -399,3 +399,49 @@ def test_matchers_of_one_grammar_in_threads_fill_the_masks_of_one_thread(kernel_
         for k, ((x, ok_x), (y, ok_y)) in enumerate(zip(got, want)):
             assert all(ok_x) and all(ok_y), k  # every token of the valid instances accepted
             assert len(x) == len(y) and all(np.array_equal(p, q) for p, q in zip(x, y)), k
+
+
+LOOPING = [  # (regex, text): states that lead back to themselves on most of a subtree's bytes
+    (r"[A-Za-z]+", "Hello"),
+    (r"[A-Za-z]{1,50}", "Hello"),  # a counter: its canonical forms loop (short[])
+    (r"[a-z0-9_]{3,40}@[a-z]+\.com", "john_smith42@example.com"),
+    (r'"[^"\\]{0,40}"', '"The quick brown fox"'),  # JSON string content under a length bound
+    (r"[!-~]{1,300}", "a+b=c;d/e?f"),  # ASCII without a space, past the counter's short forms
+]
+
+
+@pytest.mark.parametrize("pattern,text", LOOPING)
+def test_walks_through_looping_states_are_pythons(kernel_on, monkeypatch, pattern, text):
+    """The kernel walk takes the subtree of a trie node whole where its state leads back to
+    itself on every byte below (walk_roots_core's loops_over): the masks of every step, the
+    tokens accepted and the states made equal Python's walk of every node."""
+    info, _compiler, tok = kernel_on
+    ids = tok.encode(text, add_special_tokens=False).ids
+    runs = []
+    for core in ("1", "0"):
+        monkeypatch.setenv("FURCA_CORE", core)
+        g = GrammarCompiler(info).compile_regex(pattern)
+        runs.append((*_decode_steps(g, info, ids), g.automaton))
+    (on, ok_on, a_on), (off, ok_off, a_off) = runs
+    assert a_on.core is not None and a_off.core is None
+    assert ok_on == ok_off and all(ok_on[:-1]), pattern
+    assert len(on) == len(off) and all(np.array_equal(x, y) for x, y in zip(on, off)), pattern
+    assert a_on.num_states == a_off.num_states, pattern
+
+
+def test_subtree_bytes_are_the_bytes_below_each_node():
+    """token_trie.subtree_bytes against the bytes of every node's subtree, one by one."""
+    from furca.constrain.token_trie import TokenTrie
+
+    words = [b"a", b"ab", b"abc", b"ab\x00", b"b\xc3\xa9", b"b~", b"~\x7f", b"zz{", b"A"]
+    t = TokenTrie(words)
+    for n in range(t.num_nodes):
+        lo = hi = 0
+        for i in range(n + 1, int(t.dfs_end[n])):
+            b = int(t.dfs_byte[i])
+            b = b if 1 <= b <= 126 else 0
+            if b < 64:
+                lo |= 1 << b
+            else:
+                hi |= 1 << (b - 64)
+        assert (int(t.below[n, 0]), int(t.below[n, 1])) == (lo, hi), n
