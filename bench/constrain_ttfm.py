@@ -19,6 +19,11 @@ long-lived process instead. This runs, per schema and engine, in A-B / B-A order
 - forked after one compile: the same child first compiles and masks another small
   schema (untimed), then the timed one: what a forked process pays once.
 
+--touch code,all adds, as a diagnostic, the forked mode with the child's copy-on-write
+faults of furca's code objects and functions (code) or of every page it shares (all)
+paid before its clock: which of the parent's pages the first compile's faults copy
+(session 39: furca's code objects and functions ~57% of them).
+
 Prints per engine and mode the TTFM p50 / p90 / p99 and the faults' p50 and mean; the
 compiled schemas are the harness's stratified sample (its `schemas` module), Llama-3.1.
 Wall clock (perf_counter), as the harness times.
@@ -59,10 +64,12 @@ def _ttfm(engine, schema, bm):
     return (time.perf_counter_ns() - t0) / 1e6, ok
 
 
-def _forked(engine, path, before, first=None):
+def _forked(engine, path, before, first=None, touch=None):
     """(ms, ok, faults) measured in a forked child that loads the schema itself and, as
     the harness's child does before its clock (run.py, run_schema), tokenizes the
-    schema's test instances and allocates its bitmask: before(data) -> bitmask."""
+    schema's test instances and allocates its bitmask: before(data) -> bitmask. touch
+    (--touch): the child first writes the pages it shares with the parent of that kind
+    (constrain_tail.touch_parent), a diagnostic of which copies the TTFM pays."""
     rfd, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns
@@ -72,6 +79,10 @@ def _forked(engine, path, before, first=None):
                 data = json.load(f)
             schema = data["schema"]
             bm = before(data)
+            if touch is not None:
+                from constrain_tail import touch_parent
+
+                touch_parent(touch)
             if first is not None:
                 _ttfm(engine, first, bm)
             f0 = _faults()
@@ -98,7 +109,12 @@ def main(argv=None):
     ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
     ap.add_argument("--parent-warm", type=int, default=0,
                     help="the parent also compiles + masks this many schemas from outside the sample before forking")
+    ap.add_argument("--touch", default="",
+                    help="KIND[,KIND]: also forked with the child's copy-on-write pages of each kind paid "
+                         "before its clock (code: furca's functions and code objects; heap, anon, all: "
+                         "constrain_tail.py --touch-parent); a diagnostic, not the harness's way")
     a = ap.parse_args(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.path.insert(0, HARNESS)
     sys.dont_write_bytecode = True
     import schemas
@@ -131,7 +147,9 @@ def main(argv=None):
                 sch = json.load(f)["schema"]
             for _name, e, bm in engines:
                 _ttfm(e, json.loads(json.dumps(sch)), bm)
-    res = {(name, m): [] for name, _e, _b in engines for m in MODES}
+    touches = [t for t in a.touch.split(",") if t]
+    modes = MODES + tuple(f"forked, {t} pages paid first" for t in touches)
+    res = {(name, m): [] for name, _e, _b in engines for m in modes}
     gc.collect()
     gc.freeze()  # as the harness's parent does before forking
     for i, n in enumerate(names):
@@ -140,6 +158,8 @@ def main(argv=None):
         for name, e, bm in order:
             res[(name, "forked")].append(_forked(e, path, before))
             res[(name, "forked after one compile")].append(_forked(e, path, before, first=OTHER))
+            for t in touches:
+                res[(name, f"forked, {t} pages paid first")].append(_forked(e, path, before, touch=t))
     for i, n in enumerate(names):  # after all the forks: the warm compiles must not warm the children
         with open(os.path.join(a.data, n), encoding="utf-8") as f:
             schema = json.load(f)["schema"]
@@ -151,7 +171,7 @@ def main(argv=None):
     print("| engine | mode | TTFM p50 | p90 | p99 ms | faults p50 | mean |")
     print("|:--|:--|--:|--:|--:|--:|--:|")
     for name, _e, _b in engines:
-        for m in MODES:
+        for m in modes:
             rows = [r for r in res[(name, m)] if r[1]]
             ms = np.array([r[0] for r in rows])
             fl = np.array([r[2] for r in rows])
