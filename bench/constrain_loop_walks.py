@@ -10,6 +10,11 @@ made: the trie walk alone). Prints per regex the walks' (first, again) µs and h
 trie nodes they were allowed to visit. --a DIR: also the same with DIR (a
 git archive's furca/constrain) in place of this tree's, in a second process, one run
 after the other (the VM's speed drifts: compare runs made close together).
+
+--bare: instead, a bare trie walk (a one-state DFA over a byte set: no rows, no counters,
+no canonical forms), as a loop with a branch and branch-free, fastest of five: what a
+visited node costs at the least (session 39: ~6 ns, as the state at each node is a load
+that depends on its parent's).
 """
 
 from __future__ import annotations
@@ -80,11 +85,79 @@ def child(constrain_dir):
     print(json.dumps(out))
 
 
+def bare():
+    import numpy as np
+    from numba import njit
+
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from constrain.tokenizers_cache import tokenizer_json
+
+    from furca.constrain import TokenizerInfo
+
+    path, eos = tokenizer_json("llama3_1")
+    info = TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
+    t = info.trie
+
+    @njit(nogil=True)
+    def branchy(trans, depth, byte, end, ts, tid, words):
+        stack = np.zeros(depth.max() + 1, np.int32)
+        stack[0] = 1
+        one, i, visited = np.uint32(1), 1, 0
+        while i < byte.shape[0]:
+            visited += 1
+            s = trans[stack[depth[i] - 1], byte[i]]
+            if s == 0:
+                i = end[i]
+                continue
+            stack[depth[i]] = s
+            for k in range(ts[i], ts[i + 1]):
+                words[tid[k] >> 5] |= one << np.uint32(tid[k] & 31)
+            i += 1
+        return visited
+
+    @njit(nogil=True)
+    def branch_free(trans, depth, byte, end, ts, tid, words):
+        stack = np.zeros(depth.max() + 1, np.int32)
+        stack[0] = 1
+        one, i, visited = np.uint32(1), 1, 0
+        while i < byte.shape[0]:
+            visited += 1
+            d = depth[i]
+            s = trans[stack[d - 1], byte[i]]
+            stack[d] = s
+            alive = s != 0
+            for k in range(ts[i], ts[i + 1] if alive else ts[i]):
+                words[tid[k] >> 5] |= one << np.uint32(tid[k] & 31)
+            i = i + 1 if alive else end[i]
+        return visited
+
+    sets = [("letters", [b for b in range(128) if chr(b).isalpha()]),
+            ("uri chars", [b for b in range(32, 127) if chr(b) not in " <>[]\\^`{|}"]),
+            ("json string", [b for b in range(32, 256) if b not in (34, 92)])]
+    args = (t.dfs_depth, t.dfs_byte, t.dfs_end, t.tok_start, t.tok_ids)
+    print("bare walks: µs (nodes visited, ns a node)")
+    for name, bs in sets:
+        trans = np.zeros((2, 256), np.int32)
+        trans[1, bs] = 1
+        for f in (branchy, branch_free):
+            words = np.zeros(info.num_words, np.uint32)
+            best, n = 1e18, f(trans, *args, words)
+            for _ in range(5):
+                words[:] = 0
+                t0 = time.perf_counter_ns()
+                f(trans, *args, words)
+                best = min(best, time.perf_counter_ns() - t0)
+            print(f"  {name:12s} {f.__name__:12s} {best / 1e3:7.0f} ({n}, {best / n:.1f})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--a", help="another tree's furca/constrain directory, run first")
+    ap.add_argument("--bare", action="store_true", help="a bare trie walk's cost a node instead")
     ap.add_argument("--child", nargs="?", const="", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.bare:
+        return bare()
     if a.child is not None:
         return child(a.child)
     runs = [("A", a.a)] if a.a else []
