@@ -18,7 +18,7 @@ functions in TIMED (each counted at its outermost call: a recursive or nested ca
 inside its caller's; a call under another label counts in both), summed over those steps
 and over all, and their calls in those steps. --kernels splits each step's time into the
 numba kernels' (their dispatch included) and the rest (Python, and most page faults),
-overall and by the combination of work.
+overall and by the combination of work, with the four kernels that took most of it.
 
 --fork: each schema compiled and walked in a process forked after the warm-up, as the
 harness runs it (its caches and written pages are its own), the page faults of the steps
