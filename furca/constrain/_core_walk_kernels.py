@@ -122,7 +122,7 @@ def walk_roots_core(j, i, roots, start, stack, words, rec, keep, depth, byte, en
                 rec[c + 1] = i
                 rec[0] = c + 1
             stop_i = end[i]
-            if (s == ps and stop_i - i > LOOP_MIN and rows[s] and not (record and acc[s])
+            if (s == ps and stop_i - i > LOOP_MIN and not (record and acc[s])  # s == ps: its row was read
                     and (lim < 0 or r <= lim) and loops_over(s, below[i, 0], below[i, 1], trans, short, lim >= 0)):
                 # below i the walk stays at s: all of i's subtree is allowed, its tokens
                 # one run of tok_ids (tried at subtrees of more than LOOP_MIN nodes: a

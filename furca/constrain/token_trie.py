@@ -116,8 +116,8 @@ class TokenTrie:
 
 def byte_bits(b):
     """(word, bit) of byte b in a two-word byte set: bytes 1..126 each their own bit, NUL,
-    DEL and every byte >= 0x80 together bit 0 (a state's loop set never holds it: see
-    _core_walk_kernels.loop_bits)."""
+    DEL and every byte >= 0x80 together bit 0 (a state never loops on it: see
+    _core_walk_kernels.loops_over)."""
     b = np.where((b >= 1) & (b <= 126), b, 0)
     return b >> 6, (b & 63).astype(np.uint64)
 
@@ -139,4 +139,3 @@ def subtree_bytes(byte, parent, depth, by_depth, bounds) -> np.ndarray:
             x = below[nodes, w] | np.where(word[nodes] == w, own[nodes], np.uint64(0))
             np.bitwise_or.at(below[:, w], parent[nodes], x)
     return below
-
