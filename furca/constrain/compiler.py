@@ -111,6 +111,8 @@ class GrammarCompiler:
         frame = next((x for x, f in enumerate(a.stacks.frames) if x and f[0] >= 0), 0)  # a frame a rule returns through
         if frame:
             a.after_return(frame)  # Core.after_return
+        if g.masks._bounded is not None:  # the bounded strings' tables (string_counters.py)
+            g.masks._bounded.warm()
         _LEXEMES_DONE.add(info)
 
     # ---- public --------------------------------------------------------------------
@@ -293,11 +295,13 @@ class GrammarCompiler:
 
 
 # a JSON text through every lexeme of the compact JSON grammars (strings with escapes and
-# wide characters, numbers, integers, booleans, null, nested any values)
-_LEXEME_TEXT = ('{"s":"ab c\\"\\\\\\/\\u00e9 é\\n","n":-1.5e+3,"i":-42,"b":true,'
+# wide characters, a bounded string (string_counters.py's tables), numbers, integers,
+# booleans, null, nested any values)
+_LEXEME_TEXT = ('{"s":"ab c\\"\\\\\\/\\u00e9 é\\n","n":-1.5e+3,"i":-42,"b":true,"t":"a\\"é b",'
                 '"x":{"k":["v",0,2.0E-1,null,false,{},[]],"m":{"":""}}}')
 _LEXEME_SCHEMA = {"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "number"},
-                                                   "i": {"type": "integer"}, "b": {"type": "boolean"}}}
+                                                   "i": {"type": "integer"}, "b": {"type": "boolean"},
+                                                   "t": {"type": "string", "maxLength": 40}}}
 _LEXEMES_DONE = weakref.WeakSet()  # the TokenizerInfos whose lexeme masks are made
 
 

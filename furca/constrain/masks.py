@@ -21,12 +21,13 @@ import weakref
 
 import numpy as np
 
-from . import _walk
+from . import _walk, string_counters
 from .automaton import LazyAutomaton
 from .gcpause import GC_PAUSE
 from .key_masks import KeyTrieMasks
 from .slices import SliceBounds
 from .stored_masks import Delta, _base_of, _size, _stored, write_stored
+from .string_counters import BoundedStrings
 from .trie_walks import merged_roots, walk_compiled, walk_continue, walk_numpy, walk_recording
 
 MAX_MASK_BYTES = 256 << 20  # per compiled grammar
@@ -74,6 +75,10 @@ class TokenMasks:
         self._abs_long: dict[int, tuple] = {}  # abstract state -> (long tokens' words, return nodes in long_trie)
         # abstract states at a key trie node: from the trie's shared "any key" walk (key_masks.py)
         self._keys = KeyTrieMasks(automaton) if automaton.nfa.key_trie_nodes else None
+        # abstract states inside bounded strings (a counter over one character): from the
+        # tokenizer's tables (string_counters.py), with numba
+        self._bounded = (BoundedStrings(automaton) if automaton.nfa.counter and string_counters._kernels() is not None
+                         else None)
         # the rest states of _recorded_split: configurations whose epsilon moves lead into
         # another part, so not closures (walked, never a matcher's state, never searched)
         self.parts: set[int] = set()
@@ -143,8 +148,12 @@ class TokenMasks:
             ab, cont = ctx
             hit = self._abs_long.get(ab)
             if hit is None:
-                ab_words = np.zeros(info.num_words, dtype=np.uint32)
-                roots = walk_recording(self._a, ab, info.long_trie, ab_words)
+                got = self._bounded.part(ab, info.long_trie) if self._bounded is not None else None
+                if got is not None:  # a bounded string's body start: from the tables
+                    ab_words, roots = got[0], got[1]
+                else:
+                    ab_words = np.zeros(info.num_words, dtype=np.uint32)
+                    roots = walk_recording(self._a, ab, info.long_trie, ab_words)
                 nz = np.flatnonzero(ab_words)  # few words: the long tokens are few
                 hit = self._abs_long[ab] = (nz, ab_words[nz], roots)
                 self.mask_bytes += nz.nbytes + hit[1].nbytes + roots.nbytes
@@ -463,6 +472,10 @@ class TokenMasks:
             if a.accepting[s]:
                 packed |= info.eos_mask
             return packed, base
+        if record and self._bounded is not None:  # a bounded string's body start: from the tables
+            hit = self._bounded.part(s, self._info.trie)
+            if hit is not None:
+                return hit
         if record:  # from its lexeme parts, where it has some
             split = self._recorded_split(s)
             if split is not None:

@@ -93,3 +93,20 @@ def walk_checking_masks(m, info, rng, steps):
             return
         t = rng.choice([c for c in choices if c > 257] or choices) if rng.random() < 0.5 else rng.choice(choices)
         assert m.accept_token(int(t))
+
+
+def spy_string_tables(monkeypatch):
+    """A list that gets, at each call of string_counters.BoundedStrings.part, whether the
+    tables served that abstract state."""
+    from furca.constrain.string_counters import BoundedStrings
+
+    served = []
+    part = BoundedStrings.part
+
+    def tables(self, ab, trie):
+        got = part(self, ab, trie)
+        served.append(got is not None)
+        return got
+
+    monkeypatch.setattr(BoundedStrings, "part", tables)
+    return served
