@@ -7,6 +7,8 @@ A grammar is ``Grammar(rules={name: expr}, root=name)``; an expr is a tuple:
     ("seq", [expr, ...])      concatenation ("seq", []) is the empty string
     ("alt", [expr, ...])      alternation; ("alt", []) matches nothing
     ("rep", expr, min, max)   repetition, max None = unbounded
+    ("rep", expr, min, max, "count")  the same, counted on the stack whatever its bounds
+                              (nfa.py; a bounded JSON string's characters)
     ("ref", name, pos)        a rule call; pos = character offset in the source (for errors)
     ("len", expr, min, max)   the strings of expr with min..max characters (max None =
                               unbounded), counted by the ticks inside expr (a length frame,

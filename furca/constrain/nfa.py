@@ -164,7 +164,8 @@ def build_nfa(g: ir.Grammar) -> NFA:
             return t
         if k == "rep":
             x, lo, hi = e[1], e[2], e[3]
-            if max(lo, hi or 0) > COUNTER_THRESHOLD and not in_len[0] and not first_refs(x, nullable, set()):
+            if ((len(e) > 4 or max(lo, hi or 0) > COUNTER_THRESHOLD) and not in_len[0]
+                    and not first_refs(x, nullable, set())):
                 top = lo if hi is None else hi
                 body_start = new()
                 nfa.is_end.add(frag(x, body_start))  # the body returns to its counter frame

@@ -132,7 +132,7 @@ def _simplify(e, productive):
             return ir.EMPTY if e[2] == 0 else ir.NOTHING
         if e[3] == 0:
             return ir.EMPTY
-        return ("rep", x, e[2], e[3])
+        return ("rep", x) + e[2:]  # a counted one's mark kept (ir.py)
     if k == "len":
         x = _simplify(e[1], productive)
         return ir.NOTHING if x == ir.NOTHING else ("len", x, e[2], e[3])

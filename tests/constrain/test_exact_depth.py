@@ -6,7 +6,7 @@ and walks only the tokens outside the slice. The masks are compared with brute f
 token tried on a fork of the matcher) along random walks, with tokens of every length
 around the bounds, escapes, multi-byte characters and tokens that close the string, and
 the exact levels are seen taken (or not, where the bound is not tight; a string with a
-counter is served by string_counters.py's tables instead)."""
+counter, every bounded one, is served by string_counters.py's tables instead)."""
 from __future__ import annotations
 
 import random
@@ -22,13 +22,14 @@ EXTRA = (["x" * k for k in range(2, 21)] + ["ab", "a-b", "9-", "Ab9", 'abc"', 'a
           "éé", "日本", "a\\", "\\n", "\\u00e9", "a b", "--", "1234567890", "abc/", '",', 'abcdefgh"'])
 
 SCHEMAS = [  # (value schema, text before the value, whether an exact depth is met)
-    ({"type": "string", "maxLength": 12}, '{"v":"', True),
-    ({"type": "string", "minLength": 8, "maxLength": 8}, '{"v":"', True),
-    # a counter (maxLength past nfa.COUNTER_THRESHOLD): the tables of string_counters.py
+    # a bounded string counts its characters (a counter): the tables of string_counters.py
+    ({"type": "string", "maxLength": 12}, '{"v":"', "tables"),
+    ({"type": "string", "minLength": 8, "maxLength": 8}, '{"v":"', "tables"),
     ({"type": "string", "minLength": 2, "maxLength": 30}, '{"v":"', "tables"),
     ({"type": "string", "pattern": "^[a-z0-9-]{3,9}$"}, '{"v":"', True),
     ({"type": "string", "pattern": "^[a-z0-9-]{2,5}[a-z0-9-]{0,3}$"}, '{"v":"', True),
-    ({"type": "array", "items": {"$ref": "#/$defs/s"}, "maxItems": 3}, '{"v":["', True),
+    ({"type": "array", "items": {"$ref": "#/$defs/s"}, "maxItems": 3}, '{"v":["', "tables"),
+    ({"type": "string", "pattern": "^[^\"\\\\]{0,12}$"}, '{"v":"', True),
     # at the counter's bound only "x" goes on: a depth but no exact one
     ({"type": "string", "pattern": "^[a-z0-9-]{1,4}(x[a-z0-9-]*)?$"}, '{"v":"', False),
 ]

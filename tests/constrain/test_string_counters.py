@@ -66,7 +66,7 @@ def string_counters_walk(a, ab, trie, words):
     return walk_recording(a, ab, trie, words)
 
 
-@pytest.mark.parametrize("lo,hi", [(0, 40), (36, 36), (20, 300), (1, 17), (3, 25)])
+@pytest.mark.parametrize("lo,hi", [(0, 40), (36, 36), (20, 300), (1, 17), (3, 25), (0, 5), (4, 4)])
 def test_abstract_masks_from_the_table_equal_the_recording_walks(lo, hi):
     info = byte_info(EXTRA)
     schema = {"type": "object", "properties": {"s": {"type": "string", "minLength": lo, "maxLength": hi},

@@ -168,6 +168,14 @@ class Rep(_Bounded):
     __slots__ = ()
 
 
+class Counted(Rep):
+    """A Rep that counts on the stack whatever its bounds (nfa.py: a counter, not copies):
+    a bounded string's characters, whose abstract masks come from the tokenizer's tables
+    (string_counters.py) only under a counter."""
+
+    __slots__ = ()
+
+
 class Len(_Bounded):
     __slots__ = ()
 
@@ -327,6 +335,12 @@ def rep(item, min_: int, max_: int | None):
     if min_ == 1 and max_ == 1:
         return item
     return Rep(item, min_, max_)
+
+
+def counted(item, min_: int, max_: int | None):
+    """rep(item, min_, max_), counted on the stack where it has a maximum of two or more."""
+    r = rep(item, min_, max_)
+    return Counted(item, min_, max_) if type(r) is Rep and max_ is not None and max_ >= 2 else r
 
 
 def opt(item):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .. import ir
 from ..deadline import check as check_deadline
-from .grammar import Alt, Cls, Grammar, Keys, Len, Lit, Ref, Rep, Seq, Tick
+from .grammar import Alt, Cls, Counted, Grammar, Keys, Len, Lit, Ref, Rep, Seq, Tick
 from .keys import keys_ir
 
 
@@ -62,6 +62,8 @@ def lower(g: Grammar) -> ir.Grammar:
             out = ir.alt([conv(x) for x in node.items]) if len(node.items) != 1 else conv(node.items[0])
         elif t is Rep:
             out = ("rep", conv(node.item), node.min, node.max)
+        elif t is Counted:  # counted on the stack whatever its bounds (nfa.py)
+            out = ("rep", conv(node.item), node.min, node.max, "count")
         elif t is Len:
             out = ("len", conv(node.item), node.min, node.max)
         elif t is Keys:

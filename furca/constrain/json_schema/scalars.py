@@ -11,7 +11,7 @@ from .formats import format_grammar, format_rules, format_text
 from .keys import key_not_in
 from .difference import ALSO_PATTERNS, NOT_PATTERNS, ONE_OF_PATTERNS, difference
 from .logic import NOT_STRINGS
-from .grammar import NOTHING, alt, chars, cls, complement, lit, normalize, rep, seq
+from .grammar import NOTHING, alt, chars, cls, complement, counted, lit, normalize, rep, seq
 from .numeric import NUMBER_UNBOUNDED, int_range, number_range
 from .encoding import HEX
 from .lengths import bounded_chars
@@ -112,7 +112,8 @@ def string_grammar(c, schema, where):
         content = c.cached(("format", fmt, schema.get("pattern"), min_len, max_len),
                            lambda: bounded_chars(content, min_len, max_len, c.g, where, "format %r" % fmt))
         return seq(lit('"'), content, lit('"'))
-    return seq(lit('"'), rep(STRING_CHAR, min_len, max_len), lit('"'))
+    # counted whatever the bounds: its abstract masks then come from tables (string_counters.py)
+    return seq(lit('"'), counted(STRING_CHAR, min_len, max_len), lit('"'))
 
 
 def _bound(schema, key, where):
