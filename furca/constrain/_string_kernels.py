@@ -1,6 +1,7 @@
 """The kernels of string_counters.py: a tokenizer's token trie read through the DFA of one
 JSON string character (string_table), the tokens of each length as cumulative bitmasks
-(len_levels), and a list of tokens set in a mask (set_bits). Imported only when numba is
+(len_levels), the tokens sorted by length (by_length), and a list of tokens set in a
+mask (set_bits). Imported only when numba is
 installed; kernels at module level (numba's disk cache: see _walk_kernels.py)."""
 
 from __future__ import annotations
@@ -76,3 +77,27 @@ def set_bits(words, ids):
     for q in range(ids.shape[0]):
         t = ids[q]
         words[t >> 5] |= one << np.uint32(t & 31)
+
+
+@njit(cache=True, nogil=True)
+def by_length(tok_len, ids, lens):
+    """Writes the tokens t with tok_len[t] >= 0 to ids, fewest characters first (ids in
+    order within a length: a counting sort), their lengths to lens; returns how many."""
+    top = 0
+    for t in range(tok_len.shape[0]):
+        if tok_len[t] > top:
+            top = tok_len[t]
+    start = np.zeros(top + 2, np.int64)
+    for t in range(tok_len.shape[0]):
+        if tok_len[t] >= 0:
+            start[tok_len[t] + 1] += 1
+    for x in range(1, top + 2):
+        start[x] += start[x - 1]
+    n = start[top + 1]
+    for t in range(tok_len.shape[0]):
+        x = tok_len[t]
+        if x >= 0:
+            ids[start[x]] = t
+            lens[start[x]] = x
+            start[x] += 1
+    return n

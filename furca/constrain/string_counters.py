@@ -42,7 +42,12 @@ MAX_BODY_NODES = 64  # a counter body's nodes read for its shape
 MAX_DFA_STATES = 64  # DFA states of one character
 LEVELS = 65  # room values 0..LEVELS-1 kept as bitmasks; a larger room adds its tokens to the last one
 SMALL = 4096  # content tokens up to which a table keeps no bitmasks (the long tokens' trie)
-MAX_PARTS = 4096  # (need, room) return nodes kept per table (and bases past LEVELS)
+MAX_PARTS = 4096  # (need, room) return nodes kept per table
+MAX_BASES = 256  # rooms' bitmasks kept per table past its levels (16 KB each for Llama-3.1)
+# a character's tables not made at the warm-up (a pattern's class) are made at its
+# counter's MAKE_AFTER-th abstract state (~1.7 ms for Llama-3.1, ~6 walks of a count):
+# a short string walks its few counts as before
+MAKE_AFTER = 4
 
 _LOCK = threading.Lock()
 _DFAS: dict = {}  # body shape -> DFA (int16 [states, 256]) or None
@@ -63,7 +68,7 @@ class StringTable:
     masks.TokenMasks._tiered_mask) read as the content of a JSON string whose character
     is the DFA dfa (see the module docstring). part(need, room) -> (words, base, roots)."""
 
-    def __init__(self, info, dfa, trie):
+    def __init__(self, info, dfa, trie, levels=False):
         k = _kernels()
         n_tok = info.num_words * 32
         tok_len = np.full(n_tok, -1, np.int32)
@@ -73,16 +78,15 @@ class StringTable:
                            tok_len, close_node, close_k)
         self.trie = trie
         self._num_words = info.num_words
-        inside = np.flatnonzero(tok_len >= 0)
-        order = np.argsort(tok_len[inside], kind="stable")
-        self._ids = inside[order].astype(np.int32)  # the content tokens, fewest characters first
-        self._lens = tok_len[self._ids]
+        ids, lens = np.empty(n_tok, np.int32), np.empty(n_tok, np.int32)
+        n = k.by_length(tok_len, ids, lens)
+        self._ids, self._lens = ids[:n].copy(), lens[:n].copy()  # the content tokens, fewest characters first
         self._levels = None
-        if len(self._ids) > SMALL:  # the whole trie: the rooms 0..LEVELS-1 as bitmasks
-            levels = np.zeros((LEVELS, info.num_words), np.uint32)
-            k.len_levels(tok_len, levels)
-            levels.setflags(write=False)  # masks are stored as Deltas against these rows
-            self._levels = levels
+        if levels and len(self._ids) > SMALL:  # the rooms 0..LEVELS-1 as bitmasks, made at once
+            rows = np.zeros((LEVELS, info.num_words), np.uint32)
+            k.len_levels(tok_len, rows)
+            rows.setflags(write=False)  # masks are stored as Deltas against these rows
+            self._levels = rows
         order = np.lexsort((close_node[:m], close_k[:m]))  # by count, then node
         self._close_k = close_k[:m][order].copy()
         self._close_node = close_node[:m][order].copy()
@@ -90,26 +94,33 @@ class StringTable:
         self._close_off = np.concatenate([[0], np.cumsum(stops - starts)]).astype(np.intp)
         self._close_tok = (np.concatenate([trie.tok_ids[a:b] for a, b in zip(starts.tolist(), stops.tolist())])
                            if m else np.zeros(0, np.int32)).astype(np.int32)
-        self._parts: dict = {}
+        self._parts: dict = {}  # (need, room) -> (closing tokens, return nodes)
+        self._bases: dict = {}  # room -> _base(room), past the levels
         self._set = k.set_bits
 
     def _base(self, room):
         """The packed int32 words of the content tokens of at most `room` characters
         (read-only: stored masks may be Deltas against it), or None for a trie of few
-        tokens (then part's words are made from the token list)."""
-        if self._levels is None:
+        tokens (then part's words are made from the token list). From the levels where
+        they were made (the warm-up's tables), else made on first use and kept
+        (MAX_BASES of them)."""
+        if len(self._ids) <= SMALL:
             return None
-        if room < LEVELS:
+        if self._levels is not None and room < LEVELS:
             return self._levels[room].view(np.int32)
-        hit = self._parts.get(("base", room))
+        hit = self._bases.get(room)
         if hit is None:
-            words = self._levels[LEVELS - 1].copy()
-            first = int(self._lens.searchsorted(LEVELS, side="left"))
-            self._set(words, self._ids[first : int(self._lens.searchsorted(room, side="right"))])
+            stop = int(self._lens.searchsorted(room, side="right"))
+            if self._levels is not None:
+                words = self._levels[LEVELS - 1].copy()
+                self._set(words, self._ids[int(self._lens.searchsorted(LEVELS, side="left")) : stop])
+            else:
+                words = np.zeros(self._num_words, np.uint32)
+                self._set(words, self._ids[:stop])
             hit = words.view(np.int32)
             hit.setflags(write=False)
-            if len(self._parts) < MAX_PARTS:
-                self._parts[("base", room)] = hit
+            if len(self._bases) < MAX_BASES:
+                self._bases[room] = hit
         return hit
 
     def part(self, need: int, room: int):
@@ -141,17 +152,19 @@ class StringTable:
         return words, base, roots.copy()
 
 
-def string_table(info, dfa, trie) -> StringTable:
+def string_table(info, dfa, trie, levels=False, make=True) -> StringTable | None:
     """The StringTable of tokenizer info's trie `trie` (info.trie or info.long_trie) and
-    character DFA dfa, made once per process."""
+    character DFA dfa, made once per process; levels: its rooms' bitmasks made at once
+    (the compiler's warm-up: ~1 MB, 256 pages a forked request would write first),
+    else each on first use; make False: None where it is not made yet."""
     key = (dfa.tobytes(), trie is info.long_trie)
     with _LOCK:
         per = _TABLES.get(info)
         if per is None:
             per = _TABLES[info] = {}
         table = per.get(key)
-        if table is None:
-            table = per[key] = StringTable(info, dfa, trie)
+        if table is None and make:
+            table = per[key] = StringTable(info, dfa, trie, levels)
     return table
 
 
@@ -245,6 +258,7 @@ class BoundedStrings:
     def __init__(self, automaton):
         self._a = automaton
         self._specs: dict[int, object] = {}  # counter node -> (character DFA, exit configuration) or None
+        self._met: dict[int, int] = {}  # counter node -> its states met while its DFA has no table yet
 
     def _spec(self, counter):
         """(DFA, exit configuration) of a counter over a JSON-string-like character whose
@@ -275,7 +289,7 @@ class BoundedStrings:
             spec = self._spec(counter)
             if spec is not None:
                 for trie in (info.trie, info.long_trie):
-                    string_table(info, spec[0], trie).part(0, 0)
+                    string_table(info, spec[0], trie, levels=True).part(0, 0)
 
     def part(self, ab, trie):
         """The recording walk's result over trie for abstract state ab, from the table,
@@ -313,5 +327,11 @@ class BoundedStrings:
             if rest != [exit_cfg] or need > 1:
                 return None  # closing at once and only after `need` characters: not one range
             need = 0
-        words, base, roots = string_table(a.info, dfa, trie).part(need, hi - k + 1)
+        table = string_table(a.info, dfa, trie, make=False)
+        if table is None:  # a character of its own (a pattern's class): its tables pay from a few counts on
+            met = self._met[counter] = self._met.get(counter, 0) + 1
+            if met < MAKE_AFTER:
+                return None
+            table = string_table(a.info, dfa, trie)
+        words, base, roots = table.part(need, hi - k + 1)
         return words, roots, trie, base

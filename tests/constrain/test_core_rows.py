@@ -217,7 +217,7 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     names = ("K.row, K.step_byte, K.step_bytes, T.insert_stacks, T.insert_states, T.intern, K.after_return, "
              "W.walk_roots_core, W.state_wide, W.state_depth, W.state_base, W.rebase_state, "
              "W.state_in_layout, S.sparse_words, S.clear_bits, Y.split_key, Y.key_words, Z.string_table, "
-             "Z.len_levels, Z.set_bits")
+             "Z.len_levels, Z.set_bits, Z.by_length")
     code = ("from furca.constrain import GrammarCompiler, TokenizerInfo, _core_kernels as K, _core_tables as T, "
             "_core_walk_kernels as W, _walk_kernels as S, _key_kernels as Y, _string_kernels as Z\n"
             "from constrain.tokenizers_cache import tokenizer_json\n"
@@ -230,14 +230,14 @@ def test_the_compilers_warm_up_loads_every_kernel_python_calls(kernel_on):
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     fresh = json.loads(run.stdout.strip().splitlines()[-1])
-    assert len(fresh) == 20 and all(fresh), fresh
+    assert len(fresh) == 21 and all(fresh), fresh
     from furca.constrain import _core_kernels as K, _core_tables as T, _core_walk_kernels as W  # noqa: N812
     from furca.constrain import _key_kernels as Y, _string_kernels as Z, _walk_kernels as S  # noqa: N812
 
     called = [K.row, K.step_byte, K.step_bytes, T.insert_stacks, T.insert_states, T.intern, K.after_return,
               W.walk_roots_core, W.state_wide, W.state_depth, W.state_base, W.rebase_state,
               W.state_in_layout, S.sparse_words, S.clear_bits, Y.split_key, Y.key_words, Z.string_table,
-              Z.len_levels, Z.set_bits]  # as names
+              Z.len_levels, Z.set_bits, Z.by_length]  # as names
     GrammarCompiler(info)
     loaded = [len(k.signatures) for k in called]
     for _a in _decoded(info, tok, every=25):
