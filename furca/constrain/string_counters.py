@@ -1,9 +1,10 @@
 """The abstract masks inside bounded JSON strings, read off tables of the tokenizer.
 
-A string with a maxLength above nfa.COUNTER_THRESHOLD is a counter over one JSON string
-character (`"` x{lo,hi} `"`, json_schema/scalars.py). Inside it, every count is a new
-automaton state, and so a new abstract state (masks.TokenMasks._context: the string's
-rule with its caller cut off), whose mask was a slice search (slices.py) and a recording
+A string with a maxLength is a counter over one JSON string character (`"` x{lo,hi} `"`,
+json_schema/scalars.py: counted whatever its bounds, json_schema.grammar.counted; a
+pattern's x{lo,hi} over one class is one past nfa.COUNTER_THRESHOLD). Inside it, every
+count is a new automaton state, and so a new abstract state (masks.TokenMasks._context:
+the string's rule with its caller cut off), whose mask was a slice search and a recording
 walk of the trie's tokens outside the slice: ~300-500 µs a token, for each token of the
 first string of each maxLength (a uuid of 36 characters: 36 of them).
 
@@ -76,7 +77,6 @@ class StringTable:
         close_k = np.empty(trie.num_nodes, np.int32)
         m = k.string_table(dfa, trie.dfs_depth, trie.dfs_byte, trie.dfs_end, trie.tok_start, trie.tok_ids,
                            tok_len, close_node, close_k)
-        self.trie = trie
         self._num_words = info.num_words
         ids, lens = np.empty(n_tok, np.int32), np.empty(n_tok, np.int32)
         n = k.by_length(tok_len, ids, lens)
