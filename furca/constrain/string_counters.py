@@ -168,18 +168,20 @@ def string_table(info, dfa, trie, levels=False, make=True) -> StringTable | None
     return table
 
 
-def body_shape(nfa, start):
+def body_shape(nfa, start, special=None):
     """The shape of a counter body from its start node: its nodes numbered in the order a
     breadth-first search meets them, each ((lo, hi, target number), ...), (epsilon target
     numbers), whether it ends the body); None where a node is a call, counter, length
     region, lookahead or counts characters (its meaning is more than its edges), or the
-    body has more than MAX_BODY_NODES nodes."""
-    special = (nfa.call, nfa.counter, nfa.length, nfa.need, nfa.tick, nfa.key_trie_nodes)
+    body has more than MAX_BODY_NODES nodes. special: those nodes as one set (made here
+    if not given)."""
+    if special is None:
+        special = _special(nfa)
     num = {start: 0}
     order = [start]
     out = []
     for n in order:
-        if any(n in x for x in special):
+        if n in special:
             return None
         for t in [t for _lo, _hi, t in nfa.edges[n]] + list(nfa.eps[n]):
             if t not in num:
@@ -190,6 +192,13 @@ def body_shape(nfa, start):
         out.append((tuple((lo, hi, num[t]) for lo, hi, t in nfa.edges[n]), tuple(num[t] for t in nfa.eps[n]),
                     n in nfa.is_end))
     return tuple(out)
+
+
+def _special(nfa) -> set:
+    """The NFA nodes body_shape refuses: calls, counters, length regions, lookaheads,
+    ticks, key trie nodes."""
+    return (set(nfa.call) | set(nfa.counter) | set(nfa.length) | set(nfa.need) | set(nfa.tick)
+            | set(nfa.key_trie_nodes))
 
 
 def shape_dfa(shape):
@@ -259,6 +268,7 @@ class BoundedStrings:
         self._a = automaton
         self._specs: dict[int, object] = {}  # counter node -> (character DFA, exit configuration) or None
         self._met: dict[int, int] = {}  # counter node -> its states met while its DFA has no table yet
+        self._special = None  # body_shape's refused nodes, made at the first counter
 
     def _spec(self, counter):
         """(DFA, exit configuration) of a counter over a JSON-string-like character whose
@@ -270,7 +280,9 @@ class BoundedStrings:
         body, done, _lo, _hi = nfa.counter[counter]
         res = None
         if counter not in nfa.item_counters:
-            shape = body_shape(nfa, body)
+            if self._special is None:
+                self._special = _special(nfa)
+            shape = body_shape(nfa, body, self._special)
             dfa = shape_dfa(shape) if shape is not None else None
             edges = nfa.edges[done]
             if (dfa is not None and len(edges) == 1 and edges[0][:2] == (0x22, 0x22)
