@@ -34,6 +34,11 @@ parent's pages (all of them, the brk heap's, the anonymous mappings', or those o
 functions and code objects) before its compile, to tell which memory the steps' faults
 hit (session 38: the heap's pages are most of them, and of those mostly data, not code).
 
+--src DIR: furca imported from DIR (a worktree of another commit; PYTHONPATH is not enough,
+this script puts its own tree first). Session 40: the same command over two versions in
+turn moved 3,302-3,719 steps over 200 µs between runs of either: the VM's drift is larger
+than most changes; judge with constrain_ab.py's paired A/B.
+
 --sampler-wait N: compile every grammar and fill its first mask first, print the pid,
 sleep N seconds (start a sampling profiler on the pid then), and walk the instances
 (--first-only: each schema's first one) without the notes: a profile of the steps alone.
@@ -266,10 +271,12 @@ def main(argv=None):
                     help="with --fork: the child writes every page it shares with the parent first (touch_parent)")
     ap.add_argument("--trim-parent", action="store_true",
                     help="with --fork: malloc_trim(0) in the parent first (its free heap pages no longer shared)")
+    ap.add_argument("--src", help="import furca from this tree (a `git worktree` of another commit) instead of "
+                                   "this script's: the same tool over two versions, in turn")
     ap.add_argument("--fork", action="store_true",
                     help="each schema in a process forked after the warm-up, as the harness runs it")
     a = ap.parse_args(argv)
-    sys.path.insert(0, ROOT)
+    sys.path.insert(0, a.src or ROOT)
     sys.path.insert(0, HARNESS)
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     import schemas
