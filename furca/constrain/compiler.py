@@ -111,8 +111,8 @@ class GrammarCompiler:
         frame = next((x for x, f in enumerate(a.stacks.frames) if x and f[0] >= 0), 0)  # a frame a rule returns through
         if frame:
             a.after_return(frame)  # Core.after_return
-        if g.masks._bounded is not None:  # the bounded strings' tables (string_counters.py)
-            g.masks._bounded.warm()
+        if g.masks.bounded is not None:  # the bounded strings' tables (string_counters.py)
+            g.masks.bounded.warm()
         _LEXEMES_DONE.add(info)
 
     # ---- public --------------------------------------------------------------------

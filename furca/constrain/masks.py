@@ -21,7 +21,7 @@ import weakref
 
 import numpy as np
 
-from . import _walk, string_counters
+from . import _walk
 from .automaton import LazyAutomaton
 from .gcpause import GC_PAUSE
 from .key_masks import KeyTrieMasks
@@ -54,7 +54,8 @@ class TokenMasks:
     """mask(s) / write_mask(s, out): the packed int32 token bitmask of state s (EOS set
     exactly when s accepts). Computed under the automaton's lock on first use; readers
     of a cached mask take no lock. mask_bytes: the store's size (masks and abstract
-    masks), bounded by MAX_MASK_BYTES."""
+    masks), bounded by MAX_MASK_BYTES. bounded: the bounded strings' tables
+    (string_counters.BoundedStrings), or None."""
 
     def __init__(self, automaton: LazyAutomaton, slices: SliceBounds):
         self._a = automaton
@@ -76,9 +77,8 @@ class TokenMasks:
         # abstract states at a key trie node: from the trie's shared "any key" walk (key_masks.py)
         self._keys = KeyTrieMasks(automaton) if automaton.nfa.key_trie_nodes else None
         # abstract states inside bounded strings (a counter over one character): from the
-        # tokenizer's tables (string_counters.py), with numba
-        self._bounded = (BoundedStrings(automaton) if automaton.nfa.counter and string_counters._kernels() is not None
-                         else None)
+        # tokenizer's tables (string_counters.py); None without counters or numba
+        self.bounded = BoundedStrings.of(automaton)
         # the rest states of _recorded_split: configurations whose epsilon moves lead into
         # another part, so not closures (walked, never a matcher's state, never searched)
         self.parts: set[int] = set()
@@ -148,7 +148,7 @@ class TokenMasks:
             ab, cont = ctx
             hit = self._abs_long.get(ab)
             if hit is None:
-                got = self._bounded.part(ab, info.long_trie) if self._bounded is not None else None
+                got = self.bounded.part(ab, info.long_trie) if self.bounded is not None else None
                 if got is not None:  # a bounded string's body start: from the tables
                     ab_words, roots = got[0], got[1]
                 else:
@@ -472,8 +472,8 @@ class TokenMasks:
             if a.accepting[s]:
                 packed |= info.eos_mask
             return packed, base
-        if record and self._bounded is not None:  # a bounded string's body start: from the tables
-            hit = self._bounded.part(s, self._info.trie)
+        if record and self.bounded is not None:  # a bounded string's body start: from the tables
+            hit = self.bounded.part(s, self._info.trie)
             if hit is not None:
                 return hit
         if record:  # from its lexeme parts, where it has some

@@ -264,6 +264,12 @@ class BoundedStrings:
     automaton (masks.TokenMasks' recording walks of abstract states, over the whole
     trie or the long tokens'; under the automaton's lock)."""
 
+    @classmethod
+    def of(cls, automaton):
+        """The BoundedStrings of an automaton with counters, where numba is installed (the
+        tables' kernels), else None."""
+        return cls(automaton) if automaton.nfa.counter and _kernels() is not None else None
+
     def __init__(self, automaton):
         self._a = automaton
         self._specs: dict[int, object] = {}  # counter node -> (character DFA, exit configuration) or None

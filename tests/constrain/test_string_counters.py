@@ -32,7 +32,7 @@ def _served_against_walks(g):
     """Every abstract state the tables serve in g so far, against the recording walk (the
     tables off): (states compared, states served)."""
     masks, a = g.masks, g.automaton
-    bounded, served = masks._bounded, 0
+    bounded, served = masks.bounded, 0
     info = a.info
     for ab in range(1, a.num_states):
         if not a.configs[ab]:
@@ -42,7 +42,7 @@ def _served_against_walks(g):
             if got is None:
                 continue
             served += 1
-            masks._bounded = None
+            masks.bounded = None
             try:
                 if trie is info.trie:
                     ref_words, ref_roots, ref_trie, _base = masks._compute_mask(ab, record=True)
@@ -51,7 +51,7 @@ def _served_against_walks(g):
                     ref_roots = string_counters_walk(a, ab, trie, ref_words)
                     ref_trie = trie
             finally:
-                masks._bounded = bounded
+                masks.bounded = bounded
             words, roots, _trie, base = got
             assert np.array_equal(words, ref_words), (ab, a.configs[ab])
             assert ({_path(trie, x) for x in roots.tolist()}
@@ -103,7 +103,7 @@ def test_the_table_reads_tokens_as_string_content():
     g = GrammarCompiler(info).compile_json_schema({"type": "string", "maxLength": 30})
     a = g.automaton
     counter = next(iter(a.nfa.counter))
-    dfa, _exit = g.masks._bounded._spec(counter)
+    dfa, _exit = g.masks.bounded._spec(counter)
     table = string_counters.string_table(info, dfa, info.trie)
     ids = {tok: i for i, tok in enumerate(info.token_bytes) if tok}
     lens = dict(zip(table._ids.tolist(), table._lens.tolist()))
