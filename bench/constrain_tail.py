@@ -34,6 +34,11 @@ parent's pages (all of them, the brk heap's, the anonymous mappings', or those o
 functions and code objects) before its compile, to tell which memory the steps' faults
 hit (session 38: the heap's pages are most of them, and of those mostly data, not code).
 
+--strip KEYWORD[:open|:anchored] (the keyword's string values removed from every schema)
+and --populate-rows (each grammar's transition table written in advance, untimed): upper
+bounds of what a kind of state or the rows' page faults cost the steps (session 41's
+figures in stripped() and populate_rows()).
+
 --src DIR: furca imported from DIR (a worktree of another commit; PYTHONPATH is not enough,
 this script puts its own tree first). Session 40: the same command over two versions in
 turn moved 3,302-3,719 steps over 200 µs between runs of either: the VM's drift is larger
@@ -242,6 +247,46 @@ def touch_code() -> None:
     gc.freeze()  # the list out of the young collections at every mask's end
 
 
+def stripped(schema, spec):
+    """--strip KEYWORD[:open|:anchored]: schema without the string values of KEYWORD (for
+    a pattern, :open only those without a final $, :anchored only those with one). The
+    instances are still walked (a removed keyword only widens the language): the steps'
+    figures against a plain run bound what that keyword's states cost. Session 41: the
+    first instances forked, formats removed 2,231 / 2,164 -> 2,005 / 2,030 steps over 200
+    µs, p99 612 -> 565 µs; anchored patterns 2,126 -> 1,952, p99 602 -> 505; open ones level."""
+    if not spec:
+        return schema
+    key, _, which = spec.partition(":")
+
+    def drop(k, v):
+        return k == key and isinstance(v, str) and (not which or v.endswith("$") == (which == "anchored"))
+
+    def strip(x):
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if not drop(k, v)}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return x
+
+    return strip(schema)
+
+
+def populate_rows(g) -> None:
+    """--populate-rows: the pages of g's transition table (its first 32,768 rows: 32 MB)
+    written in bulk (MADV_POPULATE_WRITE) after its compile, outside the timed steps: the
+    steps then pay no page fault for the rows they write. Session 41: the first
+    instances' step faults -24%, their steps over 200 µs level (2,158 / 2,217 -> 2,205 /
+    2,155): a fresh zero page is a cheap fault; the rows' pages are not what the slow
+    steps wait on."""
+    import mmap
+
+    buf = g.automaton.trans.base
+    while buf is not None and not isinstance(buf, mmap.mmap):
+        buf = buf.obj if isinstance(buf, memoryview) else getattr(buf, "base", None)
+    if buf is not None:  # a reserved table (tables.reserved_table), not one numpy allocated
+        buf.madvise(23, 0, min(len(buf), 32768 * 1024))  # MADV_POPULATE_WRITE (Linux 5.14)
+
+
 def kinds(n) -> str:
     out = [x for x in ("slice search", "any key") if n.get(x)]
     if n.get("key mask") and not n.get("any key"):
@@ -273,6 +318,10 @@ def main(argv=None):
                     help="with --fork: malloc_trim(0) in the parent first (its free heap pages no longer shared)")
     ap.add_argument("--src", help="import furca from this tree (a `git worktree` of another commit) instead of "
                                    "this script's: the same tool over two versions, in turn")
+    ap.add_argument("--strip", help="KEYWORD[:open|:anchored]: the keyword (string values; a pattern's with or "
+                                    "without a final $) removed from every schema before its compile (stripped)")
+    ap.add_argument("--populate-rows", action="store_true",
+                    help="each grammar's transition table written in advance after its compile (populate_rows)")
     ap.add_argument("--fork", action="store_true",
                     help="each schema in a process forked after the warm-up, as the harness runs it")
     a = ap.parse_args(argv)
@@ -311,9 +360,11 @@ def main(argv=None):
         filled (as the harness does before the instances); the ones furca refuses left out."""
         for schema, texts in work:
             try:
-                g = GrammarCompiler(info, cache_size=0).compile_json_schema(schema)
+                g = GrammarCompiler(info, cache_size=0).compile_json_schema(stripped(schema, a.strip))
             except CompileError:
                 continue
+            if a.populate_rows:
+                populate_rows(g)
             g.matcher().fill_bitmask(bm)
             yield g, texts
 
