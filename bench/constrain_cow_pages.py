@@ -1,0 +1,210 @@
+"""Which of its parent's pages a forked child copies while it walks, and what lies on them.
+
+    .venv/bin/python bench/constrain_cow_pages.py [--schemas 100] [--window compile|walk|both]
+
+The shared harness forks a child per schema after the engine's warm-up; a child's first
+write to each page it shares with the parent is a copy-on-write fault (~2.5 µs here,
+`bench/page_fault_cost.py`), and CPython writes to what it reads (reference counts,
+3.11's inline caches). Per schema of the harness's stratified sample (every k-th, for
+--schemas of them), in a child forked as the harness forks it: the pages of the writable
+mappings present and shared before the window and private after it (`/proc/self/pagemap`:
+bit 63 present, bit 56 exclusively mapped) — the window being the compile and first mask
+(`compile`), the first instance's steps (`walk`, the default) or both. Each copied page
+is named by its mapping and by the parent objects on it: every object the parent's
+collector tracks and their referents (`gc.get_objects()`, `gc.get_referents`), by
+address and `sys.getsizeof`; "<no object>" is a page none of those overlaps (free chunks
+the child's allocations reuse, list and dict buffers, array data). A page counts once
+for each kind of object on it, so the kinds sum past the pages.
+
+Session 41 (`--schemas 100`): the first instances' walks copied 17,536 pages (175 a child):
+glibc's heap 11,655, anonymous mappings (pymalloc's arenas) 5,739, numpy's data 74,
+libpython's 68; 8,616 of them hold no tracked object, 3,604 a code object. The compile and
+first mask (`--window compile`): 87,865 (879 a child: the forked TTFM's faults), anonymous
+56,901, the heap 26,373, libpython 4,152; strings on 49,297 of them, tuples 26,739, code
+objects 26,198 (bench/results/constrain.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import collections
+import gc
+import json
+import os
+import pickle
+import sys
+import types
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
+
+
+def writable_ranges():
+    """(lo, hi, name) of the process's private writable mappings, the stack left out."""
+    out = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            m = line.split()
+            name = m[5] if len(m) > 5 else ""
+            if m[1] != "rw-p" or name.startswith("[st"):
+                continue
+            lo, hi = (int(x, 16) for x in m[0].split("-"))
+            out.append((lo, hi, name or "anonymous"))
+    return out
+
+
+class PageFlags:
+    """Snapshots of the pagemap entries of fixed ranges into buffers made up front (a
+    snapshot allocates nothing, so it copies no page of its own)."""
+
+    def __init__(self, ranges):
+        self.ranges = ranges
+        self._f = open("/proc/self/pagemap", "rb", buffering=0)  # noqa: SIM115 (kept open for the child's life)
+        self.before = [np.zeros((hi - lo) // 4096, np.uint64) for lo, hi, _ in ranges]
+        self.after = [x.copy() for x in self.before]
+        self.take(self.after)  # the pages these reads touch are written once here
+        self.take(self.before)
+
+    def take(self, bufs):
+        for (lo, _hi, _n), arr in zip(self.ranges, bufs):
+            self._f.seek(lo // 4096 * 8)
+            self._f.readinto(memoryview(arr).cast("B"))
+
+    def copied(self):
+        """(range index, page index) of the pages present and shared before, exclusive after."""
+        one = np.uint64(1)
+        for r, (x0, x1) in enumerate(zip(self.before, self.after)):
+            shared = ((x0 >> np.uint64(63)) & one).astype(bool) & ~((x0 >> np.uint64(56)) & one).astype(bool)
+            mine = ((x1 >> np.uint64(56)) & one).astype(bool)
+            for p in np.flatnonzero(shared & mine).tolist():
+                yield r, p
+
+
+def label(o) -> str:
+    t = type(o)
+    if t is types.CodeType:
+        return "code object"
+    if t is types.FunctionType:
+        return "function"
+    mod, name = t.__dict__.get("__module__", "builtins"), getattr(t, "__qualname__", t.__name__)
+    return name if not isinstance(mod, str) or mod == "builtins" else f"{mod}.{name}"
+
+
+def object_map():
+    """Sorted addresses and {address: (size, label)} of the parent's tracked objects and
+    their referents."""
+    seen: dict[int, tuple] = {}
+    todo = list(gc.get_objects())
+    while todo:
+        o = todo.pop()
+        i = id(o)
+        if i in seen:
+            continue
+        try:
+            size = sys.getsizeof(o)
+        except Exception:  # noqa: BLE001 (an extension type that refuses: counted as 16 bytes)
+            size = 16
+        seen[i] = (size, label(o))
+        todo.extend(gc.get_referents(o))
+    return sorted(seen), seen
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--schemas", type=int, default=100, help="every k-th schema of the 500 sample, this many")
+    ap.add_argument("--window", choices=("compile", "walk", "both"), default="walk")
+    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+    ap.add_argument("--top", type=int, default=30)
+    a = ap.parse_args(argv)
+    sys.path[:0] = [ROOT, HARNESS, os.path.join(ROOT, "tests")]
+    import schemas
+    from constrain.tokenizers_cache import tokenizer_json
+    from engines import WARM_UP_SCHEMA
+    from tokenizers import Tokenizer
+
+    from furca.constrain import GrammarCompiler, TokenizerInfo
+    from furca.errors import CompileError
+
+    names = schemas.stratified_sample(schemas.list_files(a.data), 500)[:: max(1, 500 // a.schemas)]
+    path, eos = tokenizer_json("llama3_1")
+    tok = Tokenizer.from_file(str(path))
+    info = TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
+    bm = np.zeros((1, info.num_words), dtype=np.int32)
+    GrammarCompiler(info).compile_json_schema(WARM_UP_SCHEMA).matcher().fill_bitmask(bm)  # as the harness's parent
+    work = []
+    for name in names:
+        with open(os.path.join(a.data, name), encoding="utf-8") as f:
+            d = json.load(f)
+        ids = tok.encode(schemas.instance_text(d["tests"][0]["data"], d["schema"]), add_special_tokens=False).ids
+        work.append((d["schema"], ids))
+    gc.collect()
+    addrs, objs = object_map()
+    gc.freeze()  # as the harness does before its forks
+    by_map: collections.Counter = collections.Counter()
+    by_kind: collections.Counter = collections.Counter()
+    children = 0
+    for schema, ids in work:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                mine_map, mine_kind = collections.Counter(), collections.Counter()
+                flags = PageFlags(writable_ranges())
+                try:
+                    if a.window != "walk":
+                        flags.take(flags.before)
+                    g = GrammarCompiler(info, cache_size=0).compile_json_schema(schema)
+                    m = g.matcher()
+                    m.fill_bitmask(bm)
+                    if a.window == "compile":
+                        flags.take(flags.after)
+                    else:
+                        if a.window == "walk":
+                            flags.take(flags.before)
+                        for t in ids + [info.eos_token_id]:
+                            m.fill_bitmask(bm)
+                            if not m.accept_token(t):
+                                break
+                        flags.take(flags.after)
+                except CompileError:
+                    os._exit(0)
+                for k, p in flags.copied():
+                    lo, _hi, mapping = flags.ranges[k]
+                    mine_map[mapping.rsplit("/", 1)[-1]] += 1
+                    a0 = lo + p * 4096
+                    kinds = set()
+                    j = bisect.bisect_right(addrs, a0) - 1
+                    if j >= 0 and addrs[j] + objs[addrs[j]][0] > a0:
+                        kinds.add(objs[addrs[j]][1])
+                    j += 1
+                    while j < len(addrs) and addrs[j] < a0 + 4096:
+                        kinds.add(objs[addrs[j]][1])
+                        j += 1
+                    mine_kind.update(kinds or ["<no object>"])
+                with os.fdopen(w, "wb") as f:
+                    pickle.dump((mine_map, mine_kind), f)
+            finally:
+                os._exit(0)
+        os.close(w)
+        with os.fdopen(r, "rb") as f:
+            data = f.read()
+        os.waitpid(pid, 0)
+        if data:
+            got_map, got_kind = pickle.loads(data)
+            by_map.update(got_map)
+            by_kind.update(got_kind)
+            children += 1
+    total = sum(by_map.values())
+    print(f"{children} children, window {a.window}: {total} pages copied ({total / max(1, children):.0f} a child)")
+    print("by mapping: " + ", ".join(f"{k} {v}" for k, v in by_map.most_common(8)))
+    print("by the parent objects on them (a page counts for each kind on it):")
+    for k, v in by_kind.most_common(a.top):
+        print(f"  {v:7d}  {k}")
+
+
+if __name__ == "__main__":
+    main()
