@@ -62,7 +62,7 @@ class PageFlags:
 
     def __init__(self, ranges):
         self.ranges = ranges
-        self._f = open("/proc/self/pagemap", "rb", buffering=0)  # noqa: SIM115 (kept open for the child's life)
+        self._f = open("/proc/self/pagemap", "rb", buffering=0)  # kept open for the child's life
         self.before = [np.zeros((hi - lo) // 4096, np.uint64) for lo, hi, _ in ranges]
         self.after = [x.copy() for x in self.before]
         self.take(self.after)  # the pages these reads touch are written once here
@@ -105,7 +105,7 @@ def object_map():
             continue
         try:
             size = sys.getsizeof(o)
-        except Exception:  # noqa: BLE001 (an extension type that refuses: counted as 16 bytes)
+        except Exception:  # noqa: BLE001 - an extension type that refuses: counted as 16 bytes
             size = 16
         seen[i] = (size, label(o))
         todo.extend(gc.get_referents(o))
