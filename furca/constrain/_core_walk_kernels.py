@@ -422,7 +422,7 @@ def rebase_state(s, frm, to, stk, sh, cnt, pool, sinfo, hh, buf):
 def state_in_layout(s, size, cut, pool, sinfo, stk):
     """Whether every configuration of state s sits on a node of the NFA's layout of
     lasting rules (nodes below size) under frames that return into it, down to the
-    context frame cut (masks.TokenMasks._lexeme_key gives such a state a key, and no
+    context frame cut (lexeme_masks.lexeme_key gives such a state a key, and no
     other: most abstract states are not lexemes)."""
     o = sinfo[s, 0]
     for i in range(sinfo[s, 1]):

@@ -81,7 +81,7 @@ class GrammarCompiler:
         watch_tables(info)
 
     def _warm_lexemes(self) -> None:
-        """The lexeme masks shared by every grammar (masks._LEXEME_MASKS: inside a plain
+        """The lexeme masks shared by every grammar (lexeme_masks.py: inside a plain
         string, number, integer, boolean or any JSON value) for this tokenizer, made once
         per process and tokenizer: a serving process has them after its first requests;
         made here, the first request of each new schema does not compute them. A grammar

@@ -10,14 +10,13 @@ inside a rule call shares the mask of its abstract state (the rule's context cut
 see _context) and re-walks only the tokens that leave the rule; a state at a key trie
 node takes its trie's shared "any key" mask less the name closers (key_masks.py), and an
 abstract state with configurations inside a lexeme under a frame of its own grammar takes
-the lexeme's shared walk, continued after its returns (_recorded_split). Masks are stored
+the lexeme's walk shared by every grammar (lexeme_masks.py), continued after its returns
+(_recorded_split). Masks are stored
 packed, or sparse when few words are non-zero, in a store bounded per grammar. See
 DESIGN.md.
 """
 
 from __future__ import annotations
-
-import weakref
 
 import numpy as np
 
@@ -25,29 +24,13 @@ from . import _walk
 from .automaton import LazyAutomaton
 from .gcpause import GC_PAUSE
 from .key_masks import KeyTrieMasks
+from .lexeme_masks import lexeme_key, share, shared
 from .slices import SliceBounds
 from .stored_masks import Delta, _base_of, _size, _stored, write_stored
 from .string_counters import BoundedStrings
 from .trie_walks import merged_roots, walk_compiled, walk_continue, walk_numpy, walk_recording
 
 MAX_MASK_BYTES = 256 << 20  # per compiled grammar
-# abstract masks of the lexemes' states, shared by every grammar of the process
-# (TokenMasks._lexeme_key -> (weakref to the TokenizerInfo, (stored, roots, trie, size)));
-# never written to. The key holds id(info): an entry whose tokenizer is gone is replaced.
-_LEXEME_MASKS: dict = {}
-MAX_LEXEME_MASKS = 512
-
-
-def _share_lexeme_mask(key, info, hit) -> None:
-    """Publishes an abstract mask for every grammar (one dict store); when the table is
-    full, the entries of tokenizers no longer alive make room first."""
-    if len(_LEXEME_MASKS) >= MAX_LEXEME_MASKS:
-        for k, v in list(_LEXEME_MASKS.items()):
-            if v[0]() is None:
-                _LEXEME_MASKS.pop(k, None)
-        if len(_LEXEME_MASKS) >= MAX_LEXEME_MASKS:
-            return
-    _LEXEME_MASKS[key] = (weakref.ref(info), hit)
 
 
 class TokenMasks:
@@ -274,23 +257,21 @@ class TokenMasks:
     def _abstract_part(self, ab):
         """((stored words, return nodes, trie, size), free) of abstract state ab's
         recording walk: kept per grammar, and shared by every grammar for a lexeme
-        (_lexeme_key); free is the computed words when they were stored as a copy (a row
+        (lexeme_masks.py); free is the computed words when they were stored as a copy (a row
         the caller may write to), else None."""
         hit = self._abs.get(ab)
         free = None
         if hit is None:
-            key = self._lexeme_key(ab)
-            shared = _LEXEME_MASKS.get(key) if key is not None else None
-            if shared is not None and shared[0]() is self._info:
-                hit = shared[1]
-            else:
+            key = lexeme_key(self._a, ab)
+            hit = shared(key, self._info)
+            if hit is None:
                 words, roots, trie, base = self._compute_mask(ab, record=True)
                 stored = _stored(words.view("<i4"), base)
                 if isinstance(stored, tuple):  # stored as a copy of its non-zero words
                     free = words
                 hit = (stored, roots, trie, _size(stored) + roots.nbytes)
                 if key is not None:
-                    _share_lexeme_mask(key, self._info, hit)
+                    share(key, self._info, hit)
             self._abs[ab] = hit
             self.mask_bytes += hit[3]
         return hit, free
@@ -316,7 +297,7 @@ class TokenMasks:
         configurations in the closed layout of lasting rules (nfa._Layout) under the same
         innermost frame f of the grammar's own (their own abstract state, with their
         innermost shared frame as its context: when that is a lexeme, its walk is shared
-        by every grammar, _lexeme_key), continued below the nodes where the lexeme
+        by every grammar, lexeme_masks.lexeme_key), continued below the nodes where the lexeme
         returns by a recording walk from the state after the return; and the rest,
         walked as one state. All parts walk the lexeme's trie (a slice's rest of
         the vocabulary, or the whole: every token of the slice is in the lexeme's words).
@@ -348,7 +329,7 @@ class TokenMasks:
             # at the context frame (a lexeme called last, by a tail call): its own walk's
             # returns are s's; else inside the frame, continued after it
             hit = (sub, 0) if f == 0 else a.abstract(sub)
-            if hit is not None and self._lexeme_key(hit[0]) is not None:
+            if hit is not None and lexeme_key(a, hit[0]) is not None:
                 parts.append(hit)
             else:
                 rest.extend(g)
@@ -380,36 +361,6 @@ class TokenMasks:
         found = [x for x in found if len(x)]
         roots = merged_roots(found) if found else np.zeros(0, dtype=np.int32)
         return words, roots, trie, _base_of(hits[0][0][0])  # the words began as the first part's mask
-
-    def _lexeme_key(self, ab):
-        """The key of abstract state ab in _LEXEME_MASKS, or None: when every node of its
-        configurations and every return node of their frames above the context frame lie
-        in the NFA's closed layout of lasting rules (nfa._Layout: the JSON lexemes, any
-        JSON value), its language up to the context frame, and so its abstract mask, is
-        the same in every grammar whose layout holds those bodies. The key names nodes by
-        (body, offset) and is per tokenizer (the masks' trie)."""
-        a = self._a
-        lay = a.nfa.layout
-        if lay is None or not lay.closed:
-            return None
-        if a.core is not None and not a.core.in_layout(a, ab, lay.size):
-            return None  # most abstract states: told from the kernel's tables, no configuration read
-        frames, cut, canon = a.stacks.frames, a.cut, lay.canon
-        items = []
-        for node, st in a.configs[ab]:
-            n = canon(node)
-            if n is None:
-                return None
-            path = []
-            while st != cut:
-                ret, st, count = frames[st]
-                r = canon(ret)
-                if r is None or st <= 0:  # past the layout, or a stack without the context frame
-                    return None
-                path.append((r, count))
-            items.append((n, tuple(path)))
-        items.sort()
-        return id(self._info), tuple(items), bool(a.accepting[ab])
 
     def _compute_recorded(self, s):
         """(words, return nodes, trie) of s's recording walk (an abstract state's)."""

@@ -16,6 +16,7 @@ import pytest
 
 from furca.constrain import GrammarCompiler, automaton, core_rows
 from furca.constrain.key_masks import KeyTrieMasks
+from furca.constrain.lexeme_masks import lexeme_key
 from furca.errors import CompileError
 
 from .test_json_schema_helpers import instance_text, maskbench_cases
@@ -180,7 +181,7 @@ def test_kernel_abstract_states_are_pythons(kernel_on):
 
 def test_kernel_layout_check_is_the_lexeme_keys(kernel_on):
     # core_rows.Core.in_layout tells, from the kernel's tables, the abstract states that
-    # lie wholly in the layout of lasting rules: exactly those masks._lexeme_key keys
+    # lie wholly in the layout of lasting rules: exactly those lexeme_masks.lexeme_key keys
     # (the others, most of them, are told without reading their configurations)
     info, _compiler, tok = kernel_on
     keyed = unkeyed = 0
@@ -197,11 +198,11 @@ def test_kernel_layout_check_is_the_lexeme_keys(kernel_on):
         for s in range(1, a.num_states):
             a.core = None  # Python's key alone
             try:
-                ref = g.masks._lexeme_key(s)
+                ref = lexeme_key(g.automaton, s)
             finally:
                 a.core = core
             assert core.in_layout(a, s, lay.size) == (ref is not None), s
-            assert g.masks._lexeme_key(s) == ref
+            assert lexeme_key(g.automaton, s) == ref
             keyed += ref is not None
             unkeyed += ref is None
     assert keyed > 20 and unkeyed > 500, (keyed, unkeyed)

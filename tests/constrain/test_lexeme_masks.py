@@ -1,4 +1,4 @@
-"""Lexeme masks shared across grammars (masks._LEXEME_MASKS): the abstract state of a
+"""Lexeme masks shared across grammars (lexeme_masks._LEXEME_MASKS): the abstract state of a
 plain string, number, integer, boolean or any-JSON-value rule lies wholly in the NFA's
 closed layout of lasting rules, so its abstract mask is computed once per process and
 tokenizer and reused by every other grammar. The masks a grammar then serves must be
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from furca.constrain import GrammarCompiler
-from furca.constrain import masks as masks_mod
+from furca.constrain import lexeme_masks
 
 from .conftest import needs_compiled_walks
 
@@ -42,12 +42,12 @@ def _walk(g, tok, text):
 def no_shared_masks():
     from furca.constrain import compiler as compiler_mod
 
-    saved, done = dict(masks_mod._LEXEME_MASKS), set(compiler_mod._LEXEMES_DONE)
-    masks_mod._LEXEME_MASKS.clear()
+    saved, done = dict(lexeme_masks._LEXEME_MASKS), set(compiler_mod._LEXEMES_DONE)
+    lexeme_masks._LEXEME_MASKS.clear()
     compiler_mod._LEXEMES_DONE.clear()  # a compiler made here makes them again
-    yield masks_mod._LEXEME_MASKS
-    masks_mod._LEXEME_MASKS.clear()
-    masks_mod._LEXEME_MASKS.update(saved)
+    yield lexeme_masks._LEXEME_MASKS
+    lexeme_masks._LEXEME_MASKS.clear()
+    lexeme_masks._LEXEME_MASKS.update(saved)
     compiler_mod._LEXEMES_DONE.clear()
     compiler_mod._LEXEMES_DONE.update(done)
 
@@ -139,14 +139,14 @@ def test_the_shared_masks_do_not_keep_a_tokenizer_alive(no_shared_masks):
     gc.collect()
     assert ref() is None
     n = len(no_shared_masks)
-    saved = masks_mod.MAX_LEXEME_MASKS
-    masks_mod.MAX_LEXEME_MASKS = n  # full of dead entries
+    saved = lexeme_masks.MAX_LEXEME_MASKS
+    lexeme_masks.MAX_LEXEME_MASKS = n  # full of dead entries
     try:
         other = byte_info()
         GrammarCompiler(other)
         assert all(v[0]() is other for v in no_shared_masks.values()) and no_shared_masks
     finally:
-        masks_mod.MAX_LEXEME_MASKS = saved
+        lexeme_masks.MAX_LEXEME_MASKS = saved
 
 
 def _own_calls_into_lasting(nfa):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from furca.constrain import GrammarCompiler
+from furca.constrain import lexeme_masks
 from furca.constrain import masks as masks_mod
 from furca.constrain import trie_walks
 
@@ -60,11 +61,11 @@ def split_calls(monkeypatch):
         return out
 
     monkeypatch.setattr(masks_mod.TokenMasks, "_recorded_split", counted)
-    saved = dict(masks_mod._LEXEME_MASKS)
-    masks_mod._LEXEME_MASKS.clear()
+    saved = dict(lexeme_masks._LEXEME_MASKS)
+    lexeme_masks._LEXEME_MASKS.clear()
     yield made
-    masks_mod._LEXEME_MASKS.clear()
-    masks_mod._LEXEME_MASKS.update(saved)
+    lexeme_masks._LEXEME_MASKS.clear()
+    lexeme_masks._LEXEME_MASKS.update(saved)
 
 
 @pytest.mark.parametrize("rec_start", [trie_walks.REC_START, 2])
