@@ -32,11 +32,11 @@ import collections
 import gc
 import json
 import os
-import pickle
 import sys
 import types
 
 import numpy as np
+from _forked import in_child  # this script's folder is on the path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
@@ -93,6 +93,19 @@ def label(o) -> str:
     return name if not isinstance(mod, str) or mod == "builtins" else f"{mod}.{name}"
 
 
+def kinds_on(a0, addrs, objs) -> set:
+    """The kinds of the parent objects (object_map) that overlap the page at a0."""
+    kinds = set()
+    j = bisect.bisect_right(addrs, a0) - 1
+    if j >= 0 and addrs[j] + objs[addrs[j]][0] > a0:
+        kinds.add(objs[addrs[j]][1])
+    j += 1
+    while j < len(addrs) and addrs[j] < a0 + 4096:
+        kinds.add(objs[addrs[j]][1])
+        j += 1
+    return kinds
+
+
 def object_map():
     """Sorted addresses and {address: (size, label)} of the parent's tracked objects and
     their referents."""
@@ -146,57 +159,38 @@ def main(argv=None):
     by_map: collections.Counter = collections.Counter()
     by_kind: collections.Counter = collections.Counter()
     children = 0
+    def child(schema, ids):
+        """(pages by mapping, pages by kind of object) copied in the window, or None where
+        furca refuses the schema."""
+        flags = PageFlags(writable_ranges())
+        if a.window != "walk":
+            flags.take(flags.before)
+        try:
+            g = GrammarCompiler(info, cache_size=0).compile_json_schema(schema)
+        except CompileError:
+            return None
+        m = g.matcher()
+        m.fill_bitmask(bm)
+        if a.window == "walk":
+            flags.take(flags.before)
+        if a.window != "compile":
+            for t in ids + [info.eos_token_id]:
+                m.fill_bitmask(bm)
+                if not m.accept_token(t):
+                    break
+        flags.take(flags.after)
+        mine_map, mine_kind = collections.Counter(), collections.Counter()
+        for k, p in flags.copied():
+            lo, _hi, mapping = flags.ranges[k]
+            mine_map[mapping.rsplit("/", 1)[-1]] += 1
+            mine_kind.update(kinds_on(lo + p * 4096, addrs, objs) or ["<no object>"])
+        return mine_map, mine_kind
+
     for schema, ids in work:
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            try:
-                mine_map, mine_kind = collections.Counter(), collections.Counter()
-                flags = PageFlags(writable_ranges())
-                try:
-                    if a.window != "walk":
-                        flags.take(flags.before)
-                    g = GrammarCompiler(info, cache_size=0).compile_json_schema(schema)
-                    m = g.matcher()
-                    m.fill_bitmask(bm)
-                    if a.window == "compile":
-                        flags.take(flags.after)
-                    else:
-                        if a.window == "walk":
-                            flags.take(flags.before)
-                        for t in ids + [info.eos_token_id]:
-                            m.fill_bitmask(bm)
-                            if not m.accept_token(t):
-                                break
-                        flags.take(flags.after)
-                except CompileError:
-                    os._exit(0)
-                for k, p in flags.copied():
-                    lo, _hi, mapping = flags.ranges[k]
-                    mine_map[mapping.rsplit("/", 1)[-1]] += 1
-                    a0 = lo + p * 4096
-                    kinds = set()
-                    j = bisect.bisect_right(addrs, a0) - 1
-                    if j >= 0 and addrs[j] + objs[addrs[j]][0] > a0:
-                        kinds.add(objs[addrs[j]][1])
-                    j += 1
-                    while j < len(addrs) and addrs[j] < a0 + 4096:
-                        kinds.add(objs[addrs[j]][1])
-                        j += 1
-                    mine_kind.update(kinds or ["<no object>"])
-                with os.fdopen(w, "wb") as f:
-                    pickle.dump((mine_map, mine_kind), f)
-            finally:
-                os._exit(0)
-        os.close(w)
-        with os.fdopen(r, "rb") as f:
-            data = f.read()
-        os.waitpid(pid, 0)
-        if data:
-            got_map, got_kind = pickle.loads(data)
-            by_map.update(got_map)
-            by_kind.update(got_kind)
+        got = in_child(lambda: child(schema, ids))  # noqa: B023 - called before the loop moves on
+        if got is not None:
+            by_map.update(got[0])
+            by_kind.update(got[1])
             children += 1
     total = sum(by_map.values())
     print(f"{children} children, window {a.window}: {total} pages copied ({total / max(1, children):.0f} a child)")

@@ -58,12 +58,12 @@ import collections
 import gc
 import json
 import os
-import pickle
 import resource
 import sys
 import time
 
 import numpy as np
+from _forked import in_child  # this script's folder is on the path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
@@ -400,26 +400,17 @@ def main(argv=None):
         warm-up's caches, its GC frozen), as the harness runs them; the child's steps
         come back pickled through a pipe (none where it failed)."""
         for k in range(len(work)):
-            r, w = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(r)
-                try:
-                    mine = []
-                    if a.touch_parent:
-                        touch_parent(a.touch_parent)
-                    work[:] = work[k : k + 1]
-                    a.fork = False
-                    walk(compiled(), mine)
-                    with os.fdopen(w, "wb") as f:
-                        pickle.dump(mine, f)
-                finally:
-                    os._exit(0)
-            os.close(w)
-            with os.fdopen(r, "rb") as f:
-                data = f.read()
-            os.waitpid(pid, 0)
-            steps += pickle.loads(data) if data else []
+
+            def child(k=k):
+                mine = []
+                if a.touch_parent:
+                    touch_parent(a.touch_parent)
+                work[:] = work[k : k + 1]
+                a.fork = False
+                walk(compiled(), mine)
+                return mine
+
+            steps += in_child(child) or []
 
     steps = []
     if a.sampler_wait:
