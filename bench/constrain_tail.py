@@ -18,7 +18,11 @@ functions in TIMED (each counted at its outermost call: a recursive or nested ca
 inside its caller's; a call under another label counts in both), summed over those steps
 and over all, and their calls in those steps. --kernels splits each step's time into the
 numba kernels' (their dispatch included) and the rest (Python, and most page faults),
-overall and by the combination of work, with the four kernels that took most of it.
+overall and by the combination of work, with the four kernels that took most of it, and
+the steps over 200 µs if the time outside the kernels (Python, its page faults, the
+kernels' dispatch) were 0.75 / 0.5 / 0.25 / 0 of itself (outside(): session 42, forked:
+3,115 -> 2,442 / 1,797 / 1,263 / 767, -22 / -42 / -59 / -75%: halving the Python of the
+cold path would take the steps over 200 µs past the target; no kernel change would).
 
 --fork: each schema compiled and walked in a process forked after the warm-up, as the
 harness runs it (its caches and written pages are its own), the page faults of the steps
@@ -459,6 +463,7 @@ def main(argv=None):
         kern = np.array([x.kernels for x in top])
         print(f"  in kernels    {kern[:, 0].mean() / 1e3:.1f} µs a step in {kern[:, 1].mean():.1f} calls, of "
               f"{np.mean([x.ns for x in top]) / 1e3:.1f} µs")
+        outside(steps)
     print("by what they ran:")
     for combo, n in collections.Counter(kinds(s.notes) for s in top).most_common(12):
         more = ""
@@ -489,6 +494,19 @@ def main(argv=None):
         for labels in (a.what_if or "").split(";"):
             if labels:
                 what_if(steps, labels.split(","))
+
+
+def outside(steps) -> None:
+    """--kernels: the steps over 200 µs (the p99 target) if each step's time outside the
+    numba kernels (Python, the page faults it takes, the kernels' dispatch counted in
+    them) were a fraction of what it is: what compiling the rest of the cold path could
+    buy at most, with the same algorithms (session 42)."""
+    before = sum(1 for x in steps if x.ns > 200e3)
+    out = []
+    for f in (0.75, 0.5, 0.25, 0.0):
+        n = sum(1 for x in steps if x.kernels[0] + f * (x.ns - x.kernels[0]) > 200e3)
+        out.append(f"x{f:g} {n} ({100 * (n - before) / max(1, before):+.0f}%)")
+    print(f"  outside the kernels x1 / x0.75 / x0.5 / x0.25 / x0: steps over 200 µs {before}, " + ", ".join(out))
 
 
 def what_if(steps, labels) -> None:
