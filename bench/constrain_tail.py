@@ -22,7 +22,8 @@ overall and by the combination of work, with the four kernels that took most of 
 the steps over 200 µs if the time outside the kernels (Python, its page faults, the
 kernels' dispatch) were 0.75 / 0.5 / 0.25 / 0 of itself (outside(): session 42, forked:
 3,115 -> 2,442 / 1,797 / 1,263 / 767, -22 / -42 / -59 / -75%: halving the Python of the
-cold path would take the steps over 200 µs past the target; no kernel change would).
+cold path would take the steps over 200 µs past the target; the kernel walks at no time at
+all, -47%: `--time --what-if "kernel walks"`).
 
 --fork: each schema compiled and walked in a process forked after the warm-up, as the
 harness runs it (its caches and written pages are its own), the page faults of the steps
