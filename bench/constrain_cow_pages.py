@@ -16,6 +16,13 @@ address and `sys.getsizeof`; "<no object>" is a page none of those overlaps (fre
 the child's allocations reuse, list and dict buffers, array data). A page counts once
 for each kind of object on it, so the kinds sum past the pages.
 
+--by owner names a page's objects by the module global that reaches them (owner_map)
+instead of their type. Session 42 (`--window compile --schemas 50 --by owner`, 861 pages a
+child): no owner stands out; furca's classes (their methods and code) 20-42 pages a child
+each, numba's dispatch structures behind the kernels ~75, `sys.path_importer_cache`'s
+reach 48, objects no global reaches (tuples, dicts, strings, ints, IR nodes) ~390 (a page
+counted once for each on it), no object 141.
+
 Session 41 (`--schemas 100`): the first instances' walks copied 17,536 pages (175 a child):
 glibc's heap 11,655, anonymous mappings (pymalloc's arenas) 5,739, numpy's data 74,
 libpython's 68; 8,616 of them hold no tracked object, 3,604 a code object. The compile and
@@ -93,16 +100,17 @@ def label(o) -> str:
     return name if not isinstance(mod, str) or mod == "builtins" else f"{mod}.{name}"
 
 
-def kinds_on(a0, addrs, objs) -> set:
-    """The kinds of the parent objects (object_map) that overlap the page at a0."""
+def kinds_on(a0, addrs, objs, own=None) -> set:
+    """The kinds of the parent objects (object_map) that overlap the page at a0, or with
+    own (owner_map) their owners ("<unowned KIND>" for an object no global reaches)."""
     kinds = set()
     j = bisect.bisect_right(addrs, a0) - 1
-    if j >= 0 and addrs[j] + objs[addrs[j]][0] > a0:
-        kinds.add(objs[addrs[j]][1])
+    first = j if j >= 0 and addrs[j] + objs[addrs[j]][0] > a0 else j + 1
     j += 1
     while j < len(addrs) and addrs[j] < a0 + 4096:
-        kinds.add(objs[addrs[j]][1])
         j += 1
+    for x in addrs[first:j]:
+        kinds.add(objs[x][1] if own is None else own.get(x, f"<unowned {objs[x][1]}>"))
     return kinds
 
 
@@ -125,12 +133,53 @@ def object_map():
     return sorted(seen), seen
 
 
+def owner_map(objs):
+    """--by owner: {address: "module.global"} for the objects reachable from a module's
+    globals within 6 references (breadth first, furca's modules first; a class owns its
+    methods and their code, a kernel's dispatcher numba's structures behind it): which
+    part of the parent a copied page belongs to, roughly (an object reachable from two
+    globals counts for the first met)."""
+    own = {}
+    mods = sorted(((n, m) for n, m in list(sys.modules.items()) if m is not None),
+                  key=lambda x: (not x[0].startswith("furca"), x[0]))
+    frontier = []
+    for mname, mod in mods:
+        try:
+            d = vars(mod)
+        except TypeError:
+            continue
+        for k, v in list(d.items()):
+            i = id(v)
+            if i not in own:
+                own[i] = f"{mname}.{k}"
+                frontier.append(v)
+    for _depth in range(6):
+        nxt = []
+        for o in frontier:
+            lab = own[id(o)]
+            try:
+                refs = gc.get_referents(o)
+            except Exception:
+                continue
+            for r in refs:
+                if type(r) is types.ModuleType:
+                    continue
+                i = id(r)
+                if i not in own:
+                    own[i] = lab
+                    nxt.append(r)
+        frontier = nxt
+    return own
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--schemas", type=int, default=100, help="every k-th schema of the 500 sample, this many")
     ap.add_argument("--window", choices=("compile", "walk", "both"), default="walk")
     ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--by", choices=("kind", "owner"), default="kind",
+                    help="name a copied page's objects by their type, or by the module global that reaches them")
     a = ap.parse_args(argv)
     sys.path[:0] = [ROOT, HARNESS, os.path.join(ROOT, "tests")]
     import schemas
@@ -155,6 +204,7 @@ def main(argv=None):
         work.append((d["schema"], ids))
     gc.collect()
     addrs, objs = object_map()
+    own = owner_map(objs) if a.by == "owner" else None
     gc.freeze()  # as the harness does before its forks
     by_map: collections.Counter = collections.Counter()
     by_kind: collections.Counter = collections.Counter()
@@ -183,7 +233,7 @@ def main(argv=None):
         for k, p in flags.copied():
             lo, _hi, mapping = flags.ranges[k]
             mine_map[mapping.rsplit("/", 1)[-1]] += 1
-            mine_kind.update(kinds_on(lo + p * 4096, addrs, objs) or ["<no object>"])
+            mine_kind.update(kinds_on(lo + p * 4096, addrs, objs, own) or ["<no object>"])
         return mine_map, mine_kind
 
     for schema, ids in work:
@@ -195,7 +245,7 @@ def main(argv=None):
     total = sum(by_map.values())
     print(f"{children} children, window {a.window}: {total} pages copied ({total / max(1, children):.0f} a child)")
     print("by mapping: " + ", ".join(f"{k} {v}" for k, v in by_map.most_common(8)))
-    print("by the parent objects on them (a page counts for each kind on it):")
+    print(f"by the parent objects on them, by {a.by} (a page counts for each {a.by} on it):")
     for k, v in by_kind.most_common(a.top):
         print(f"  {v:7d}  {k}")
 
