@@ -539,6 +539,33 @@ def test_enum_and_const():
     check({"const": "x\"y"}, ['"x\\"y"'], ['"xy"'])
 
 
+def test_enum_beside_type_alone():
+    # an enum's values are checked against the rest of the schema; a rest of `type` alone
+    # (and annotations) is checked without a jsonschema validator (scalars._type_check):
+    # draft-04's integer is no float, later drafts' takes 1.0; a boolean is no number
+    d4 = "http://json-schema.org/draft-04/schema#"
+    check({"$schema": d4, "type": "integer", "enum": [1.0, 2, 2.5, "a", True]}, ["2"],
+          ["1", "1.0", "2.0", "2.5", '"a"', "true"])
+    agreed({"type": "integer", "enum": [1.0, 2, 2.5, "a", True]}, ["1", "1.0", "2", "2.0"], ["2.5", '"a"', "true"])
+    agreed({"type": ["string", "null"], "title": "t", "description": "d", "enum": ["a", None, 3, False]},
+           ['"a"', "null"], ["3", "false"])
+    agreed({"type": "number", "enum": [0, 0.5, True, None]}, ["0", "0.0", "0.5"], ["true", "null"])
+
+
+def test_type_check_agrees_with_jsonschema():
+    from furca.constrain.json_schema.scalars import _type_check
+
+    values = ["a", "", 1, 1.0, 1.5, -0.0, 10 ** 20, True, False, None, [], [1], {}, {"a": 1}]
+    types = ["string", "boolean", "null", "array", "object", "number", "integer", ["string", "null"],
+             ["integer", "number"], ["boolean", "integer"], []]
+    for draft4, cls in ((True, jsonschema.Draft4Validator), (False, jsonschema.Draft7Validator),
+                        (False, jsonschema.Draft202012Validator)):
+        for t in types:
+            quick, v = _type_check(t, draft4), cls({"type": t})
+            assert [quick(x) for x in values] == [v.is_valid(x) for x in values], (cls.__name__, t)
+    assert _type_check("any", False) is None and _type_check(["string", 3], False) is None  # jsonschema decides
+
+
 def test_any_of_and_all_of():
     check({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1}]}, ["1", '"a"'], ['"ab"', "null"])
     check({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
