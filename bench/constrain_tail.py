@@ -20,10 +20,10 @@ and over all, and their calls in those steps. --kernels splits each step's time 
 numba kernels' (their dispatch included) and the rest (Python, and most page faults),
 overall and by the combination of work, with the four kernels that took most of it, and
 the steps over 200 µs if the time outside the kernels (Python and the page faults it
-takes; a kernel's dispatch counts as the kernel's) were 0.75 / 0.5 / 0.25 / 0 of itself (outside(): session 42, forked:
-3,115 -> 2,442 / 1,797 / 1,263 / 767, -22 / -42 / -59 / -75%: the harness meets the target
-at -36 to -49%, so about half the Python of the cold path or less; the kernel walks at no
-time at all, -47%: `--time --what-if "kernel walks"`).
+takes; a kernel's dispatch counts as the kernel's) were 0.75 / 0.5 / 0.25 / 0 of itself
+(outside(); session 42, forked: 3,115 -> 2,442 / 1,797 / 1,263 / 767, -22 / -42 / -59 /
+-75%: the harness meets the target at -36 to -49%, so about half the Python of the cold
+path or less; the kernel walks at no time at all, -47%: `--time --what-if "kernel walks"`).
 
 --fork: each schema compiled and walked in a process forked after the warm-up, as the
 harness runs it (its caches and written pages are its own), the page faults of the steps

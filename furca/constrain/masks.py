@@ -11,9 +11,8 @@ see _context) and re-walks only the tokens that leave the rule; a state at a key
 node takes its trie's shared "any key" mask less the name closers (key_masks.py), and an
 abstract state with configurations inside a lexeme under a frame of its own grammar takes
 the lexeme's walk shared by every grammar (lexeme_masks.py), continued after its returns
-(_recorded_split). Masks are stored
-packed, or sparse when few words are non-zero, in a store bounded per grammar. See
-DESIGN.md.
+(_recorded_split). Masks are stored packed, or sparse when few words are non-zero, in a
+store bounded per grammar. See DESIGN.md.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from .formats import format_grammar, format_rules, format_text
 from .keys import key_not_in
 from .difference import ALSO_PATTERNS, NOT_PATTERNS, ONE_OF_PATTERNS, difference
 from .logic import NOT_STRINGS
+from .merge import ALL_TYPES, literal_type
 from .grammar import NOTHING, alt, chars, cls, complement, counted, lit, normalize, rep, seq
 from .numeric import NUMBER_UNBOUNDED, int_range, number_range
 from .encoding import HEX
@@ -287,32 +288,22 @@ _ANNOTATIONS = frozenset(("title", "description", "default", "examples", "$comme
 
 def _type_check(types, draft4):
     """A check of a JSON value against `type` (a name or a list of names) as jsonschema's
-    type checkers decide it: booleans are no numbers, an integer is an int, or from draft
-    6 on also a float with no fraction; None where `types` is not such a name or list
-    (jsonschema decides then, or raises its error). No type: every value."""
+    type checkers decide it, from the value's own type (merge.literal_type: a boolean is
+    no number, an integral float is an integer) except that draft 4's integer is no
+    float; None where `types` is not such a name or list (jsonschema decides then, or
+    raises its error). No type: every value."""
     if types is None:
         return lambda v: True
     names = [types] if isinstance(types, str) else types
-    if not isinstance(names, list) or not all(isinstance(t, str) and t in _TYPE_TESTS for t in names):
+    if not isinstance(names, list) or not all(isinstance(t, str) and t in ALL_TYPES for t in names):
         return None
-    tests = [_TYPE_TESTS["integer4" if draft4 and t == "integer" else t] for t in names]
-    return lambda v: any(t(v) for t in tests)
+    allowed = set(names) | ({"integer"} if "number" in names else set())
+    floats_integers = not draft4 or "number" in allowed
 
-
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-_TYPE_TESTS = {
-    "string": lambda v: isinstance(v, str),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-    "number": _is_number,
-    "integer": lambda v: _is_number(v) and (isinstance(v, int) or v.is_integer()),
-    "integer4": lambda v: isinstance(v, int) and not isinstance(v, bool),
-}
+    def check(v):
+        t = literal_type(v)
+        return t in allowed and (floats_integers or t != "integer" or not isinstance(v, float))
+    return check
 
 
 def literal_check(c, schema, where):
