@@ -41,7 +41,7 @@ LOOP_MIN = 16  # the fewest nodes under a trie node for walk_roots_core to try l
 @njit(cache=True, nogil=True)
 def walk_roots_core(j, i, roots, start, stack, words, rec, keep, depth, byte, end, tok_start, tok_ids, rest,
                     trans, rows, acc, lim, short, room, full, made, F, stk, sh, cnt, pool, sinfo, hh, buf, ws,
-                    rel, seen, sts, cuts, has_need, cmemo, fmemo, froom, below):
+                    rel, seen, sts, cuts, has_need, cmemo, fmemo, froom, below, root_child):
     """_walk_kernels.walk_roots (walk_range's loop written in: a call per root would pass
     its ~35 arrays, their reference counts, for each of up to 10^4 roots), making the
     rows it needs itself (core_rows.Core; the arguments that change from call to call
@@ -67,6 +67,16 @@ def walk_roots_core(j, i, roots, start, stack, words, rec, keep, depth, byte, en
             stack[depth[x]] = start
             i = x + 1
         while i < stop:
+            if x == 0 and depth[i] == 1 and rows[stack[0]]:
+                # a child of the root, whose state has its row: on to the next child whose byte
+                # the row does not kill (root_child; a dead child's node is never read)
+                ps = stack[0]
+                b = byte[i]
+                while b < 256 and (trans[ps, b] == 0 or root_child[b] < 0):
+                    b += 1
+                if b == 256:
+                    break
+                i = root_child[b]
             if not keep[i]:
                 i = end[i]
                 continue

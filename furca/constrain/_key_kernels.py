@@ -102,7 +102,7 @@ def _push(found, nf, v):
 @njit(cache=True, nogil=True)
 def key_words(words, roots, closers, rest, nrest, others, stack, rec, found, keep, depth, byte, end, tok_start,
               tok_ids, dfs_rest, trans, rows, acc, lim, short, room, full, made, F, stk, sh, cnt, pool, sinfo, hh,
-              buf, ws, rel, seen, sts, cuts, has_need, cmemo, fmemo, froom, under):
+              buf, ws, rel, seen, sts, cuts, has_need, cmemo, fmemo, froom, under, root_child):
     """KeyTrieMasks.words after the "any key" words: words (their copy) with the tokens
     below the closers' trie nodes cleared and those the configurations rest[:nrest]
     allow set; returns the count n of the return nodes in found[:n], or FAIL (FULL:
@@ -223,7 +223,7 @@ def key_words(words, roots, closers, rest, nrest, others, stack, rec, found, kee
         j, _i = walk_roots_core(0, -1, root, walks[w, 1], stack, words, rec, keep, depth, byte, end, tok_start,
                                 tok_ids, dfs_rest, trans, rows, acc, lim, short, room, full, made, F, stk, sh, cnt,
                                 pool, sinfo, hh, buf, ws, rel, seen, sts, cuts, has_need, cmemo, fmemo, froom,
-                                under)
+                                under, root_child)
         if j < 1:
             return FAIL
         for q in range(rec[0]):

@@ -246,7 +246,8 @@ class Core:
             args = (trie.dfs_depth, trie.dfs_byte, trie.dfs_end, trie.tok_start, trie.tok_ids, trie.dfs_rest,
                     a.trans, a.walkable, a.acc, a.walk_lim, a.short, a.room, a.full, self.made, self.P, self.stk,
                     self.sh, self.cnt, self.pool, self.sinfo, self.hh, self.buf, self.ws, self.rel, self.seen,
-                    self.sts, self.cuts, self.has_need, self.cmemo, self.fmemo, self.froom, trie.below)
+                    self.sts, self.cuts, self.has_need, self.cmemo, self.fmemo, self.froom, trie.below,
+                    trie.root_child)
             self._wargs = ((id(trie), id(a.trans), a._cap, self._gen), args)
         return args
 

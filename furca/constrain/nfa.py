@@ -306,7 +306,7 @@ class _Layout:
     (`closed`), the language from such nodes is the same in every grammar: masks.py
     shares the masks of states that lie wholly inside (abstract states of lexemes)."""
 
-    __slots__ = ("bodies", "edges", "eps", "call", "is_end", "starts", "size", "closed", "_bounds", "_ids")
+    __slots__ = ("bodies", "edges", "eps", "call", "is_end", "starts", "size", "closed", "_bounds", "_ids", "packed")
 
     @classmethod
     def of(cls, nfa, bodies, names):
@@ -327,6 +327,7 @@ class _Layout:
         lay.closed = all(callee in own for callee, _r in lay.call.values())
         lay._bounds = lay.starts[1:] + (lay.size,)
         lay._ids = tuple(id(b) for b in bodies)
+        lay.packed = None  # its edges packed for the row kernel (core_pack.layout_edges), at the first pack
         return lay
 
     def copy_into(self, nfa, names):

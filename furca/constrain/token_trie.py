@@ -103,6 +103,12 @@ class TokenTrie:
         self.tok_ids = valid[order].astype(np.int32)
         self.tok_start = np.searchsorted(token_node_dfs[valid][order], np.arange(n + 1)).astype(np.int32)
         self.keep_all = np.ones(n, dtype=np.bool_)  # the walks' `keep` where nothing is skipped (_walk.py)
+        # root_child[b]: the DFS node of the root's child on byte b, -1 where no token starts
+        # with b: a whole-trie walk goes from one live child of the root to the next through
+        # its state's row, not through the dead ones (_core_walk_kernels.walk_roots_core)
+        self.root_child = np.full(256, -1, dtype=np.int32)
+        kids = np.flatnonzero(depth == 1)
+        self.root_child[self.dfs_byte[kids]] = kids
 
     def subtrees_with(self, flags) -> np.ndarray:
         """keep[i] for each DFS node i: whether some token in i's subtree has its flag set

@@ -448,3 +448,79 @@ def test_subtree_bytes_are_the_bytes_below_each_node():
             else:
                 hi |= 1 << (b - 64)
         assert (int(t.below[n, 0]), int(t.below[n, 1])) == (lo, hi), n
+
+
+def test_root_child_is_each_first_bytes_node():
+    """token_trie.TokenTrie.root_child: the DFS node of the root's child on each byte, -1
+    where no token starts with it."""
+    from furca.constrain.token_trie import TokenTrie
+
+    t = TokenTrie([b"b", b"ab", b"abc", b"\xc3\xa9", b"zz", None, b"b~"])
+    expect = {int(t.dfs_byte[n]): n for n in range(1, t.num_nodes) if t.dfs_depth[n] == 1}
+    assert sorted(expect) == [ord("a"), ord("b"), ord("z"), 0xC3]
+    assert [int(x) for x in t.root_child] == [expect.get(b, -1) for b in range(256)]
+
+
+@pytest.mark.parametrize("pattern", [r"(ab|b~|zz)+", r"[a-z]{2,6}", r"(é|zz|b)*ab?", r"\{\"[ab]+\":1\}"])
+def test_walks_from_the_root_skip_its_dead_children(kernel_on, monkeypatch, pattern):
+    """A kernel walk of the whole trie goes from one child of the root to the next through
+    its state's row (root_child), reading no node of a child the row kills, over a
+    vocabulary where most bytes start no token (root_child -1): at every step of random
+    walks the mask is exactly the tokens accept_token takes (and EOS where the matcher may
+    end), and the same as Python's walk of every node."""
+    import random
+
+    from furca.constrain import TokenizerInfo
+
+    toks = [b"a", b"b", b"ab", b"ba", b"abab", b"b~", b"zz", b"z", b"{", b"{\"", b"\"", b"\":", b"1", b"}", b"1}",
+            b"\xc3\xa9", b"\xc3\xa9zz", b"~", None]
+    eos = len(toks) - 1
+    runs = []
+    for core in ("1", "0"):
+        monkeypatch.setenv("FURCA_CORE", core)
+        info = TokenizerInfo(toks, [eos], vocab_size=32)
+        g = GrammarCompiler(info).compile_regex(pattern)
+        rng, seen = random.Random(7), []
+        for _walk in range(6):
+            m = g.matcher()
+            for _ in range(12):
+                bm = np.zeros((1, info.num_words), dtype=np.int32)
+                m.fill_bitmask(bm)
+                bits = np.unpackbits(bm.view(np.uint8), bitorder="little")[: len(toks)].astype(bool)
+                ref = np.array([m.fork().accept_token(t) for t in range(len(toks))])
+                ref[eos] = m.can_terminate()
+                assert (bits == ref).all(), (pattern, np.flatnonzero(bits != ref))
+                seen.append(bits)
+                live = [t for t in np.flatnonzero(bits) if t != eos]
+                if not live:
+                    break
+                assert m.accept_token(int(rng.choice(live)))
+        runs.append((seen, g.automaton))
+    (on, a_on), (off, a_off) = runs
+    assert a_on.core is not None and a_off.core is None
+    assert len(on) == len(off) and all(np.array_equal(x, y) for x, y in zip(on, off)), pattern
+
+
+def test_packed_layouts_are_the_packs_of_their_nodes(kernel_on):
+    """core_pack.pack with the lasting rules' edges from their layout (layout_edges, packed
+    once per layout) is the array packed from every node's own edges, on the grammars of
+    every 10th schema of the in-repo MaskBench sample, ten of them or more with a layout."""
+    from furca.constrain.core_pack import pack
+
+    info, _compiler, _tok = kernel_on
+    with_layout = 0
+    for _name, schema, _tests in list(maskbench_cases())[::10]:
+        try:
+            nfa = GrammarCompiler(info).compile_json_schema(schema).automaton.nfa
+        except CompileError:
+            continue
+        got = pack(nfa)
+        lay, nfa.layout = nfa.layout, None
+        try:
+            assert np.array_equal(got, pack(nfa)), _name
+        finally:
+            nfa.layout = lay
+        if lay is not None:
+            with_layout += 1
+            assert lay.packed is not None and not lay.packed[1].flags.writeable
+    assert with_layout >= 10, with_layout
