@@ -16,6 +16,9 @@ address and `sys.getsizeof`; "<no object>" is a page none of those overlaps (fre
 the child's allocations reuse, list and dict buffers, array data). A page counts once
 for each kind of object on it, so the kinds sum past the pages.
 
+--around MODULE.ATTR (e.g. core_rows.pack) counts only the pages copied inside that
+function's calls in the window (the compile and first mask with --window compile).
+
 --by owner names a page's objects by the module global that reaches them (owner_map)
 instead of their type. Session 42 (`--window compile --schemas 50 --by owner`, 861 pages a
 child): no owner stands out; furca's classes (their methods and code) 20-42 pages a child
@@ -133,16 +136,25 @@ def object_map():
     return sorted(seen), seen
 
 
-def owner_map(objs):
+def owner_map(objs, roots=()):
     """--by owner: {address: "module.global"} for the objects reachable from a module's
-    globals within 6 references (breadth first, furca's modules first; a class owns its
-    methods and their code, a kernel's dispatcher numba's structures behind it): which
-    part of the parent a copied page belongs to, roughly (an object reachable from two
-    globals counts for the first met)."""
+    globals within 6 references (breadth first; first the attributes of the roots,
+    (label, object) pairs such as the tokenizer info the harness holds in a local, each
+    attribute named "label.attribute", then furca's modules; a class owns its methods
+    and their code, a kernel's dispatcher numba's structures behind it): which part of
+    the parent a copied page belongs to, roughly (an object reachable from two globals
+    counts for the first met)."""
     own = {}
+    frontier = []
+    for label, root in roots:
+        own[id(root)] = label
+        frontier.append(root)
+        for k, v in list(vars(root).items()):
+            if id(v) not in own:
+                own[id(v)] = f"{label}.{k}"
+                frontier.append(v)
     mods = sorted(((n, m) for n, m in list(sys.modules.items()) if m is not None),
                   key=lambda x: (not x[0].startswith("furca"), x[0]))
-    frontier = []
     for mname, mod in mods:
         try:
             d = vars(mod)
@@ -176,6 +188,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--schemas", type=int, default=100, help="every k-th schema of the 500 sample, this many")
     ap.add_argument("--window", choices=("compile", "walk", "both"), default="walk")
+    ap.add_argument("--around", help="MODULE.ATTR[.ATTR] of furca.constrain: only the pages copied inside "
+                                     "that function's calls within the window (each call's own, summed)")
     ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--by", choices=("kind", "owner"), default="kind",
@@ -204,7 +218,7 @@ def main(argv=None):
         work.append((d["schema"], ids))
     gc.collect()
     addrs, objs = object_map()
-    own = owner_map(objs) if a.by == "owner" else None
+    own = owner_map(objs, [("info", info)]) if a.by == "owner" else None
     gc.freeze()  # as the harness does before its forks
     by_map: collections.Counter = collections.Counter()
     by_kind: collections.Counter = collections.Counter()
@@ -213,6 +227,8 @@ def main(argv=None):
         """(pages by mapping, pages by kind of object) copied in the window, or None where
         furca refuses the schema."""
         flags = PageFlags(writable_ranges())
+        if a.around:
+            return around(flags, schema, ids)
         if a.window != "walk":
             flags.take(flags.before)
         try:
@@ -231,6 +247,43 @@ def main(argv=None):
         flags.take(flags.after)
         mine_map, mine_kind = collections.Counter(), collections.Counter()
         for k, p in flags.copied():
+            lo, _hi, mapping = flags.ranges[k]
+            mine_map[mapping.rsplit("/", 1)[-1]] += 1
+            mine_kind.update(kinds_on(lo + p * 4096, addrs, objs, own) or ["<no object>"])
+        return mine_map, mine_kind
+
+    def around(flags, schema, ids):
+        """child()'s counts of the pages copied inside each call of a.around (the window's)."""
+        import importlib
+
+        mod_name, *path = a.around.split(".")
+        owner = importlib.import_module("furca.constrain." + mod_name)
+        for name in path[:-1]:
+            owner = getattr(owner, name)
+        f = getattr(owner, path[-1])
+        inside = set()
+
+        def g(*args, **kw):
+            flags.take(flags.before)
+            try:
+                return f(*args, **kw)
+            finally:
+                flags.take(flags.after)
+                inside.update(flags.copied())
+
+        setattr(owner, path[-1], g)
+        try:
+            m = GrammarCompiler(info, cache_size=0).compile_json_schema(schema).matcher()
+            m.fill_bitmask(bm)
+            if a.window != "compile":
+                for t in ids + [info.eos_token_id]:
+                    m.fill_bitmask(bm)
+                    if not m.accept_token(t):
+                        break
+        except CompileError:
+            return None
+        mine_map, mine_kind = collections.Counter(), collections.Counter()
+        for k, p in inside:
             lo, _hi, mapping = flags.ranges[k]
             mine_map[mapping.rsplit("/", 1)[-1]] += 1
             mine_kind.update(kinds_on(lo + p * 4096, addrs, objs, own) or ["<no object>"])

@@ -24,6 +24,16 @@ faults of furca's code objects and functions (code) or of every page it shares (
 paid before its clock: which of the parent's pages the first compile's faults copy
 (session 39: furca's code objects and functions ~57% of them).
 
+--phases adds furca's TTFM by phase in each mode, mean ms and page faults a schema (each
+phase a function of the compile wrapped: translate, prepare, build_nfa, the automaton,
+the compiled grammar, the first mask with the row kernel's pack and Core made inside
+it). Session 43, 100 children (`--sample 100 --engines furca --phases`; see
+bench/results/constrain.md): a forked child's compile pays in every phase, ~3-6x its
+warm time, and most of the difference is pages: the new objects and arrays of each phase
+land on the parent's partly used pools and free heap chunks, a copy-on-write fault for
+each page they touch (core_rows.pack: 51 such pages a child, `constrain_cow_pages.py
+--window compile --around core_rows.pack`).
+
 Prints per engine and mode the TTFM p50 / p90 / p99 and the faults' p50 and mean; the
 compiled schemas are the harness's stratified sample (its `schemas` module), Llama-3.1.
 Wall clock (perf_counter), as the harness times.
@@ -47,6 +57,45 @@ OTHER = {"type": "object", "properties": {"zq": {"type": "string", "maxLength": 
                                           "zr": {"type": "array", "items": {"type": "integer", "minimum": 3}},
                                           "zs": {"enum": ["a", 1]}}, "required": ["zq"]}
 MODES = ("warm", "forked", "forked after one compile")
+PHASES: dict = {}  # --phases: label -> [ns, faults] of furca's compile phases since the last clear
+PHASE_FNS = (  # (label, module of furca.constrain, attribute path): the functions --phases times
+    ("translate", "compiler", "schema_to_ir"),
+    ("prepare", "compiler", "prepare"),
+    ("build_nfa", "compiler", "build_nfa"),
+    ("automaton", "compiler", "LazyAutomaton"),
+    ("compiled grammar", "compiler", "CompiledGrammar"),
+    ("first mask", "masks", "TokenMasks.mask"),
+    ("  pack (in it)", "core_rows", "pack"),
+    ("  Core (in it)", "core_rows", "Core"),
+)
+
+
+def _time_phases():
+    """Wraps PHASE_FNS to add their wall time and page faults to PHASES (a nested call of
+    the same function counts once)."""
+    import importlib
+
+    for label, mod, attr in PHASE_FNS:
+        owner = importlib.import_module("furca.constrain." + mod)
+        *path, name = attr.split(".")
+        for x in path:
+            owner = getattr(owner, x)
+        f = getattr(owner, name)
+
+        def g(*args, _f=f, _label=label, **kw):
+            if PHASES.get(_label, [0, 0, False])[2]:  # nested in itself
+                return _f(*args, **kw)
+            acc = PHASES.setdefault(_label, [0, 0, False])
+            acc[2] = True
+            f0, t0 = _faults(), time.perf_counter_ns()
+            try:
+                return _f(*args, **kw)
+            finally:
+                acc[0] += time.perf_counter_ns() - t0
+                acc[1] += _faults() - f0
+                acc[2] = False
+
+        setattr(owner, name, g)
 
 
 def _faults():
@@ -85,9 +134,10 @@ def _forked(engine, path, before, first=None, touch=None):
                 touch_parent(touch)
             if first is not None:
                 _ttfm(engine, first, bm)
+            PHASES.clear()
             f0 = _faults()
             ms, ok = _ttfm(engine, schema, bm)
-            os.write(wfd, json.dumps([ms, ok, _faults() - f0]).encode())
+            os.write(wfd, json.dumps([ms, ok, _faults() - f0, dict(PHASES)]).encode())
         finally:
             os._exit(0)
     os.close(wfd)
@@ -113,6 +163,7 @@ def main(argv=None):
                     help="KIND[,KIND]: also forked with the child's copy-on-write pages of each kind paid "
                          "before its clock (code: furca's functions and code objects; heap, anon, all: "
                          "constrain_tail.py --touch-parent); a diagnostic, not the harness's way")
+    ap.add_argument("--phases", action="store_true", help="furca's TTFM by phase of its compile, each mode")
     a = ap.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.path.insert(0, HARNESS)
@@ -138,6 +189,8 @@ def main(argv=None):
         bm = alloc_bitmask(tok.vocab_size)
         _ttfm(e, WARM_UP_SCHEMA, bm)  # the harness's warm-up
         engines.append((name, e, bm))
+    if a.phases:
+        _time_phases()
     names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
     if a.parent_warm:
         inside = set(names)
@@ -164,9 +217,10 @@ def main(argv=None):
         with open(os.path.join(a.data, n), encoding="utf-8") as f:
             schema = json.load(f)["schema"]
         for name, e, bm in (engines if i % 2 == 0 else engines[::-1]):
+            PHASES.clear()
             f0 = _faults()
             ms, ok = _ttfm(e, schema if len(engines) == 1 else json.loads(json.dumps(schema)), bm)
-            res[(name, "warm")].append([ms, ok, _faults() - f0])
+            res[(name, "warm")].append([ms, ok, _faults() - f0, dict(PHASES)])
     print(f"{len(names)} schemas; TTFM of those that compiled (as the harness counts it)")
     print("| engine | mode | TTFM p50 | p90 | p99 ms | faults p50 | mean |")
     print("|:--|:--|--:|--:|--:|--:|--:|")
@@ -178,6 +232,22 @@ def main(argv=None):
             p = np.percentile(ms, [50, 90, 99])
             faults = f"{np.median(fl):.0f} | {fl.mean():.0f}"
             print(f"| {name} | {m} | {p[0]:.2f} | {p[1]:.1f} | {p[2]:.1f} | {faults} |")
+    if a.phases:
+        phase_modes = [m for m in MODES if ("furca", m) in res]
+        print("\nfurca's TTFM by phase: mean ms / page faults a schema (those that compiled)")
+        print("| phase | " + " | ".join(phase_modes) + " |")
+        print("|:--|" + "--:|" * len(phase_modes))
+        for label, _m, _p in PHASE_FNS + (("TTFM", "", ""),):
+            cells = []
+            for m in phase_modes:
+                rows = [r for r in res[("furca", m)] if r[1]]
+                if label == "TTFM":
+                    ns, fl = sum(r[0] * 1e6 for r in rows), sum(r[2] for r in rows)
+                else:
+                    ns = sum(r[3].get(label, (0, 0))[0] for r in rows)
+                    fl = sum(r[3].get(label, (0, 0))[1] for r in rows)
+                cells.append(f"{ns / len(rows) / 1e6:.3f} / {fl / len(rows):.0f}")
+            print(f"| {label} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
