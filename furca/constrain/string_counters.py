@@ -55,13 +55,21 @@ _DFAS: dict = {}  # body shape -> DFA (int16 [states, 256]) or None
 _TABLES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # TokenizerInfo -> {dfa bytes: StringTable}
 
 
-def _kernels():
-    """The module _string_kernels, or None without numba (the walks then serve)."""
-    if _walk.get_walk_range() is None:
-        return None
-    from . import _string_kernels
+_KERNELS: list = []  # [the module _string_kernels], once imported (_kernels)
 
-    return _string_kernels
+
+def _kernels():
+    """The module _string_kernels, or None without numba (the walks then serve); kept
+    here after its first import: a function-level `from . import ...` runs importlib's
+    Python code (_handle_fromlist) at every call, whose pages a process forked after
+    set-up (the shared harness) copies at its first grammar with a bounded string."""
+    if not _KERNELS:
+        if _walk.get_walk_range() is None:
+            return None
+        from . import _string_kernels
+
+        _KERNELS.append(_string_kernels)
+    return _KERNELS[0]
 
 
 class StringTable:
@@ -216,7 +224,8 @@ def shape_dfa(shape):
 
 
 def _dfa(shape):
-    from ._string_kernels import DEAD, DONE, QUOTE
+    k = _kernels()
+    DEAD, DONE, QUOTE = k.DEAD, k.DONE, k.QUOTE  # noqa: N806 - the kernels' constants
 
     def closure(nodes):
         seen, todo = set(nodes), list(nodes)

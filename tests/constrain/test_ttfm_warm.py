@@ -29,3 +29,61 @@ def test_prebuilt_formats_give_the_same_grammar():
     formats.build_formats()
     assert schema_to_gbnf(schema) == lazy_gbnf
     assert schema_to_ir(schema) == lazy_ir
+
+
+def test_a_warm_process_compiles_and_decodes_without_the_import_system(llama):
+    """Every import the compile and the masks need is made once per process: a second round
+    of compiles and first-instance decodes (every 10th schema of the in-repo MaskBench
+    sample, and two of bounded strings) calls no function of importlib (a function-level
+    `from . import x` does, _handle_fromlist, at every call: in a process forked from a
+    warmed one, as the shared harness runs each schema, its code's pages are copied)."""
+    import sys
+
+    import numpy as np
+
+    from furca.errors import CompileError
+
+    from .test_json_schema_helpers import instance_text, maskbench_cases
+
+    info, _compiler, tok = llama
+    cases = []
+    for _name, schema, tests in list(maskbench_cases())[::10]:
+        valid = [t for t in tests if t["valid"]]
+        if valid:
+            cases.append((schema, tok.encode(instance_text(valid[0]["data"], schema), add_special_tokens=False).ids))
+    bounded = [({"type": "object", "properties": {"id": {"type": "string", "maxLength": 12},
+                                                  "tag": {"type": "string", "minLength": 2, "maxLength": 5}},
+                 "required": ["id", "tag"]}, {"id": "a1b2 c3", "tag": "xyz"}),
+               ({"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 3}, ["left", "right"])]
+    for schema, value in bounded:
+        cases.append((schema, tok.encode(instance_text(value, schema), add_special_tokens=False).ids))
+    bm = np.zeros((1, info.num_words), dtype=np.int32)
+    calls, counters = [], 0
+
+    def run(compiler, schema, ids):
+        try:
+            g = compiler.compile_json_schema(schema)
+        except CompileError:
+            return 0
+        m = g.matcher()
+        for t in ids + [info.eos_token_id]:
+            m.fill_bitmask(bm)
+            if not m.accept_token(t):
+                break
+        return int(g.masks.bounded is not None)
+
+    def seen(frame, event, _arg):
+        if event == "call" and "importlib" in frame.f_code.co_filename:
+            calls.append(frame.f_code.co_name)
+
+    for schema, ids in cases:  # the first round: each part's one-time imports
+        run(GrammarCompiler(info, cache_size=0), schema, ids)
+    for schema, ids in cases:
+        compiler = GrammarCompiler(info, cache_size=0)  # its construction warms the walks (an import)
+        sys.setprofile(seen)
+        try:
+            counters += run(compiler, schema, ids)
+        finally:
+            sys.setprofile(None)
+    assert counters >= 2, counters
+    assert not calls, sorted(set(calls))
