@@ -24,7 +24,7 @@ are written before a state is marked expanded). Its parts compute under the same
 
 from __future__ import annotations
 
-import threading
+from _thread import RLock  # threading.RLock is a Python-level factory of this
 
 import numpy as np
 
@@ -85,7 +85,7 @@ class LazyAutomaton(CanonicalForms):
 
     def __init__(self, nfa: NFA, info: TokenizerInfo):
         self.nfa, self.info = nfa, info
-        self.lock = threading.RLock()
+        self.lock = RLock()
         self.stacks = Stacks()
         self.closures = cl = Closures(nfa, self.stacks)
         # the closures' methods the automaton and its parts call most, bound once

@@ -128,7 +128,8 @@ class KeyTrieMasks:
             nfa = a.nfa
             self._mark_arr = np.zeros(len(nfa.edges), np.bool_)
             self._mark_arr[list(self._marks)] = True
-            self._other_ret = np.full(len(nfa.edges), -1, np.int32)
+            self._other_ret = np.empty(len(nfa.edges), np.int32)  # not np.full: numpy's Python-level
+            self._other_ret.fill(-1)  # wrapper, whose pages a child forked after set-up copies
             for k, (_narrow_to, other_call, _inner) in self._marks.items():
                 self._other_ret[k] = nfa.call[other_call][1]
         hit = a.core.key_split(a, s, self._mark_arr, self._other_ret)
@@ -216,7 +217,9 @@ class KeyTrieMasks:
             if cont:
                 found = walk_continue(a, roots, trie, cont, words, record=True)
                 if a.accepting[cont]:  # the object was the last thing s's rule had left
-                    found = np.concatenate([found, roots])
+                    both = np.empty(len(found) + len(roots), np.int32)  # np.concatenate's Python-level
+                    both[: len(found)], both[len(found):] = found, roots  # dispatcher left out (as _other_ret)
+                    found = both
             hit = (words, found, trie)  # int32: walk_continue's records and the roots
         hit[0].setflags(write=False)
         self._any[key] = hit
@@ -337,18 +340,11 @@ class KeyTrieMasks:
 
     def _child(self, trie, x, b):
         """The child of DFS node x of trie on byte b, or -1 (the root's children through
-        a table per trie, others by a scan of the siblings)."""
+        the trie's root_child, others by a scan of the siblings)."""
         if x == 0:
             table = self._roots.get(id(trie))
             if table is None:
-                table = np.full(256, -1, dtype=np.int64)
-                kids = [1] if trie.num_nodes > 1 else []
-                end = trie.dfs_end
-                while kids and kids[-1] < trie.num_nodes:
-                    kids.append(int(end[kids[-1]]))
-                for c in kids[:-1]:
-                    table[trie.dfs_byte[c]] = c
-                table = self._roots[id(trie)] = table.tolist()
+                table = self._roots[id(trie)] = trie.root_child.tolist()
             return table[b]
         byte, end = trie.dfs_byte, trie.dfs_end
         c, stop = x + 1, int(end[x])

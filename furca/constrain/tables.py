@@ -27,8 +27,23 @@ def reserved_table(rows: int):
         except (OSError, ValueError):
             return None
     arr = np.frombuffer(buf, dtype=np.int32)  # every view of the table has arr as its base
-    weakref.finalize(arr, _TABLES.give, buf).atexit = False  # when no view is left: kept for the next table
+    # when no view is left: kept for the next table. A weakref with a callback, not
+    # weakref.finalize (Python code with a class-wide registry, whose pages a process
+    # forked after set-up copies at its first compile); kept alive in _GIVE_BACK until called
+    ref = weakref.ref(arr, _giver(buf))
+    _GIVE_BACK[id(ref)] = ref
     return arr.reshape(rows, 256)
+
+
+_GIVE_BACK: dict = {}  # id -> the weakref of each live table (reserved_table; a weakref of an array is unhashable)
+
+
+def _giver(buf):
+    def give(ref):
+        _GIVE_BACK.pop(id(ref), None)
+        _TABLES.give(buf)
+
+    return give
 
 
 class _TablePool:
