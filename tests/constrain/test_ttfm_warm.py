@@ -87,3 +87,30 @@ def test_a_warm_process_compiles_and_decodes_without_the_import_system(llama):
             sys.setprofile(None)
     assert counters >= 2, counters
     assert not calls, sorted(set(calls))
+
+
+def test_literals_are_written_as_json_dumps_writes_them():
+    """json_schema.scalars.literal (a str through the encoder's C function, the rest
+    through the encoder) against json.dumps(value, ensure_ascii=False,
+    separators=(",", ":"), allow_nan=False): escapes, lone surrogates, a str subclass,
+    numbers, containers; NaN refused as json.dumps refuses it. merge.canon (one encoder
+    kept) against json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",",
+    ":"))."""
+    import json
+
+    import pytest
+
+    from furca.constrain.json_schema.merge import canon
+    from furca.constrain.json_schema.scalars import literal
+
+    class Name(str):
+        pass
+
+    values = ["", "a", 'q"b\\\n\t\x00\x7f', "é日本\u2028\ud800", Name("sub\"class"), 0, -1, 1.5, 1e300, True, False,
+              None, [1, "a", None], {"k": "v", "n": [1.0]}]
+    for v in values:
+        assert literal(v) == json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False), v
+        assert canon(v) == json.dumps(v, sort_keys=True, ensure_ascii=False, separators=(",", ":")), v
+    with pytest.raises(ValueError):
+        literal(float("nan"))
+    assert canon({"b": float("nan"), "a": 1}) == '{"a":1,"b":NaN}'

@@ -21,8 +21,14 @@ MAX_ANYOF_PAIRS = 1024  # pairs of branches merged to find them
 ALL_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 
 
+# json.dumps with keyword arguments builds a JSONEncoder per call (Python code); one kept
+_CANON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode
+
+
 def canon(x) -> str:
-    return json.dumps(x, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    """x's JSON text as json.dumps(x, sort_keys=True, ensure_ascii=False, separators=(",",
+    ":")) writes it."""
+    return _CANON(x)
 
 
 def json_equal(a, b) -> bool:
