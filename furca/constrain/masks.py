@@ -30,6 +30,16 @@ from .string_counters import BoundedStrings
 from .trie_walks import merged_roots, walk_compiled, walk_continue, walk_numpy, walk_recording
 
 MAX_MASK_BYTES = 256 << 20  # per compiled grammar
+try:  # numpy's C count (np.count_nonzero and ndarray.all are Python code, whose pages a
+    # process forked after set-up copies at their first call)
+    from numpy._core.multiarray import count_nonzero as _count_nonzero
+except ImportError:  # pragma: no cover - another numpy layout
+    _count_nonzero = np.count_nonzero
+
+
+def _takes_all(row, byte_list) -> bool:
+    """Whether the transition row takes every byte of byte_list (no dead successor)."""
+    return _count_nonzero(row[byte_list]) == len(byte_list)
 
 
 class TokenMasks:
@@ -136,7 +146,7 @@ class TokenMasks:
                 else:
                     ab_words = np.zeros(info.num_words, dtype=np.uint32)
                     roots = walk_recording(self._a, ab, info.long_trie, ab_words)
-                nz = np.flatnonzero(ab_words)  # few words: the long tokens are few
+                nz = ab_words.nonzero()[0]  # few words: the long tokens are few (np.flatnonzero: Python code)
                 hit = self._abs_long[ab] = (nz, ab_words[nz], roots)
                 self.mask_bytes += nz.nbytes + hit[1].nbytes + roots.nbytes
             nz, vals, roots = hit
@@ -381,9 +391,9 @@ class TokenMasks:
                     return level
             if depth:
                 return None
-            candidates = [sl for sl in info.space_slices() if row[sl.first_byte_list].all()]
+            candidates = [sl for sl in info.space_slices() if _takes_all(row, sl.first_byte_list)]
         elif row[0x61] and row[0x30]:  # "a" and "0", no space: a pattern's alphabet (every class holds both)
-            candidates = [sl for sl in info.class_slices() if row[sl.first_byte_list].all()]
+            candidates = [sl for sl in info.class_slices() if _takes_all(row, sl.first_byte_list)]
         else:
             return None
         for sl in candidates:

@@ -33,7 +33,6 @@ is left to masks.py's walks. See DESIGN.md ("Bounded strings from tables").
 from __future__ import annotations
 
 import threading
-import weakref
 
 import numpy as np
 
@@ -52,7 +51,6 @@ MAKE_AFTER = 4
 
 _LOCK = threading.Lock()
 _DFAS: dict = {}  # body shape -> DFA (int16 [states, 256]) or None
-_TABLES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # TokenizerInfo -> {dfa bytes: StringTable}
 
 
 _KERNELS: list = []  # [the module _string_kernels], once imported (_kernels)
@@ -167,9 +165,7 @@ def string_table(info, dfa, trie, levels=False, make=True) -> StringTable | None
     else each on first use; make False: None where it is not made yet."""
     key = (dfa.tobytes(), trie is info.long_trie)
     with _LOCK:
-        per = _TABLES.get(info)
-        if per is None:
-            per = _TABLES[info] = {}
+        per = info.string_tables  # kept by the tokenizer (a WeakKeyDictionary's get is Python code)
         table = per.get(key)
         if table is None and make:
             table = per[key] = StringTable(info, dfa, trie, levels)

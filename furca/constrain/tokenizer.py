@@ -136,6 +136,8 @@ class TokenizerInfo:
         self._class_slices = [TokenSlice(self, name, ranges, rest_tries=False) for name, ranges in CLASS_SLICES]
         self._space_slices = [TokenSlice(self, name, ranges, rest_tries=False) for name, ranges in SPACE_SLICES]
         self._unique_tables = None  # token_tables.py's tables, made when a grammar first needs them
+        # string_counters.py's tables by (character DFA, trie), made as grammars need them
+        self.string_tables: dict = {}
 
     def _token_parts(self):
         """Each token's bytes in id order, b"" for a token never allowed."""

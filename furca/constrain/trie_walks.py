@@ -32,8 +32,13 @@ def merged_roots(parts) -> np.ndarray:
     """The sorted distinct trie nodes of the int arrays parts (walks' records), int32: np.unique
     of their concatenation through array methods and ufuncs only (numpy's Python-level
     set functions write ~7 pages of their code at their first call in a process forked
-    after set-up, as the shared harness runs)."""
-    x = np.concatenate(parts).astype(np.int32, copy=False)  # a new array: sorted in place
+    after set-up, as the shared harness runs; np.concatenate, a Python-level dispatcher,
+    a page or two)."""
+    x = np.empty(sum(map(len, parts)), np.int32)  # a new array: sorted in place
+    k = 0
+    for p in parts:
+        x[k : k + len(p)] = p
+        k += len(p)
     if len(x) < 2:
         return x
     x.sort()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from furca.constrain import GrammarCompiler
 from furca.constrain.json_schema import formats, schema_to_gbnf, schema_to_ir
 
-from .conftest import byte_info
+from .conftest import byte_info, needs_compiled_walks
 
 
 def test_compiler_builds_every_format_once():
@@ -31,16 +31,23 @@ def test_prebuilt_formats_give_the_same_grammar():
     assert schema_to_ir(schema) == lazy_ir
 
 
+@needs_compiled_walks  # without numba the masks are numpy's walks (walk_numpy): library code by design
 def test_a_warm_process_compiles_and_decodes_without_the_import_system(llama):
     """Every import the compile and the masks need is made once per process: a second round
     of compiles and first-instance decodes (every 10th schema of the in-repo MaskBench
     sample, and two of bounded strings) calls no function of importlib (a function-level
-    `from . import x` does, _handle_fromlist, at every call: in a process forked from a
-    warmed one, as the shared harness runs each schema, its code's pages are copied)."""
+    `from . import x` does, _handle_fromlist, at every call), and its decode steps call no
+    Python function of any library (numpy's Python-level wrappers, a WeakKeyDictionary's
+    get: C calls do the same). In a process forked from a warmed one, as the shared harness
+    runs each schema, the pages of every Python function a step runs are copied at its
+    first call, inside that step."""
+    import gc
+    import os
     import sys
 
     import numpy as np
 
+    import furca
     from furca.errors import CompileError
 
     from .test_json_schema_helpers import instance_text, maskbench_cases
@@ -58,35 +65,51 @@ def test_a_warm_process_compiles_and_decodes_without_the_import_system(llama):
     for schema, value in bounded:
         cases.append((schema, tok.encode(instance_text(value, schema), add_special_tokens=False).ids))
     bm = np.zeros((1, info.num_words), dtype=np.int32)
-    calls, counters = [], 0
-
-    def run(compiler, schema, ids):
-        try:
-            g = compiler.compile_json_schema(schema)
-        except CompileError:
-            return 0
-        m = g.matcher()
-        for t in ids + [info.eos_token_id]:
-            m.fill_bitmask(bm)
-            if not m.accept_token(t):
-                break
-        return int(g.masks.bounded is not None)
+    ours = os.path.dirname(furca.__file__)
+    imports, foreign, counters, steps = [], [], 0, 0
 
     def seen(frame, event, _arg):
         if event == "call" and "importlib" in frame.f_code.co_filename:
-            calls.append(frame.f_code.co_name)
+            imports.append(frame.f_code.co_name)
 
-    for schema, ids in cases:  # the first round: each part's one-time imports
-        run(GrammarCompiler(info, cache_size=0), schema, ids)
-    for schema, ids in cases:
-        compiler = GrammarCompiler(info, cache_size=0)  # its construction warms the walks (an import)
-        sys.setprofile(seen)
+    def seen_in_steps(frame, event, _arg):
+        seen(frame, event, _arg)
+        name = frame.f_code.co_filename
+        if event == "call" and not name.startswith(ours) and not name.startswith("<string>"):
+            foreign.append((name.rsplit("/", 1)[-1], frame.f_code.co_name))
+
+    def run(compiler, schema, ids, profile):
+        nonlocal steps
+        sys.setprofile(seen if profile else None)
         try:
-            counters += run(compiler, schema, ids)
+            g = compiler.compile_json_schema(schema)
+            m = g.matcher()
+            m.fill_bitmask(bm)
+            sys.setprofile(seen_in_steps if profile else None)
+            for t in ids + [info.eos_token_id]:
+                m.fill_bitmask(bm)
+                steps += profile
+                if not m.accept_token(t):
+                    break
+        except CompileError:
+            return 0
         finally:
             sys.setprofile(None)
-    assert counters >= 2, counters
-    assert not calls, sorted(set(calls))
+        return int(g.masks.bounded is not None)
+
+    for schema, ids in cases:  # the first round: each part's one-time imports
+        run(GrammarCompiler(info, cache_size=0), schema, ids, False)
+    callbacks = gc.callbacks[:]  # other tests' tools may watch the collections (hypothesis does)
+    gc.callbacks.clear()
+    try:
+        for schema, ids in cases:
+            compiler = GrammarCompiler(info, cache_size=0)  # its construction warms the walks (an import)
+            counters += run(compiler, schema, ids, True)
+    finally:
+        gc.callbacks[:] = callbacks
+    assert counters >= 2 and steps > 500, (counters, steps)
+    assert not imports, sorted(set(imports))
+    assert not foreign, sorted(set(foreign))
 
 
 def test_literals_are_written_as_json_dumps_writes_them():
