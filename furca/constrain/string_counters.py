@@ -51,8 +51,6 @@ MAKE_AFTER = 4
 
 _LOCK = threading.Lock()
 _DFAS: dict = {}  # body shape -> DFA (int16 [states, 256]) or None
-
-
 _KERNELS: list = []  # [the module _string_kernels], once imported (_kernels)
 
 
@@ -160,9 +158,10 @@ class StringTable:
 
 def string_table(info, dfa, trie, levels=False, make=True) -> StringTable | None:
     """The StringTable of tokenizer info's trie `trie` (info.trie or info.long_trie) and
-    character DFA dfa, made once per process; levels: its rooms' bitmasks made at once
-    (the compiler's warm-up: ~1 MB, 256 pages a forked request would write first),
-    else each on first use; make False: None where it is not made yet."""
+    character DFA dfa, made once per process (kept by the TokenizerInfo); levels: its
+    rooms' bitmasks made at once (the compiler's warm-up: ~1 MB, 256 pages a forked
+    request would write first), else each on first use; make False: None where it is not
+    made yet."""
     key = (dfa.tobytes(), trie is info.long_trie)
     with _LOCK:
         per = info.string_tables  # kept by the tokenizer (a WeakKeyDictionary's get is Python code)
