@@ -254,24 +254,23 @@ def main(argv=None):
 
     def around(flags, schema, ids):
         """child()'s counts of the pages copied inside each call of a.around (the window's)."""
-        import importlib
+        from _wrap import wrap
 
-        mod_name, *path = a.around.split(".")
-        owner = importlib.import_module("furca.constrain." + mod_name)
-        for name in path[:-1]:
-            owner = getattr(owner, name)
-        f = getattr(owner, path[-1])
         inside = set()
 
-        def g(*args, **kw):
-            flags.take(flags.before)
-            try:
-                return f(*args, **kw)
-            finally:
-                flags.take(flags.after)
-                inside.update(flags.copied())
+        def make(f):
+            def g(*args, **kw):
+                flags.take(flags.before)
+                try:
+                    return f(*args, **kw)
+                finally:
+                    flags.take(flags.after)
+                    inside.update(flags.copied())
 
-        setattr(owner, path[-1], g)
+            return g
+
+        mod_name, path = a.around.split(".", 1)
+        wrap(mod_name, path, make)
         try:
             m = GrammarCompiler(info, cache_size=0).compile_json_schema(schema).matcher()
             m.fill_bitmask(bm)

@@ -174,31 +174,30 @@ def time_calls(with_faults=False, only=None):
     """Wraps every TIMED function: its thread CPU time at the outermost call into spent
     (under label), with_faults its page faults too (under (label, "faults"): getrusage
     twice a call, ~1 µs, which puts more steps over a threshold)."""
-    import importlib
+    from _wrap import wrap
 
     count_faults = faults if with_faults else int
     timed = [x for x in TIMED if only is None or x[0] in only]
 
     depth: collections.Counter = collections.Counter()
     for label, module, path in timed:
-        mod = importlib.import_module("furca.constrain." + module)
-        *owner_path, name = path.split(".")
-        owner = getattr(mod, owner_path[0]) if owner_path else mod
-        f = getattr(owner, name)
 
-        def g(*a, _f=f, _label=label, **k):
-            depth[_label] += 1
-            calls[_label] += 1
-            t0, f0 = clock(), count_faults()
-            try:
-                return _f(*a, **k)
-            finally:
-                depth[_label] -= 1
-                if not depth[_label]:
-                    spent[_label] += clock() - t0
-                    spent[_label, "faults"] += count_faults() - f0
+        def make(f, _label=label):
+            def g(*a, **k):
+                depth[_label] += 1
+                calls[_label] += 1
+                t0, f0 = clock(), count_faults()
+                try:
+                    return f(*a, **k)
+                finally:
+                    depth[_label] -= 1
+                    if not depth[_label]:
+                        spent[_label] += clock() - t0
+                        spent[_label, "faults"] += count_faults() - f0
 
-        setattr(owner, name, g)
+            return g
+
+        wrap(module, path, make)
 
 
 def touch_parent(which) -> None:

@@ -73,29 +73,27 @@ PHASE_FNS = (  # (label, module of furca.constrain, attribute path): the functio
 def _time_phases():
     """Wraps PHASE_FNS to add their wall time and page faults to PHASES (a nested call of
     the same function counts once)."""
-    import importlib
+    from _wrap import wrap
 
     for label, mod, attr in PHASE_FNS:
-        owner = importlib.import_module("furca.constrain." + mod)
-        *path, name = attr.split(".")
-        for x in path:
-            owner = getattr(owner, x)
-        f = getattr(owner, name)
 
-        def g(*args, _f=f, _label=label, **kw):
-            if PHASES.get(_label, [0, 0, False])[2]:  # nested in itself
-                return _f(*args, **kw)
-            acc = PHASES.setdefault(_label, [0, 0, False])
-            acc[2] = True
-            f0, t0 = _faults(), time.perf_counter_ns()
-            try:
-                return _f(*args, **kw)
-            finally:
-                acc[0] += time.perf_counter_ns() - t0
-                acc[1] += _faults() - f0
-                acc[2] = False
+        def make(f, _label=label):
+            def g(*args, **kw):
+                acc = PHASES.setdefault(_label, [0, 0, False])
+                if acc[2]:  # nested in itself
+                    return f(*args, **kw)
+                acc[2] = True
+                f0, t0 = _faults(), time.perf_counter_ns()
+                try:
+                    return f(*args, **kw)
+                finally:
+                    acc[0] += time.perf_counter_ns() - t0
+                    acc[1] += _faults() - f0
+                    acc[2] = False
 
-        setattr(owner, name, g)
+            return g
+
+        wrap(mod, attr, make)
 
 
 def _faults():

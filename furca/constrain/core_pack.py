@@ -24,22 +24,12 @@ def pack(nfa):
     lasting rules laid out at node 0 (nfa._Layout, ~45% of a median grammar's nodes) come
     packed with their layout (layout_edges), so only the grammar's own nodes are read
     here."""
-    edges, eps = nfa.edges, nfa.eps
-    n = len(edges)
+    n = len(nfa.edges)
     lay = nfa.layout
     pre = layout_edges(lay) if lay is not None else None
     size = lay.size if pre is not None else 0
-    if size:
-        edges, eps = edges[size:], eps[size:]
-        pre_e_off, pre_flat, pre_p_off, pre_p_t = pre
-        first_e, first_p = int(pre_e_off[size]), int(pre_p_off[size])
-    else:
-        first_e = first_p = 0
-    # itertools and np.fromiter, not ufuncs' reduce / accumulate nor np.cumsum: a process
-    # forked after set-up (the shared harness) pays the first reduction of its life in
-    # ~20 pages of the parent's (numpy's reduction machinery), np.cumsum more (its Python wrapper)
-    e_offs = np.fromiter(_accumulate(map(len, edges), initial=first_e), np.int32, n - size + 1)
-    p_offs = np.fromiter(_accumulate(map(len, eps), initial=first_p), np.int32, n - size + 1)
+    first_e, first_p = (int(pre[0][-1]), int(pre[2][-1])) if size else (0, 0)
+    e_offs, flat, p_offs, targets = _edges_of(nfa.edges[size:], nfa.eps[size:], first_e, first_p)
     n_e, n_p = int(e_offs[-1]), int(p_offs[-1])
     sizes = [n + 1, n_e, n_e, n_e, n + 1, n_p] + [n] * 4 + [4 * n, 4 * n] + [n] * 5
     head = 2 + len(sizes)  # n, then where each array starts and where the last ends
@@ -50,16 +40,15 @@ def pack(nfa):
     (e_off, e_lo, e_hi, e_t, p_off, p_t, callee, cret, tail, end, k4, l4, tick, need, lfree, lneed,
      kbytes) = (out[x:y] for x, y in zip(bounds[:-1], bounds[1:]))
     k4, l4 = k4.reshape(n, 4), l4.reshape(n, 4)
-    e_off[size:] = e_offs
-    flat = np.fromiter(_chain(_chain(edges)), np.int32, 3 * (n_e - first_e)).reshape(-1, 3)
-    e_lo[first_e:], e_hi[first_e:], e_t[first_e:] = flat[:, 0], flat[:, 1], flat[:, 2]
-    p_off[size:] = p_offs
-    p_t[first_p:] = np.fromiter(_chain(eps), np.int32, n_p - first_p)
-    if size:
-        e_off[:size] = pre_e_off[:size]
-        e_lo[:first_e], e_hi[:first_e], e_t[:first_e] = pre_flat[:, 0], pre_flat[:, 1], pre_flat[:, 2]
-        p_off[:size] = pre_p_off[:size]
-        p_t[:first_p] = pre_p_t
+    # the layout's part, then the grammar's own (its offsets go on from the layout's last)
+    at_n = at_e = at_p = 0
+    for part_e_off, part_flat, part_p_off, part_p_t in ([pre] if size else []) + [(e_offs, flat, p_offs, targets)]:
+        e_off[at_n : at_n + len(part_e_off)] = part_e_off
+        p_off[at_n : at_n + len(part_p_off)] = part_p_off
+        k = at_e + len(part_flat)
+        e_lo[at_e:k], e_hi[at_e:k], e_t[at_e:k] = part_flat[:, 0], part_flat[:, 1], part_flat[:, 2]
+        p_t[at_p : at_p + len(part_p_t)] = part_p_t
+        at_n, at_e, at_p = at_n + len(part_e_off) - 1, k, at_p + len(part_p_t)
     callee.fill(-1)
     cret.fill(-1)
     if nfa.call:
@@ -90,18 +79,27 @@ def pack(nfa):
     return out
 
 
+def _edges_of(edges, eps, first_e=0, first_p=0):
+    """(edge offsets from first_e, (lo, hi, target) rows, epsilon offsets from first_p,
+    epsilon targets) of the nodes whose edges and epsilons are the lists edges and eps.
+    itertools and np.fromiter, not ufuncs' reduce / accumulate nor np.cumsum: a process
+    forked after set-up (the shared harness) pays the first reduction of its life in ~20
+    pages of the parent's (numpy's reduction machinery), np.cumsum more (its Python
+    wrapper)."""
+    e_off = np.fromiter(_accumulate(map(len, edges), initial=first_e), np.int32, len(edges) + 1)
+    p_off = np.fromiter(_accumulate(map(len, eps), initial=first_p), np.int32, len(eps) + 1)
+    flat = np.fromiter(_chain(_chain(edges)), np.int32, 3 * (int(e_off[-1]) - first_e)).reshape(-1, 3)
+    targets = np.fromiter(_chain(eps), np.int32, int(p_off[-1]) - first_p)
+    return e_off, flat, p_off, targets
+
+
 def layout_edges(lay):
-    """(edge offsets, (lo, hi, target) rows, epsilon offsets, epsilon targets) of the nodes
-    of the layout lay (nfa._Layout: the lasting rules at node 0, their edges absolute node
-    numbers, the same in every grammar that copies them), made at its first pack and kept
-    on it, read-only."""
+    """_edges_of the nodes of the layout lay (nfa._Layout: the lasting rules at node 0,
+    their edges absolute node numbers, the same in every grammar that copies them), made
+    at its first pack and kept on it, read-only."""
     hit = lay.packed
     if hit is None:
-        e_off = np.fromiter(_accumulate(map(len, lay.edges), initial=0), np.int32, lay.size + 1)
-        p_off = np.fromiter(_accumulate(map(len, lay.eps), initial=0), np.int32, lay.size + 1)
-        flat = np.fromiter(_chain(_chain(lay.edges)), np.int32, 3 * int(e_off[-1])).reshape(-1, 3)
-        p_t = np.fromiter(_chain(lay.eps), np.int32, int(p_off[-1]))
-        hit = (e_off, flat, p_off, p_t)
+        hit = _edges_of(lay.edges, lay.eps)
         for x in hit:
             x.setflags(write=False)
         lay.packed = hit

@@ -83,7 +83,7 @@ def make(a):
     return Core(a, packed)
 
 
-def _filled(n, value, dtype):
+def filled(n, value, dtype):
     """np.full(n, value, dtype) without numpy's Python-level wrapper (see core_pack.pack)."""
     out = np.empty(n, dtype)
     out.fill(value)
@@ -127,11 +127,11 @@ class Core:
         # tables whose rows are written before they are read are left unzeroed (np.empty):
         # their pages fault in as rows are written, not all at once
         self.stk = np.empty((rows, 4), np.int32)
-        self.sh = _filled(2 * rows, -1, np.int32)
+        self.sh = filled(2 * rows, -1, np.int32)
         self.pool = np.empty(4 << 12, np.int64)  # the keys of the states (two buf's room: _headroom)
         self.sinfo = np.empty((rows, 3), np.int64)
         self.sinfo[0] = 0  # the dead state: no configurations
-        self.hh = _filled(2 * rows, -1, np.int32)
+        self.hh = filled(2 * rows, -1, np.int32)
         # [0] stacks, [1] pool used, [2] states (0: the empty stack, the dead state), [3] the
         # rows and mappings a walk may still make before it returns (WALK_ROWS a call: Python
         # checks the deadline between), [4] the closure steps a row may still take, [5] the
@@ -141,9 +141,9 @@ class Core:
         self.made = np.empty(WALK_ROWS, np.int32)  # the states a walk gave rows, to mark expanded after it
         self.stk[0] = (-1, -1, 0, 0)
         # per stack: its canonical form for short tokens, its full_canonical form and room (-1: not yet)
-        self.cmemo = _filled(rows, -1, np.int32)
-        self.fmemo = _filled(rows, -1, np.int32)
-        self.froom = _filled(rows, -1, np.int64)
+        self.cmemo = filled(rows, -1, np.int32)
+        self.fmemo = filled(rows, -1, np.int32)
+        self.froom = filled(rows, -1, np.int64)
         # scratch of a row: successor keys, the closure's work list, its relative frame
         # chains, its visited set (node, chain, stack, generation), the stacks after the byte
         self.buf = np.empty(1 << 12, np.int64)
@@ -371,16 +371,16 @@ class Core:
         self.stk = _doubled(self.stk, rows)
         n = len(self.cmemo)
         for name in ("cmemo", "fmemo", "froom"):
-            x = _filled(rows, -1, getattr(self, name).dtype)
+            x = filled(rows, -1, getattr(self, name).dtype)
             x[:n] = getattr(self, name)
             setattr(self, name, x)
-        self.sh = _filled(2 * rows, -1, np.int32)
+        self.sh = filled(2 * rows, -1, np.int32)
         self._t.insert_stacks(1, int(self.cnt[0]), self.stk, self.sh)
 
     def _grow_states(self, rows):
         self._gen += 1
         self.sinfo = _doubled(self.sinfo, rows)
-        self.hh = _filled(2 * rows, -1, np.int32)
+        self.hh = filled(2 * rows, -1, np.int32)
         self._t.insert_states(1, int(self.cnt[2]), self.pool, self.sinfo, self.hh)
 
     def _enter(self, a):

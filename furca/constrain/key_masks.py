@@ -51,9 +51,10 @@ from __future__ import annotations
 import numpy as np
 
 from .bitmask import clear_ids
+from .core_rows import filled
 from .key_rules import QUOTE, shared_fit
 from .stacks import CUT_RET
-from .trie_walks import merged_roots, walk_continue, walk_recording
+from .trie_walks import joined, merged_roots, walk_continue, walk_recording
 
 class KeyTrieMasks:
     """split(s) -> parts or None / words(s, parts, compute): the abstract mask of a state
@@ -128,8 +129,7 @@ class KeyTrieMasks:
             nfa = a.nfa
             self._mark_arr = np.zeros(len(nfa.edges), np.bool_)
             self._mark_arr[list(self._marks)] = True
-            self._other_ret = np.empty(len(nfa.edges), np.int32)  # not np.full: numpy's Python-level
-            self._other_ret.fill(-1)  # wrapper, whose pages a child forked after set-up copies
+            self._other_ret = filled(len(nfa.edges), -1, np.int32)
             for k, (_narrow_to, other_call, _inner) in self._marks.items():
                 self._other_ret[k] = nfa.call[other_call][1]
         hit = a.core.key_split(a, s, self._mark_arr, self._other_ret)
@@ -217,9 +217,7 @@ class KeyTrieMasks:
             if cont:
                 found = walk_continue(a, roots, trie, cont, words, record=True)
                 if a.accepting[cont]:  # the object was the last thing s's rule had left
-                    both = np.empty(len(found) + len(roots), np.int32)  # np.concatenate's Python-level
-                    both[: len(found)], both[len(found):] = found, roots  # dispatcher left out (as _other_ret)
-                    found = both
+                    found = joined([found, roots])
             hit = (words, found, trie)  # int32: walk_continue's records and the roots
         hit[0].setflags(write=False)
         self._any[key] = hit

@@ -28,17 +28,24 @@ def _grown(rec):
     return out
 
 
-def merged_roots(parts) -> np.ndarray:
-    """The sorted distinct trie nodes of the int arrays parts (walks' records), int32: np.unique
-    of their concatenation through array methods and ufuncs only (numpy's Python-level
-    set functions write ~7 pages of their code at their first call in a process forked
-    after set-up, as the shared harness runs; np.concatenate, a Python-level dispatcher,
-    a page or two)."""
-    x = np.empty(sum(map(len, parts)), np.int32)  # a new array: sorted in place
+def joined(parts) -> np.ndarray:
+    """The int arrays parts end to end, int32, a new array: np.concatenate without its
+    array-function dispatcher, numpy 2's Python code (a process forked after set-up
+    copies its pages at the first call)."""
+    x = np.empty(sum(map(len, parts)), np.int32)
     k = 0
     for p in parts:
         x[k : k + len(p)] = p
         k += len(p)
+    return x
+
+
+def merged_roots(parts) -> np.ndarray:
+    """The sorted distinct trie nodes of the int arrays parts (walks' records), int32: np.unique
+    of their concatenation (joined) through array methods and ufuncs only (numpy's
+    Python-level set functions write ~7 pages of their code at their first call in a
+    process forked after set-up, as the shared harness runs)."""
+    x = joined(parts)  # a new array: sorted in place
     if len(x) < 2:
         return x
     x.sort()
