@@ -224,12 +224,28 @@ def main(argv=None):
     by_kind: collections.Counter = collections.Counter()
     children = 0
     def child(schema, ids):
-        """(pages by mapping, pages by kind of object) copied in the window, or None where
-        furca refuses the schema."""
+        """(pages by mapping, pages by kind of object) copied in the window (with --around,
+        inside that function's calls in it), or None where furca refuses the schema."""
         flags = PageFlags(writable_ranges())
+        inside = None
         if a.around:
-            return around(flags, schema, ids)
-        if a.window != "walk":
+            from _wrap import wrap
+
+            inside = set()
+
+            def make(f):
+                def g(*args, **kw):
+                    flags.take(flags.before)
+                    try:
+                        return f(*args, **kw)
+                    finally:
+                        flags.take(flags.after)
+                        inside.update(flags.copied())
+
+                return g
+
+            wrap(*a.around.split(".", 1), make)
+        elif a.window != "walk":
             flags.take(flags.before)
         try:
             g = GrammarCompiler(info, cache_size=0).compile_json_schema(schema)
@@ -237,52 +253,17 @@ def main(argv=None):
             return None
         m = g.matcher()
         m.fill_bitmask(bm)
-        if a.window == "walk":
+        if a.window == "walk" and inside is None:
             flags.take(flags.before)
         if a.window != "compile":
             for t in ids + [info.eos_token_id]:
                 m.fill_bitmask(bm)
                 if not m.accept_token(t):
                     break
-        flags.take(flags.after)
+        if inside is None:
+            flags.take(flags.after)
         mine_map, mine_kind = collections.Counter(), collections.Counter()
-        for k, p in flags.copied():
-            lo, _hi, mapping = flags.ranges[k]
-            mine_map[mapping.rsplit("/", 1)[-1]] += 1
-            mine_kind.update(kinds_on(lo + p * 4096, addrs, objs, own) or ["<no object>"])
-        return mine_map, mine_kind
-
-    def around(flags, schema, ids):
-        """child()'s counts of the pages copied inside each call of a.around (the window's)."""
-        from _wrap import wrap
-
-        inside = set()
-
-        def make(f):
-            def g(*args, **kw):
-                flags.take(flags.before)
-                try:
-                    return f(*args, **kw)
-                finally:
-                    flags.take(flags.after)
-                    inside.update(flags.copied())
-
-            return g
-
-        mod_name, path = a.around.split(".", 1)
-        wrap(mod_name, path, make)
-        try:
-            m = GrammarCompiler(info, cache_size=0).compile_json_schema(schema).matcher()
-            m.fill_bitmask(bm)
-            if a.window != "compile":
-                for t in ids + [info.eos_token_id]:
-                    m.fill_bitmask(bm)
-                    if not m.accept_token(t):
-                        break
-        except CompileError:
-            return None
-        mine_map, mine_kind = collections.Counter(), collections.Counter()
-        for k, p in inside:
+        for k, p in inside if inside is not None else flags.copied():
             lo, _hi, mapping = flags.ranges[k]
             mine_map[mapping.rsplit("/", 1)[-1]] += 1
             mine_kind.update(kinds_on(lo + p * 4096, addrs, objs, own) or ["<no object>"])
