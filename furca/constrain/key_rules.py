@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .key_trie import is_plain
+from .key_trie import is_plain, trie_end
 
 MAX_CHECK_PAIRS = 512  # state pairs of rules_fit's bisimulation past which a trie is walked as before
 _PLAIN = np.array([b < 0x80 and is_plain(chr(b)) for b in range(256)])  # a key's plain characters
@@ -131,9 +131,7 @@ def rules_fit(a, marks, k, st) -> bool:
     through it at E), so one check serves every stack, and every trie over the same
     two rules."""
     narrow_to, other_call, _inner = marks[k]
-    end = _trie_end(a.nfa, marks, k)
-    if end is None:
-        return False
+    end = trie_end(narrow_to)  # not a node found from k: below a name's node the quote is the name's
     any_key = a.intern(*a.closure(narrow_to, st))
     o = a.intern(*a.closure(other_call, st))
     e = a.intern(*a.closure(end, st))
@@ -163,17 +161,3 @@ def rules_fit(a, marks, k, st) -> bool:
             nxt = [(ru[b], e if b == QUOTE else -1 if _PLAIN[b] else int(row_o[b])) for b in range(256)]
         todo.extend(set(nxt) - seen)
     return True
-
-
-def _trie_end(nfa, marks, k):
-    """The trie's end node (where its closing quotes go), from k or the first node
-    below it that is no name; None if none is found."""
-    edges = nfa.edges
-    todo = [k]
-    while todo:
-        u = todo.pop()
-        for lo, _hi, t in edges[u]:
-            if lo == QUOTE:
-                return t
-        todo.extend(t for lo, hi, t in edges[u] if lo == hi and t in marks)
-    return None

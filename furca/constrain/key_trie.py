@@ -92,6 +92,13 @@ def expand(e):
         below = None  # noqa: F841 - a recursive closure: break its cycle (compiles run with the GC paused)
 
 
+def trie_end(narrow_to: int) -> int:
+    """The end node of the trie whose narrow classes go to NFA node narrow_to
+    (key_trie_nodes' first field): where every closing quote of a key that is no name
+    goes, and both rule calls return (add_to_nfa's node layout)."""
+    return narrow_to - 1
+
+
 def trie_nodes(nfa) -> dict:
     """{trie node: (narrow classes' target, call of other, whether it has children)} over
     every key trie that add_to_nfa built into nfa (slice_proof.SliceProof reads them: see

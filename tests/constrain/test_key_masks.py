@@ -129,6 +129,32 @@ def test_the_rules_check_is_shared_by_the_layout_across_grammars(monkeypatch):
     assert g2.masks._keys._fits and all(g2.masks._keys._fits.values()) and not calls
 
 
+@needs_compiled_walks
+def test_the_rules_check_from_a_names_node_finds_the_tries_end(monkeypatch):
+    """The rules check (key_rules.rules_fit) compares the trie's rules up to the trie's
+    end. Where a process's first key state lies at a name's node that a longer name
+    goes on from (its first token spells "ab" of "ab" and "abd"), the node has no
+    closing quote of the trie's and none is found below it either: the end is the
+    trie's (key_trie.trie_end), so the check passes, and what it caches for every
+    grammar of the process is True (it was False: every grammar of those rules walked
+    its key states whole)."""
+    from furca.constrain import key_rules, key_trie
+
+    info = byte_info(EXTRA)
+    compiler = GrammarCompiler(info, cache_size=0)  # its lexeme grammar's key states checked first
+    monkeypatch.setattr(key_rules, "_FITS", {})
+    monkeypatch.setattr(key_rules, "_LAYOUT_FITS", {})
+    g = compiler.compile_json_schema(SCHEMA)
+    nfa = g.automaton.nfa
+    quotes = [([t for lo, _hi, t in nfa.edges[k] if lo == 0x22], key_trie.trie_end(narrow_to))
+              for k, (narrow_to, _other, _inner) in nfa.key_trie_nodes.items()]
+    assert all(ts in ([], [end]) for ts, end in quotes) and any(ts for ts, _end in quotes)  # to the end, or none
+    m = accept_bytes(g, '{"ab')  # at the node of "ab", a name below which "abd" goes on: its first mask
+    walk_checking_masks(m, info, random.Random(0), 6)
+    fits = g.masks._keys._fits
+    assert fits and all(fits.values()) and all(v for v, _bodies in key_rules._LAYOUT_FITS.values())
+
+
 # one object schema with a key trie, met at the root's member, in an array's items and one
 # level deeper: its "any key" words are walked once with the object's frame cut and
 # continued per context below the nodes where the object ends (KeyTrieMasks._any_key)
