@@ -287,6 +287,7 @@ class GrammarCompiler:
             auto = LazyAutomaton(nfa, self.info)
             compiled = CompiledGrammar(auto, key[0])
             compiled.masks.mask(auto.start)
+            compiled.masks.prepare_keys()  # the key tries' shared part, which a step would pay
         except AutomatonLimit as e:
             raise CompileError(f"grammar exceeds a limit at its start: {e}") from None
         except RecursionError:

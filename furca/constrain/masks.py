@@ -75,6 +75,18 @@ class TokenMasks:
         # another part, so not closures (walked, never a matcher's state, never searched)
         self.parts: set[int] = set()
 
+    def prepare_keys(self) -> None:
+        """The key tries' "any key" words made now, at the compile (KeyTrieMasks.prepare);
+        without numba's walks the key tries' states are walked as they are, and nothing
+        is made."""
+        keys = self._keys
+        if keys is None or _walk.get_walk_range() is None:
+            return
+        with self._a.lock:
+            n0 = keys.nbytes
+            keys.prepare(self._compute_recorded, self._cont_of)
+            self.mask_bytes += keys.nbytes - n0
+
     # ---- the mask store ---------------------------------------------------------------
     def _cached_mask(self, s: int):
         """The stored mask of s: a packed int32 row, or (word indices, words) when at most

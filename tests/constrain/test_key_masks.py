@@ -308,3 +308,67 @@ def test_key_state_masks_along_nested_objects_equal_the_whole_walk(llama, monkey
     else:
         runs = fast.masks._keys._plain
         assert not kernel and runs and len(calls) > len(runs)  # runs served again from the cache
+
+
+@needs_compiled_walks
+def test_the_compile_makes_each_tries_any_key_words(monkeypatch):
+    """The compile makes the "any key" words of each trie at the cut stack (KeyTrieMasks
+    .prepare), so a key state's first mask walks none: only the narrow part and the
+    continuation per context are left to the steps. The masks stay brute force's."""
+    info = byte_info(EXTRA + ENDS)
+    g = GrammarCompiler(info).compile_json_schema(SHARED)
+    a, keys = g.automaton, g.masks._keys
+    tries = {v[0] for v in a.nfa.key_trie_nodes.values()}
+    assert tries and {(n, a.cut) for n in tries} <= set(keys._any)
+    assert g.masks.mask_bytes >= keys.nbytes > 0
+    walks = _counting_any_key_walks(g)
+    for k, prefix in enumerate(('{"one":{"', '{"one":{"a', '{"many":[{"', '{"deep":{"env":{"ab":1,"')):
+        walk_checking_masks(accept_bytes(g, prefix), info, random.Random(k), 12)
+    assert not walks  # each context's words continued from the cut stack's, none walked again
+
+
+@needs_compiled_walks
+def test_the_compile_prepares_at_most_its_bound_of_tries(monkeypatch):
+    from furca.constrain import key_masks
+
+    info = byte_info(EXTRA)
+    monkeypatch.setattr(key_masks, "PREPARED_TRIES", 1)
+    g = GrammarCompiler(info).compile_json_schema(SCHEMA)  # two tries: the root's and "nest"'s
+
+    def prepared():
+        return {n for n, st in g.masks._keys._any if st == g.automaton.cut}
+
+    assert len({v[0] for v in g.automaton.nfa.key_trie_nodes.values()}) == 2
+    root = prepared()
+    assert len(root) == 1
+    walk_checking_masks(accept_bytes(g, '{"a'), info, random.Random(0), 8)
+    assert prepared() == root  # the root object's trie: the outermost, prepared first
+    walk_checking_masks(accept_bytes(g, '{"nest":{"a'), info, random.Random(0), 8)  # "nest"'s made in a step
+    assert len(prepared()) == 2
+
+
+@needs_compiled_walks
+def test_a_limit_met_while_preparing_leaves_the_compile_and_the_masks_whole(monkeypatch):
+    """A state past a limit (automaton.AutomatonLimit) met while the compile makes the
+    "any key" words stops that work, not the compile: the step that needs the words
+    makes them as before."""
+    from furca.constrain import key_masks
+    from furca.constrain.stacks import AutomatonLimit
+
+    info = byte_info(EXTRA)
+    compiler = GrammarCompiler(info)  # the process's lexeme grammar compiled first, unlimited
+    compiling = [True]
+    any_key = key_masks.KeyTrieMasks._any_key
+
+    def limited(self, *args):
+        if compiling[0]:
+            raise AutomatonLimit("too many states")
+        return any_key(self, *args)
+
+    monkeypatch.setattr(key_masks.KeyTrieMasks, "_any_key", limited)
+    g = compiler.compile_json_schema(SCHEMA)
+    compiling[0] = False
+    assert not g.masks._keys._any
+    for k, prefix in enumerate(('{"', '{"a', '{"nest":{"')):
+        walk_checking_masks(accept_bytes(g, prefix), info, random.Random(k), 10)
+    assert g.masks._keys._any
