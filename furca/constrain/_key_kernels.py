@@ -100,6 +100,26 @@ def _push(found, nf, v):
 
 
 @njit(cache=True, nogil=True)
+def literal_configs(s, pool, sinfo, F, out):
+    """State s's configurations (int64 keys) into out[:m]; returns how many of them sit on
+    a one-byte node (_one_byte: key_words walks those down their literal), or -1 where
+    out is shorter than s's m configurations."""
+    P = unflat(F)
+    e_off, e_lo, e_hi, tick = P[0], P[1], P[2], P[12]
+    o = sinfo[s, 0]
+    m = sinfo[s, 1]
+    if m > out.shape[0]:
+        return -1
+    k = 0
+    for i in range(m):
+        key = pool[o + i]
+        out[i] = key
+        if _one_byte(key >> 32, e_off, e_lo, e_hi, tick):
+            k += 1
+    return k
+
+
+@njit(cache=True, nogil=True)
 def key_words(words, roots, closers, rest, nrest, others, stack, rec, found, keep, depth, byte, end, tok_start,
               tok_ids, dfs_rest, trans, rows, acc, lim, short, room, full, made, F, stk, sh, cnt, pool, sinfo, hh,
               buf, ws, rel, seen, sts, cuts, has_need, cmemo, fmemo, froom, under, root_child):

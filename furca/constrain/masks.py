@@ -465,7 +465,9 @@ class TokenMasks:
         if record:
             return words, walk_recording(self._a, s, trie, words, keep), trie, base
         if _walk.get_walk() is not None:
-            walk_compiled(self._a, s, trie, words, keep)
+            # a narrow state of literals (an enum's strings, an object's names) down their bytes
+            if not (narrow and a.core is not None and a.core.literal_words(a, s, words, trie)):
+                walk_compiled(self._a, s, trie, words, keep)
         else:
             walk_numpy(self._a, s, trie, words)
         packed = words.view("<i4")
