@@ -312,9 +312,11 @@ class Core:
             self._enter(a)
         s = int(s)
         m = int(self.sinfo[s, 1])
+        if m < LITERAL_MIN:
+            return False
         if m > len(self._keybuf):
             self._keybuf = np.empty(max(256, 2 * m), np.int64)
-        if m < LITERAL_MIN or self._literal_configs(s, self.pool, self.sinfo, self.P, self._keybuf) != m:
+        if self._literal_configs(s, self.pool, self.sinfo, self.P, self._keybuf) != m:
             return False
         rest = self._keybuf[:m].copy()  # key_words takes _keybuf as its scratch
         if self.key_words(a, words, _NO_NODES, _NO_NODES, rest, trie) is None:

@@ -57,7 +57,8 @@ from .stacks import CUT_RET, AutomatonLimit
 from .trie_walks import joined, merged_roots, walk_continue, walk_recording
 
 # the tries whose "any key" words a compile makes (KeyTrieMasks.prepare): 97% of the 500
-# sample's grammars have at most 8; a few have ~85 (a trie per object of a large schema)
+# sample's grammars have at most 8; a few have ~85 (a trie per object of a large schema),
+# where making them all measured level and put the TTFM p99 up ~20%
 PREPARED_TRIES = 8
 
 
@@ -195,17 +196,20 @@ class KeyTrieMasks:
         return words, roots, trie, any_words.view("<i4")
 
     def prepare(self, compute, cont_of) -> None:
-        """Makes the "any key" words of the grammar's last built PREPARED_TRIES tries
-        whose rules fit (the outer objects' first), at the context frame (the automaton's cut stack: the key of every
-        object's own, context-free part, _any_key), so that no step pays them. Called
-        once, at the compile (masks.TokenMasks.prepare_keys). Each costs ~0.1-0.2 ms, and
-        made in a step it was most of that step: on the 500 sample's first instances
-        467 of the 1,316 steps over 200 µs in one process computed one (their time
-        outside the kernels ~220 of ~310 µs). A state past a limit stops it: the step
-        that needs that state meets the limit as before."""
+        """Makes the "any key" words of up to PREPARED_TRIES tries whose rules fit, at the
+        context frame (the automaton's cut stack: each object's own part, the same in
+        every context, _any_key), so that no step pays them. Called once, at the compile
+        (masks.TokenMasks.prepare_keys). Each costs ~0.1-0.2 ms; made in a step it was
+        most of that step (on the 500 sample's first instances in one process, 467 of
+        the 1,316 steps over 200 µs made one, ~220 of their ~310 µs outside the kernels).
+        The tries in reverse build order: an inline object's trie is built before its
+        parent's, a definition's behind a $ref after the root's, so neither order puts
+        the first trie an instance meets first in every schema (against build order, level:
+        1,538 / 1,593 forked first-instance steps over 200 µs). A state past a limit stops
+        it: the step that needs that state meets the limit as before."""
         a = self._a
         done = set()
-        try:  # the last built first: an object's trie is built after those of the objects inside it
+        try:
             for k, (narrow_to, _other, _inner) in reversed(self._marks.items()):
                 if narrow_to in done:
                     continue
