@@ -101,15 +101,12 @@ def _push(found, nf, v):
 
 @njit(cache=True, nogil=True)
 def literal_configs(s, pool, sinfo, F, out):
-    """State s's configurations (int64 keys) into out[:m]; returns how many of them sit on
-    a one-byte node (_one_byte: key_words walks those down their literal), or -1 where
-    out is shorter than s's m configurations."""
+    """State s's m configurations (int64 keys) into out (m long); returns how many of them
+    sit on a one-byte node (_one_byte: key_words walks those down their literal)."""
     P = unflat(F)
     e_off, e_lo, e_hi, tick = P[0], P[1], P[2], P[12]
     o = sinfo[s, 0]
     m = sinfo[s, 1]
-    if m > out.shape[0]:
-        return -1
     k = 0
     for i in range(m):
         key = pool[o + i]

@@ -38,12 +38,11 @@ import os
 import numpy as np
 
 from . import _walk
+from .core_keys import KeyCalls
 from .core_pack import pack
 from .deadline import check as check_deadline
 
 _ROOT = np.zeros(1, np.int32)  # the trie's root as the one root of a walk of the whole trie
-_NO_NODES = np.zeros(0, np.int32)  # literal_words: no roots, no closers
-LITERAL_MIN = 4  # literal_words: the fewest configurations (literals) of a state it walks
 WALK_ROWS = 64  # rows a compiled walk makes before it returns (then Python checks the deadline)
 # stacks and states a walk's kernel call has room for (the kernel cannot grow its tables:
 # Python grows them before the call; past it the walk returns, they grow, it goes on);
@@ -98,8 +97,8 @@ def _doubled(x, rows):
     return out
 
 
-class Core:
-    """row(a, s) -> bool. See the module docstring."""
+class Core(KeyCalls):
+    """row(a, s) -> bool. See the module docstring; the key tries' calls: core_keys.py."""
 
     def __init__(self, a, packed):
         """a: the automaton; packed: pack(a.nfa) (one int32 array)."""
@@ -113,13 +112,7 @@ class Core:
         self._state_base = _core_walk_kernels.state_base
         self._rebase_state = _core_walk_kernels.rebase_state
         self._state_in_layout = _core_walk_kernels.state_in_layout
-        self._split_key = _key_kernels.split_key
-        self._key_words = _key_kernels.key_words
-        self._literal_configs = _key_kernels.literal_configs
-        self._key_full, self._key_rec = _key_kernels.FULL, _key_kernels.REC_CAP
-        self._keybuf = np.empty(0, np.int64)  # key_split's configurations, then key_words' (grown by key_split)
-        # key_words' scratch: a walk's records, the return nodes (made at its first call)
-        self._krec, self._kfound = None, None
+        self._keys_init(_key_kernels)
         # the item counters' nodes (automaton._base), up to the last of them
         self.items = np.zeros(max(a.nfa.item_counters, default=-1) + 1, np.bool_)
         for n in a.nfa.item_counters:
@@ -262,67 +255,6 @@ class Core:
         made = int(self.cnt[5])
         if made:
             a.expanded[self.made[:made]] = True
-
-    def key_split(self, a, s, marks, other_ret):
-        """(the key of state s's one configuration on a key trie node, the other
-        configurations the mask walks as int64 keys) from the kernel's tables
-        (_key_kernels.split_key: key_masks.KeyTrieMasks.split), or None. marks: the key
-        trie nodes (bool over the NFA's nodes); other_ret: per node, where its call of
-        `other` returns. Under the automaton's lock."""
-        if s >= self._ns:
-            self._enter(a)
-        s = int(s)
-        kk, n = self._split_key(s, self.pool, self.sinfo, self.stk, marks, other_ret, self._keybuf)
-        if kk == self._t.ROOM:  # room for s's configurations (key_words' too), then again
-            self._keybuf = np.empty(max(256, 2 * n), np.int64)
-            kk, n = self._split_key(s, self.pool, self.sinfo, self.stk, marks, other_ret, self._keybuf)
-        if kk < 0:
-            return None
-        return int(kk), self._keybuf[:n].copy()
-
-    def key_words(self, a, words, roots, closers, rest, trie):
-        """KeyTrieMasks.words' walks in one kernel call (_key_kernels.key_words): words
-        (a copy of the "any key" words) cleared below the closers and set for the
-        configurations rest (int64 keys, from key_split); the return nodes, or None where
-        the kernel stopped (the caller computes the mask in Python from the any-key
-        words again). Under the automaton's lock."""
-        check_deadline()
-        args = self._walk_args(a, trie)
-        if self._krec is None:
-            self._krec = np.zeros(self._key_rec, np.int32)
-            self._kfound = np.empty(1024, np.int32)
-        stack = np.empty(trie.max_depth + 1, dtype=np.int32)
-        n = self._key_words(words, roots, closers, rest, len(rest), self._keybuf, stack, self._krec, self._kfound,
-                            trie.keep_all, *args)
-        self._walked(a)
-        if n == self._key_full:
-            self._kfound = np.empty(max(1024, 2 * len(self._kfound)), np.int32)
-        return self._kfound[:n].copy() if n >= 0 else None
-
-    def literal_words(self, a, s, words, trie) -> bool:
-        """Sets in words (zero) the tokens state s allows where every configuration of s
-        sits on a one-byte node (the names of an object without extra keys, an enum's
-        strings): key_words walks each down the token trie along its literal, through
-        closures, making no automaton state (nor row) until the literal's end, where its
-        state is walked below that trie node. A walk from s makes a state and a row per
-        literal position the vocabulary's tokens reach (78 for a 14-string enum, ~2 µs
-        each). False (words left zero): s is not such a state, or the kernel stopped.
-        Under the automaton's lock."""
-        if s >= self._ns:
-            self._enter(a)
-        s = int(s)
-        m = int(self.sinfo[s, 1])
-        if m < LITERAL_MIN:
-            return False
-        if m > len(self._keybuf):
-            self._keybuf = np.empty(max(256, 2 * m), np.int64)
-        if self._literal_configs(s, self.pool, self.sinfo, self.P, self._keybuf) != m:
-            return False
-        rest = self._keybuf[:m].copy()  # key_words takes _keybuf as its scratch
-        if self.key_words(a, words, _NO_NODES, _NO_NODES, rest, trie) is None:
-            words[:] = 0  # the part it set
-            return False
-        return True
 
     def wide(self, a, s) -> bool:
         """masks.TokenMasks._wide for state s from the kernel's tables: whether its

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from furca.constrain import GrammarCompiler, automaton, core_rows
+from furca.constrain import GrammarCompiler, automaton, core_keys, core_rows
 from furca.constrain.key_masks import KeyTrieMasks
 from furca.constrain.lexeme_masks import lexeme_key
 from furca.errors import CompileError
@@ -66,7 +66,7 @@ def test_kernel_rows_give_the_same_masks(kernel_on, monkeypatch):
     info, _compiler, tok = kernel_on
     # the same states too: a state of literals walked down their bytes (Core.literal_words,
     # the kernel's only) makes fewer; test_literal_masks.py compares its masks
-    monkeypatch.setattr(core_rows, "LITERAL_MIN", 10**9)
+    monkeypatch.setattr(core_keys, "LITERAL_MIN", 10**9)
     compared = kernel_states = 0
     for name, schema, tests in list(maskbench_cases())[::10]:
         monkeypatch.setenv("FURCA_CORE", "1")

@@ -1,6 +1,6 @@
 """A narrow state whose every configuration spells a literal (an enum's strings, the
 names of an object without extra keys) has its mask walked down the literals' bytes
-(core_rows.Core.literal_words through the key kernel's literal walks), making no
+(core_keys.KeyCalls.literal_words (Core) through the key kernel's literal walks), making no
 automaton state along them: every mask equals brute force (byte tokenizer) and the
 whole walk's (Llama-3.1), and the walk's fallback leaves no bit behind."""
 
@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from furca.constrain import GrammarCompiler, core_rows
+from furca.constrain import GrammarCompiler, core_keys, core_rows
 
 from .conftest import accept_bytes, allowed_set, byte_info, check_mask, needs_compiled_walks, walk_checking_masks
 
@@ -58,7 +58,7 @@ def test_a_literal_state_makes_no_state_along_its_literals(monkeypatch):
     made = {}
     for literal in (True, False):
         if not literal:
-            monkeypatch.setattr(core_rows, "LITERAL_MIN", 10**9)
+            monkeypatch.setattr(core_keys, "LITERAL_MIN", 10**9)
         g = GrammarCompiler(info, cache_size=0).compile_json_schema(SCHEMA)
         m = accept_bytes(g, '[{"term":"')
         n0 = g.automaton.num_states
@@ -91,15 +91,15 @@ def test_masks_of_literal_states_equal_the_whole_walk(llama, monkeypatch):
     doc = [{"term": t, "source": ["INSPIRE", "submitter", "curator", "publisher"][i % 4], "n": i}
            for i, t in enumerate(TERMS)]
     fast = GrammarCompiler(info, cache_size=0).compile_json_schema(SCHEMA)
-    monkeypatch.setattr(core_rows, "LITERAL_MIN", 10**9)
+    monkeypatch.setattr(core_keys, "LITERAL_MIN", 10**9)
     whole = GrammarCompiler(info, cache_size=0).compile_json_schema(SCHEMA)
     monkeypatch.undo()
     calls = _counting(monkeypatch)
     mf, mw = fast.matcher(), whole.matcher()
     for t in tok.encode(json.dumps(doc, separators=(",", ":")), add_special_tokens=False).ids:
-        monkeypatch.setattr(core_rows, "LITERAL_MIN", 10**9)
+        monkeypatch.setattr(core_keys, "LITERAL_MIN", 10**9)
         bw = allowed_set(mw, info)
-        monkeypatch.setattr(core_rows, "LITERAL_MIN", 4)
+        monkeypatch.setattr(core_keys, "LITERAL_MIN", 4)
         assert (allowed_set(mf, info) == bw).all()
         assert mf.accept_token(t) and mw.accept_token(t)
     assert mf.can_terminate()
@@ -116,4 +116,4 @@ def test_fewer_literals_than_the_bound_are_walked(monkeypatch, n):
                                                                           "publisher"][:n]})
     calls.clear()  # the compile's own states (its first mask, a first compiler's lexeme grammar)
     check_mask(accept_bytes(g, '"'), info)
-    assert any(calls) == (n >= core_rows.LITERAL_MIN)
+    assert any(calls) == (n >= core_keys.LITERAL_MIN)
