@@ -27,9 +27,9 @@ paid before its clock: which of the parent's pages the first compile's faults co
 --phases adds furca's TTFM by phase in each mode, mean ms and page faults a schema (each
 phase a function of the compile wrapped: translate, prepare, build_nfa, the automaton,
 the compiled grammar, the first mask with the row kernel's pack and Core made inside
-it, the key tries' "any key" words made after it: KeyTrieMasks.prepare). Session 43, 100 children (`--sample 100 --engines furca --phases`; see
-bench/results/constrain.md): a forked child's compile pays in every phase, 1.6-14x its
-warm time, and most of the difference is pages: the new objects and arrays of each phase
+it, the key tries' "any key" words made after it: KeyTrieMasks.prepare). Session 43, 100
+children (`--sample 100 --engines furca --phases`; see bench/results/constrain.md): a
+forked child's compile pays in every phase, 1.6-14x its warm time, and most of the difference is pages: the new objects and arrays of each phase
 land on the parent's partly used pools and free heap chunks, a copy-on-write fault for
 each page they touch (core_rows.pack: 51 such pages a child, `constrain_cow_pages.py
 --window compile --around core_rows.pack`).
