@@ -333,16 +333,21 @@ def map_short(s, lim, short, full, room, acc, P, stk, sh, cnt, pool, sinfo, hh, 
 
 
 @njit(cache=True, nogil=True)
-def state_wide(s, pool, sinfo, F):
+def state_wide(s, pool, sinfo, F, lasting):
     """Whether the NFA nodes of state s's configurations take "a" and a space or a digit
     "0" (masks.TokenMasks._wide, core_rows.Core.wide), read off their edges in the packed
-    NFA F."""
+    NFA F; or take "a" and "A" and all lie below node `lasting` (the closed layout of
+    lasting rules: their abstract masks are shared by every grammar, lexeme_masks.py; 0:
+    none)."""
     P = unflat(F)
     e_off, e_lo, e_hi = P[0], P[1], P[2]
     o = sinfo[s, 0]
     f = 0
+    inside = True
     for i in range(sinfo[s, 1]):
         n = pool[o + i] >> 32
+        if n >= lasting:
+            inside = False
         for e in range(e_off[n], e_off[n + 1]):
             lo = e_lo[e]
             hi = e_hi[e]
@@ -350,9 +355,11 @@ def state_wide(s, pool, sinfo, F):
                 f |= 1
             if lo <= 0x20 <= hi or lo <= 0x30 <= hi:
                 f |= 2
-        if f == 3:
+            if lo <= 0x41 <= hi:
+                f |= 4
+        if f & 3 == 3:
             return True
-    return False
+    return inside and f == 5
 
 
 @njit(cache=True, nogil=True)

@@ -113,7 +113,25 @@ class GrammarCompiler:
             a.after_return(frame)  # Core.after_return
         if g.masks.bounded is not None:  # the bounded strings' tables (string_counters.py)
             g.masks.bounded.warm()
+        self._warm_formats()
         _LEXEMES_DONE.add(info)
+
+    def _warm_formats(self) -> None:
+        """The shared masks of the formats that are lasting rules (formats.format_body):
+        each format's grammar alone, its masks filled at every byte of a few ordinary
+        values (_FORMAT_VALUES; ~35 ms for Llama-3.1). Their wide states' abstract masks
+        (a `uri`'s host and path characters: ~0.5-1 ms walks each) are then shared by the
+        first request of every schema naming the format; a server fills the rest as its
+        requests meet them."""
+        row = np.zeros((1, self.info.num_words), dtype=np.int32)
+        for fmt, texts in _FORMAT_VALUES.items():
+            fg = self._compile(schema_to_ir({"type": "string", "format": fmt}), ("lexemes", fmt))
+            for text in texts:
+                m = fg.matcher()
+                for b in ('"%s"' % text).encode():
+                    m.fill_bitmask(row)
+                    if not m.accept_string(bytes([b])):
+                        raise AssertionError("the format text left its grammar %r" % text)
 
     # ---- public --------------------------------------------------------------------
     def compile_regex(self, pattern: str) -> CompiledGrammar:
@@ -303,6 +321,20 @@ _LEXEME_TEXT = ('{"s":"ab c\\"\\\\\\/\\u00e9 é\\n","n":-1.5e+3,"i":-42,"b":true
 _LEXEME_SCHEMA = {"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "number"},
                                                    "i": {"type": "integer"}, "b": {"type": "boolean"},
                                                    "t": {"type": "string", "maxLength": 40}}}
+# ordinary values of each lasting format (_warm_formats), written for their shapes (the
+# states they pass through), not taken from any benchmark
+_FORMAT_VALUES = {
+    "date": ["2024-02-29", "1999-12-31"],
+    "time": ["10:30:00Z", "23:59:59.123+05:30"],
+    "date-time": ["2024-01-15T10:30:00Z", "2023-12-31T23:59:59.999+01:00"],
+    "duration": ["P1Y2M3DT4H5M6S", "PT30M"],
+    "uuid": ["123e4567-e89b-12d3-a456-426614174000"],
+    "uri": ["https://www.example.com/path/to?q=1&r=a#frag", "http://example.org", "urn:isbn:0451450523"],
+    "uri-reference": ["/a/b?c=1#d", "https://x.example/z"],
+    "ipv4": ["192.168.0.1"],
+    "ipv6": ["2001:db8::ff00:42:8329", "::1"],
+    "uri-template": ["http://example.com/{id}/x{?q,r}"],
+}
 _LEXEMES_DONE = weakref.WeakSet()  # the TokenizerInfos whose lexeme masks are made
 
 

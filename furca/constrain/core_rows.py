@@ -259,12 +259,15 @@ class Core(KeyCalls):
     def wide(self, a, s) -> bool:
         """masks.TokenMasks._wide for state s from the kernel's tables: whether its
         configurations' NFA nodes take "a" and a space or a digit (their edges in the
-        packed NFA), without making the Python tuple of its configurations (configs_of)
-        or the nodes' byte sets (_core_walk_kernels.state_wide). Under the automaton's
-        lock (a new mask's computation holds it)."""
+        packed NFA), or "a" and "A" inside the closed layout of lasting rules, without making the
+        Python tuple of its configurations (configs_of) or the nodes' byte sets
+        (_core_walk_kernels.state_wide). Under the automaton's lock (a new mask's
+        computation holds it)."""
         if s >= self._ns:  # a state Python made since the last kernel call
             self._enter(a)
-        return self._state_wide(int(s), self.pool, self.sinfo, self.P)
+        lay = a.nfa.layout
+        lasting = lay.size if lay is not None and lay.closed else 0
+        return self._state_wide(int(s), self.pool, self.sinfo, self.P, lasting)
 
     def depth(self, a, s) -> int:
         """The deepest stack among state s's configurations, from the kernel's tables

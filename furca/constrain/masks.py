@@ -237,16 +237,24 @@ class TokenMasks:
         rule is called from a new context: inside the items of an array with maxItems,
         near the bound every item's count is part of the real state (Github_easy o9925:
         ~2.3 ms a item, ~0.15 ms since; the 500 sample with every instance timed, as the
-        shared harness does: sum of steps -4%, p99 -5 to -6%). With the row kernel, from
-        its tables (core_rows.Core.wide)."""
+        shared harness does: sum of steps -4%, p99 -5 to -6%). A state that takes "a"
+        and "A" and lies wholly in the closed layout of lasting rules is wide too: its abstract
+        state's mask is shared by every grammar of the process (lexeme_masks.py), such as
+        a `uri` format's scheme letters, a ~28,000-token walk otherwise made again in each
+        context (states of letters alone elsewhere: bench/prototypes/wide_letters). With
+        the row kernel, from its tables (core_rows.Core.wide)."""
         core = self._a.core
         if core is not None:
             return core.wide(self._a, s)
         node_bytes = self.slices.proof.node_bytes
         bits = 0
+        lay = self._a.nfa.layout
+        lasting = lay.size if lay is not None and lay.closed else 0
+        inside = True
         for n, _st in self._a.configs[s]:
             bits |= node_bytes(n)
-        return bool(bits >> 0x61 & (bits >> 0x20 | bits >> 0x30) & 1)
+            inside = inside and n < lasting
+        return bool(bits >> 0x61 & (bits >> 0x20 | bits >> 0x30 | bits >> 0x41 & inside) & 1)
 
     def _compute_mask_ctx(self, s):
         """s's mask in its stored form (_stored): the context-independent part (its

@@ -219,10 +219,11 @@ def test_a_dropped_table_serves_the_next_grammar(monkeypatch):
 
     from furca.constrain import automaton, tables
 
+    info = byte_info(EXTRA)
+    GrammarCompiler(info)  # the tokenizer's warm-up grammars first, outside the pool
     pool = tables._TablePool()
     monkeypatch.setattr(tables, "_TABLES", pool)
     monkeypatch.setattr(automaton, "RESERVE_AFTER", 64)
-    info = byte_info(EXTRA)
     schema = {"type": "array", "items": {"type": "string", "maxLength": 30}, "maxItems": 40}
     g = GrammarCompiler(info).compile_json_schema(schema)
     rng = random.Random(4)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from furca.errors import CompileError
 
 from .encoding import encode
-from .grammar import Grammar, Ref, alt, chars, cls, complement, intersect, lit, normalize, opt, rep, seq
+from ..nfa import COUNTER_THRESHOLD
+from .grammar import Alt, Cls, Grammar, Lit, Ref, Rep, Seq, alt, chars, cls, complement, intersect, lit, normalize, opt, rep, seq
 from .numeric import DIGIT, nonneg_range
 
 HEX = cls(chars("0123456789abcdefABCDEF"))
@@ -315,11 +316,42 @@ def format_text(name: str):
     return known[1]
 
 
+_BODIES = {}
+
+
+def _plain(node, seen=None) -> bool:
+    """Whether the encoded format node lays out as plain NFA nodes (nfa._Layout): no
+    counter (a repetition bound above nfa.COUNTER_THRESHOLD), no length region, no call."""
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        return True
+    seen.add(id(node))
+    if isinstance(node, (Lit, Cls)):
+        return True
+    if isinstance(node, (Seq, Alt)):
+        return all(_plain(x, seen) for x in node.items)
+    if type(node) is Rep:
+        return max(node.min, node.max or 0) <= COUNTER_THRESHOLD and _plain(node.item, seen)
+    return False
+
+
+def format_body(name: str):
+    """The quoted format `name` as a lasting rule's body (Grammar.lasting: one object per
+    process, so its NFA nodes are laid out once and its states' masks are shared by every
+    grammar, lexeme_masks.py), or None when its nodes would not be plain (email and
+    hostname count their parts' lengths)."""
+    node = format_text(name)
+    known = _BODIES.get(name)
+    if known is None or known[0] is not node:
+        known = _BODIES[name] = (node, seq(lit('"'), node, lit('"')) if _plain(node) else None)
+    return known[1]
+
+
 def build_formats():
     """Builds every format's grammar into the cache, once per process: GrammarCompiler
     does at construction (~5 ms in all), as it loads the trie walk, so that the first
     schema naming a format (date-time, uri, email: 0.3-2 ms each to build, more in a
     worker forked from a warmed-up process) does not pay it on its clock."""
     for name in _BUILDERS:
-        format_text(name)
+        format_body(name)
     regex_rules(Grammar())

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from furca.errors import CompileError
 
-from .formats import format_grammar, format_rules, format_text
+from .formats import format_body, format_grammar, format_rules, format_text
 from .keys import key_not_in
 from .difference import ALSO_PATTERNS, NOT_PATTERNS, ONE_OF_PATTERNS, difference
 from .logic import NOT_STRINGS
@@ -109,12 +109,27 @@ def string_grammar(c, schema, where):
             if rules is not None:
                 return seq(lit('"'), rules, lit('"'))
             if not min_len:
-                return seq(lit('"'), format_text(fmt), lit('"'))
+                return _format_rule(c, fmt)
         content = c.cached(("format", fmt, schema.get("pattern"), min_len, max_len),
                            lambda: bounded_chars(content, min_len, max_len, c.g, where, "format %r" % fmt))
         return seq(lit('"'), content, lit('"'))
     # counted whatever the bounds: its abstract masks then come from tables (string_counters.py)
     return seq(lit('"'), counted(STRING_CHAR, min_len, max_len), lit('"'))
+
+
+def _format_rule(c, fmt):
+    """A string of format `fmt` alone: a call of the format's lasting rule (one body per
+    process, formats.format_body: its NFA nodes laid out once, its states' masks shared
+    by every grammar of the process), or the quoted format inline where it has none."""
+    key = ("format-rule", fmt)
+    if key not in c.memo:
+        body = format_body(fmt)
+        if body is None:
+            c.memo[key] = seq(lit('"'), format_text(fmt), lit('"'))
+        else:
+            c.memo[key] = c.g.define(c.g.new_name("format-" + fmt), body)
+            c.g.lasting.add(c.memo[key].name)
+    return c.memo[key]
 
 
 def _bound(schema, key, where):
