@@ -100,6 +100,24 @@ def test_the_layout_is_built_once_and_copied():
     assert not _nfa(True, "flexible", True).layout.closed
 
 
+def test_the_kept_layouts_are_bounded_by_their_nodes(monkeypatch):
+    # one layout per combination of lasting bodies (the formats make many): kept until
+    # MAX_LAYOUTS or MAX_LAYOUT_NODES, then built for each grammar, which stays the same
+    from furca.constrain import nfa as nfa_mod
+
+    monkeypatch.setattr(nfa_mod, "_LAYOUTS", {})
+    monkeypatch.setattr(nfa_mod, "_LAYOUT_NODES", [0])
+    first = _nfa({"type": "object", "properties": {"u": {"type": "string", "format": "uri"}}}, "compact", True)
+    monkeypatch.setattr(nfa_mod, "MAX_LAYOUT_NODES", first.layout.size + 10)
+    assert _nfa({"type": "object", "properties": {"u": {"type": "string", "format": "uri"}}},
+                "compact", True).layout is first.layout  # kept
+    other = {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}
+    a, b = _nfa(other, "compact", True), _nfa(other, "compact", True)
+    assert a.layout is not b.layout and list(nfa_mod._LAYOUTS.values()) == [first.layout]  # over the bound
+    assert nfa_mod._LAYOUT_NODES[0] == first.layout.size
+    assert a.edges == b.edges and a.layout.closed and b.layout.closed
+
+
 def test_lasting_bodies_are_shared_objects_across_compiles():
     a = schema_to_ir(SCHEMAS[1])
     b = schema_to_ir(SCHEMAS[2])
