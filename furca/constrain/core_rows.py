@@ -259,9 +259,9 @@ class Core(KeyCalls):
     def wide(self, a, s) -> bool:
         """masks.TokenMasks._wide for state s from the kernel's tables: whether its
         configurations' NFA nodes take "a" and a space or a digit (their edges in the
-        packed NFA), or "a" and "A" inside the closed layout of lasting rules, without making the
-        Python tuple of its configurations (configs_of) or the nodes' byte sets
-        (_core_walk_kernels.state_wide). Under the automaton's lock (a new mask's
+        packed NFA), or "a" and "A" inside the closed layout of lasting rules, without
+        making the Python tuple of its configurations (configs_of) or the nodes' byte
+        sets (_core_walk_kernels.state_wide). Under the automaton's lock (a new mask's
         computation holds it)."""
         if s >= self._ns:  # a state Python made since the last kernel call
             self._enter(a)

@@ -12,7 +12,8 @@ from furca.errors import CompileError
 
 from .encoding import encode
 from ..nfa import COUNTER_THRESHOLD
-from .grammar import Alt, Cls, Grammar, Lit, Ref, Rep, Seq, alt, chars, cls, complement, intersect, lit, normalize, opt, rep, seq
+from .grammar import (Alt, Cls, Grammar, Lit, Ref, Rep, Seq, alt, chars, cls, complement, intersect, lit, normalize, opt,
+                      rep, seq)
 from .numeric import DIGIT, nonneg_range
 
 HEX = cls(chars("0123456789abcdefABCDEF"))
