@@ -96,12 +96,8 @@ class GrammarCompiler:
             return
         g = self._compile(schema_to_ir(_LEXEME_SCHEMA), ("lexemes",))
         a = g.automaton
-        m = g.matcher()
         row = np.zeros((1, info.num_words), dtype=np.int32)
-        for b in _LEXEME_TEXT.encode():
-            m.fill_bitmask(row)
-            if not m.accept_string(bytes([b])):
-                raise AssertionError("the lexeme text left its grammar")  # a bug in the constants above
+        _fill_along(g, _LEXEME_TEXT, row)
         for s in range(a.num_states):  # byte steps and a row of their own (Core.step_bytes, step_byte, row)
             if not a.expanded[s]:
                 a._bytes(s, b'"', False)
@@ -127,11 +123,7 @@ class GrammarCompiler:
         for fmt, texts in _FORMAT_VALUES.items():
             fg = self._compile(schema_to_ir({"type": "string", "format": fmt}), ("lexemes", fmt))
             for text in texts:
-                m = fg.matcher()
-                for b in ('"%s"' % text).encode():
-                    m.fill_bitmask(row)
-                    if not m.accept_string(bytes([b])):
-                        raise AssertionError("the format text left its grammar %r" % text)
+                _fill_along(fg, '"%s"' % text, row)
 
     # ---- public --------------------------------------------------------------------
     def compile_regex(self, pattern: str) -> CompiledGrammar:
@@ -312,6 +304,16 @@ class GrammarCompiler:
         except RecursionError:
             raise CompileError("grammar nesting too deep to compile") from None
         return compiled
+
+
+def _fill_along(g, text: str, row) -> None:
+    """The warm-ups' fill: g's masks at every byte of text, a new matcher from its start
+    (text must lie in g's language: the constants of this module)."""
+    m = g.matcher()
+    for b in text.encode():
+        m.fill_bitmask(row)
+        if not m.accept_string(bytes([b])):
+            raise AssertionError("the warm-up text %r left its grammar" % text)  # a bug in the constants below
 
 
 OBJECT_START = b'{"'  # where every compact JSON object with members begins

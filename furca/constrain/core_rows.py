@@ -41,6 +41,7 @@ from . import _walk
 from .core_keys import KeyCalls
 from .core_pack import pack
 from .deadline import check as check_deadline
+from .nfa import closed_layout_size
 
 _ROOT = np.zeros(1, np.int32)  # the trie's root as the one root of a walk of the whole trie
 WALK_ROWS = 64  # rows a compiled walk makes before it returns (then Python checks the deadline)
@@ -112,6 +113,7 @@ class Core(KeyCalls):
         self._state_base = _core_walk_kernels.state_base
         self._rebase_state = _core_walk_kernels.rebase_state
         self._state_in_layout = _core_walk_kernels.state_in_layout
+        self._lasting = closed_layout_size(a.nfa)  # state_wide's bound of the shared layout
         self._keys_init(_key_kernels)
         # the item counters' nodes (automaton._base), up to the last of them
         self.items = np.zeros(max(a.nfa.item_counters, default=-1) + 1, np.bool_)
@@ -265,9 +267,7 @@ class Core(KeyCalls):
         computation holds it)."""
         if s >= self._ns:  # a state Python made since the last kernel call
             self._enter(a)
-        lay = a.nfa.layout
-        lasting = lay.size if lay is not None and lay.closed else 0
-        return self._state_wide(int(s), self.pool, self.sinfo, self.P, lasting)
+        return self._state_wide(int(s), self.pool, self.sinfo, self.P, self._lasting)
 
     def depth(self, a, s) -> int:
         """The deepest stack among state s's configurations, from the kernel's tables

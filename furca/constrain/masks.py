@@ -24,6 +24,7 @@ from .automaton import LazyAutomaton
 from .gcpause import GC_PAUSE
 from .key_masks import KeyTrieMasks
 from .lexeme_masks import lexeme_key, share, shared
+from .nfa import closed_layout_size
 from .slices import SliceBounds
 from .stored_masks import Delta, _base_of, _size, _stored, write_stored
 from .string_counters import BoundedStrings
@@ -248,8 +249,7 @@ class TokenMasks:
             return core.wide(self._a, s)
         node_bytes = self.slices.proof.node_bytes
         bits = 0
-        lay = self._a.nfa.layout
-        lasting = lay.size if lay is not None and lay.closed else 0
+        lasting = closed_layout_size(self._a.nfa)
         inside = True
         for n, _st in self._a.configs[s]:
             bits |= node_bytes(n)

@@ -110,3 +110,20 @@ def spy_string_tables(monkeypatch):
 
     monkeypatch.setattr(BoundedStrings, "part", tables)
     return served
+
+
+@pytest.fixture
+def no_shared_masks():
+    """The process's shared lexeme masks emptied (restored after the test), and the
+    compilers' warm-up to be made again: yields the table (lexeme_masks._LEXEME_MASKS)."""
+    from furca.constrain import compiler as compiler_mod
+    from furca.constrain import lexeme_masks
+
+    saved, done = dict(lexeme_masks._LEXEME_MASKS), set(compiler_mod._LEXEMES_DONE)
+    lexeme_masks._LEXEME_MASKS.clear()
+    compiler_mod._LEXEMES_DONE.clear()  # a compiler made here makes them again
+    yield lexeme_masks._LEXEME_MASKS
+    lexeme_masks._LEXEME_MASKS.clear()
+    lexeme_masks._LEXEME_MASKS.update(saved)
+    compiler_mod._LEXEMES_DONE.clear()
+    compiler_mod._LEXEMES_DONE.update(done)

@@ -17,6 +17,7 @@ import pytest
 from furca.constrain import GrammarCompiler, automaton, core_keys, core_rows
 from furca.constrain.key_masks import KeyTrieMasks
 from furca.constrain.lexeme_masks import lexeme_key
+from furca.constrain.nfa import closed_layout_size
 from furca.errors import CompileError
 
 from .test_json_schema_helpers import instance_text, maskbench_cases
@@ -352,8 +353,7 @@ def test_kernel_state_tests_are_pythons(kernel_on):
                 node_bytes[n] = sum((1 << (hi + 1)) - (1 << lo) for lo, hi, _t in a.nfa.edges[n])
             return node_bytes[n]
 
-        lay = a.nfa.layout
-        lasting = lay.size if lay is not None and lay.closed else 0
+        lasting = closed_layout_size(a.nfa)
         for s in range(a.num_states):
             bits = 0
             for n, _st in a.configs[s]:

@@ -13,7 +13,7 @@ from furca.constrain import GrammarCompiler, lexeme_masks
 from furca.constrain.json_schema import formats, schema_to_ir
 
 from .conftest import needs_compiled_walks
-from .test_lexeme_masks import _walk, no_shared_masks  # noqa: F401  (a fixture)
+from .test_lexeme_masks import _walk
 
 FORMATS = sorted(set(formats._BUILDERS) - set(formats._RULES))  # regex has a form of rules of its own
 
@@ -51,7 +51,7 @@ def test_formats_of_equal_name_in_one_grammar_are_one_rule_and_a_definition_may_
 
 
 @needs_compiled_walks  # the shared masks are abstract states' recording walks
-def test_format_masks_are_shared_and_equal_the_grammars_own(llama, no_shared_masks):  # noqa: F811
+def test_format_masks_are_shared_and_equal_the_grammars_own(llama, no_shared_masks):
     info, _, tok = llama
     GrammarCompiler(info)  # fills the lexemes' and the formats' shared masks
     filled = dict(no_shared_masks)
@@ -77,7 +77,7 @@ def test_format_masks_are_shared_and_equal_the_grammars_own(llama, no_shared_mas
 
 
 @needs_compiled_walks
-def test_a_uri_scheme_state_takes_its_mask_from_the_shared_table(llama, no_shared_masks):  # noqa: F811
+def test_a_uri_scheme_state_takes_its_mask_from_the_shared_table(llama, no_shared_masks):
     # the first state inside a uri takes letters only: narrow by the slices' pre-check, but
     # inside the lasting layout it goes through its abstract state, which the compiler made
     info, _, tok = llama

@@ -6,7 +6,6 @@ the masks it computes alone, and the reuse must happen."""
 import json
 
 import numpy as np
-import pytest
 
 from furca.constrain import GrammarCompiler
 from furca.constrain import lexeme_masks
@@ -36,20 +35,6 @@ def _walk(g, tok, text):
     m.fill_bitmask(bm)
     out.append(bm.copy())
     return out, m.can_terminate()
-
-
-@pytest.fixture
-def no_shared_masks():
-    from furca.constrain import compiler as compiler_mod
-
-    saved, done = dict(lexeme_masks._LEXEME_MASKS), set(compiler_mod._LEXEMES_DONE)
-    lexeme_masks._LEXEME_MASKS.clear()
-    compiler_mod._LEXEMES_DONE.clear()  # a compiler made here makes them again
-    yield lexeme_masks._LEXEME_MASKS
-    lexeme_masks._LEXEME_MASKS.clear()
-    lexeme_masks._LEXEME_MASKS.update(saved)
-    compiler_mod._LEXEMES_DONE.clear()
-    compiler_mod._LEXEMES_DONE.update(done)
 
 
 @needs_compiled_walks  # the shared masks are abstract states' recording walks
