@@ -25,6 +25,11 @@ takes; a kernel's dispatch counts as the kernel's) were 0.75 / 0.5 / 0.25 / 0 of
 -75%: the harness meets the target at -36 to -49%, so about half the Python of the cold
 path or less; the kernel walks at no time at all, -47%: `--time --what-if "kernel walks"`).
 
+--where (or --where-only TEXT, which keeps the steps whose place holds TEXT) counts the
+steps by their place in the JSON text (json_position: a string value's first character,
+a key's first character after `{` or `,`, in the root object or a nested one, ...), with
+their mean time, new states, faults and the work most of them ran.
+
 --fork: each schema compiled and walked in a process forked after the warm-up, as the
 harness runs it (its caches and written pages are its own), the page faults of the steps
 counted. A forked process pays a minor fault at its first write to each page it shares
@@ -75,7 +80,7 @@ HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
 clock = time.thread_time_ns
 # one fill + accept: thread CPU ns, in a first instance, notes (instrument), TIMED ns and
 # calls (--time), minor page faults, (new states, new rows), (ns, calls) in kernels (--kernels)
-Step = collections.namedtuple("Step", "ns first notes spent faults calls made kernels by_kernel")
+Step = collections.namedtuple("Step", "ns first notes spent faults calls made kernels by_kernel where")
 
 
 def faults() -> int:
@@ -301,6 +306,58 @@ def kinds(n) -> str:
     return ", ".join(out)
 
 
+def json_position(text: str) -> str:
+    """Where a JSON text's prefix ends, in words: the kind of place the next token begins
+    at (a document's start, a key's first character in the root object or a nested one, a
+    value's start after a key or in an array, inside a key, string value or number)."""
+    stack, in_str, esc, is_key, str_len, after, opener = [], False, False, False, 0, "", ""
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+                after = "key" if is_key else "value"
+                continue
+            str_len += 1
+            continue
+        if ch == '"':
+            in_str, str_len = True, 0
+            is_key = bool(stack) and stack[-1] == "{" and after in ("{", ",")
+            opener = after
+        elif ch in "{[":
+            stack.append(ch)
+            after = ch
+        elif ch in "}]":
+            stack.pop() if stack else None
+            after = "value"
+        elif ch in ",:":
+            after = ch
+        elif not ch.isspace():
+            after = "scalar"
+    depth = "root" if len(stack) <= 1 else "nested"
+    if not text:
+        return "document start"
+    if in_str:
+        what = f"key after {opener}" if is_key else "string value"
+        return f"{what}'s {'first character' if str_len == 0 else 'later characters'} ({depth})"
+    if after == "{":
+        return f"after {{ ({depth})"
+    if after == "[":
+        return f"an array's first item ({depth})"
+    if after == ":":
+        return f"a member's value start ({depth})"
+    if after == ",":
+        return f"after , in {'an object' if stack and stack[-1] == '{' else 'an array'} ({depth})"
+    if after == "scalar":
+        return "inside a number or literal"
+    if not stack:
+        return "after the document"
+    return f"after a {after} ({depth})"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sample", type=int, default=500)
@@ -326,6 +383,9 @@ def main(argv=None):
                                     "without a final $) removed from every schema before its compile (stripped)")
     ap.add_argument("--populate-rows", action="store_true",
                     help="each grammar's transition table written in advance after its compile (populate_rows)")
+    ap.add_argument("--where", action="store_true",
+                    help="count the steps by their place in the JSON text (json_position)")
+    ap.add_argument("--where-only", help="with --where: describe only the steps whose place holds this text")
     ap.add_argument("--fork", action="store_true",
                     help="each schema in a process forked after the warm-up, as the harness runs it")
     a = ap.parse_args(argv)
@@ -379,7 +439,7 @@ def main(argv=None):
         for g, texts in grammars:
             for k, ids in enumerate(texts):
                 m = g.matcher()
-                for t in ids + [info.eos_token_id]:
+                for i, t in enumerate(ids + [info.eos_token_id]):
                     notes.clear()
                     spent.clear()
                     calls.clear()
@@ -395,7 +455,8 @@ def main(argv=None):
                     f1 = faults()
                     made = (len(auto.configs) - n0, int(np.count_nonzero(auto.walkable[: len(auto.configs)])) - r0)
                     steps.append(Step(t1 - t0, k == 0, dict(notes), dict(spent), f1 - f0, dict(calls), made,
-                                      tuple(in_kernels), dict(by_kernel)))
+                                      tuple(in_kernels), dict(by_kernel),
+                                      json_position(tok.decode(ids[:i])) if a.where or a.where_only else None))
                     if not ok:
                         break
 
@@ -449,6 +510,9 @@ def main(argv=None):
         top = steps[: max(1, int(len(steps) * a.top / 100))]
         print(f"{len(steps)} steps; the {len(top)} slowest ({a.top:g}%) from {top[-1][0] / 1e3:.1f} µs, "
               f"{sum(1 for s in top if s.first)} in first instances")
+    if a.where_only:
+        top = [x for x in top if a.where_only in x.where]
+        print(f"  {len(top)} of them at {a.where_only!r}")
     if not top:
         return
     n_f = sum(x.faults for x in top)
@@ -464,6 +528,14 @@ def main(argv=None):
         print(f"  in kernels    {kern[:, 0].mean() / 1e3:.1f} µs a step in {kern[:, 1].mean():.1f} calls, of "
               f"{np.mean([x.ns for x in top]) / 1e3:.1f} µs")
         outside(steps)
+    if a.where:
+        print("by their place in the text:")
+        for w, n in collections.Counter(x.where for x in top).most_common(16):
+            sel = [x for x in top if x.where == w]
+            ran = collections.Counter(kinds(x.notes) for x in sel).most_common(1)[0]
+            print(f"  {n:6d}  {w}: {np.mean([x.ns for x in sel]) / 1e3:.0f} µs, "
+                  f"{np.mean([x.made[0] for x in sel]):.1f} new states, {np.mean([x.faults for x in sel]):.1f} faults; "
+                  f"most ran {ran[0]} ({ran[1]})")
     print("by what they ran:")
     for combo, n in collections.Counter(kinds(s.notes) for s in top).most_common(12):
         more = ""
