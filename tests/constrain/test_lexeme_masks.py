@@ -152,3 +152,25 @@ def test_calls_into_lasting_rules_keep_their_frame(llama):
     nfa = compiler.compile_json_schema(schema, member_order="any").automaton.nfa
     calls = _own_calls_into_lasting(nfa)
     assert any(r in nfa.is_tail for _c, r in calls)
+
+
+@needs_compiled_walks
+def test_a_scalar_in_a_type_list_is_a_lexeme(llama, no_shared_masks):
+    # `"type": ["string", "null"]` (Kubernetes' and Snowplow's nullable fields): the string
+    # is a call of the lasting string rule, not a copy of its body inside the grammar's own
+    # rule, so the state inside the value takes the string lexeme's shared mask
+    info, _, tok = llama
+    schema = {"type": "object", "properties": {"s": {"type": ["string", "null"]}, "n": {"type": ["null", "integer"]},
+                                                "b": {"type": ["boolean", "string"]}}}
+    g = GrammarCompiler(info).compile_json_schema(schema)
+    a = g.automaton
+    for prefix in ('{"s":"', '{"n":-', '{"b":"', '{"b":t'):  # (after a digit the integer may end: no frame below all)
+        ab = a.abstract(a.step(a.start, prefix.encode()))
+        assert ab is not None and lexeme_masks.lexeme_key(a, ab[0]) is not None, prefix
+    text = '{"s":"some words here","n":null,"b":"x y"}'
+    shared, end = _walk(g, tok, text)
+    assert end
+    assert any(v is f[1] for v in g.masks._abs.values() for f in no_shared_masks.values())
+    no_shared_masks.clear()  # the same masks computed without any shared entry
+    alone = GrammarCompiler(info).compile_json_schema(schema)
+    assert all(np.array_equal(x, y) for x, y in zip(shared, _walk(alone, tok, text)[0]))

@@ -163,10 +163,20 @@ class Compiler:
             return body
         lasting = _LASTING_BODIES.get(body)  # a plain string, number, integer, boolean
         if lasting is not None:
-            body = lasting  # the process's one object of that body (Grammar.lasting)
-        ref = self.memo[key] = self.g.share(name, body)  # an equal rule's Ref, if there is one
-        if lasting is not None:
-            self.g.lasting.add(ref.name)
+            ref = self.memo[key] = self.lasting_rule(name, lasting)
+        else:
+            ref = self.memo[key] = self.g.share(name, body)  # an equal rule's Ref, if there is one
+        return ref
+
+    def lasting_rule(self, name: str, body) -> Ref:
+        """A call of `body`, a body object that lives across compiles (Grammar.lasting:
+        lower, prepare and build_nfa keep what they make of it, and the masks of the
+        states inside it are the lexeme masks shared by every grammar, lexeme_masks.py):
+        the grammar's one rule of that body (g.share), named `name` when it is the
+        first. The key tries' rules are the third kind of lasting rule, defined under
+        the fixed names their trie calls (keys.key_not_in)."""
+        ref = self.g.share(name, body)
+        self.g.lasting.add(ref.name)
         return ref
 
     def any_value(self):
@@ -352,7 +362,11 @@ class Compiler:
         for t in ("object", "array", "string", "integer", "number", "boolean", "null"):
             if t in types:
                 parts.append(_TYPE_BUILDERS[t](self, schema, where))
-        return alt(*[p for p in parts if p != NOTHING]) if parts else NOTHING
+        parts = [p for p in parts if p != NOTHING]
+        if len(parts) > 1:  # a plain scalar among others (`"type": ["string", "null"]`): its lasting rule called
+            parts = [p if (lasting := _LASTING_BODIES.get(p)) is None else
+                     self.lasting_rule(self.g.new_name(_LASTING_HINTS[lasting]), lasting) for p in parts]
+        return alt(*parts) if parts else NOTHING
 
 
 def _object(c, schema, where):
@@ -465,6 +479,7 @@ def _is_simple(body) -> bool:
 # the JSON lexemes a rule body often is, by equality -> the one object every compile uses
 # (share's rules of these bodies are lasting: their IR, facts and NFA layout made once)
 _LASTING_BODIES = {b: b for b in (scalars.STRING, scalars.NUMBER, INT_UNBOUNDED, alt(lit("true"), lit("false")))}
+_LASTING_HINTS = dict(zip(_LASTING_BODIES, ("string", "number", "integer", "boolean")))
 _ANY_BODIES: dict = {}  # (name, ws, comma, colon) -> the body of any JSON value (any_value)
 _MAX_ANY_BODIES = 32  # distinct names / whitespace settings kept; past it, built per compile
 

@@ -127,8 +127,7 @@ def _format_rule(c, fmt):
         if body is None:
             c.memo[key] = seq(lit('"'), format_text(fmt), lit('"'))
         else:
-            c.memo[key] = c.g.define(c.g.new_name("format-" + fmt), body)
-            c.g.lasting.add(c.memo[key].name)
+            c.memo[key] = c.lasting_rule(c.g.new_name("format-" + fmt), body)
     return c.memo[key]
 
 
