@@ -129,12 +129,13 @@ TIMED = [  # (label, module of furca.constrain, attribute path): --time
     ("stored", "masks", "_stored"),
     ("gc pause end", "gcpause", "GcPause.exit"),
     ("literal conts", "key_masks", "walk_continue"),
+    ("bounded part", "string_counters", "BoundedStrings.part"),
     ("accept", "matcher", "Matcher.accept_token"),
     ("accept's steps", "automaton", "LazyAutomaton.step"),
 ]
 NESTED = {  # --what-if: the TIMED labels always inside another's call
     "new mask": ("slice search", "key words", "literal walks", "any key", "recorded split", "recording walk",
-                 "continuation", "kernel walks", "key kernel", "stored", "literal conts"),
+                 "continuation", "kernel walks", "key kernel", "stored", "literal conts", "bounded part"),
     "key words": ("literal walks", "any key", "key kernel", "literal conts"),
     "accept": ("accept's steps",),
 }

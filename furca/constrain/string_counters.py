@@ -101,6 +101,11 @@ class StringTable:
         self._parts: dict = {}  # (need, room) -> (closing tokens, return nodes)
         self._bases: dict = {}  # room -> _base(room), past the levels
         self._set = k.set_bits
+        # a room of `cap` characters or more admits every content token and closes at every
+        # closing node: part() takes it as cap, so every long maxLength (and each of its
+        # counts) shares one base and one part, made at the warm-up (warm)
+        self.close_max = int(self._close_k[-1]) if m else 0  # the most characters before a closing quote
+        self.cap = max(int(self._lens[-1]) if len(self._lens) else 0, self.close_max)
 
     def _base(self, room):
         """The packed int32 words of the content tokens of at most `room` characters
@@ -131,13 +136,15 @@ class StringTable:
         """(words, base, roots): the abstract mask of a body start with `need` and `room`
         characters (uint32, the caller's to write), the read-only int32 words it began as
         (None for a trie of few tokens), and the return nodes (int32, sorted) in the trie."""
+        room = min(room, self.cap)
         base = self._base(room)
         if base is None:
             words = np.zeros(self._num_words, np.uint32)
             self._set(words, self._ids[: int(self._lens.searchsorted(room, side="right"))])
         else:
             words = base.view(np.uint32).copy()
-        key = (need, room)
+        kmax = self.close_max
+        key = (min(need, kmax + 1), min(room, kmax))  # the same closing nodes past the longest close
         hit = self._parts.get(key)
         if hit is None:
             # array methods, not numpy's Python-level functions: a process forked after
@@ -304,14 +311,20 @@ class BoundedStrings:
 
     def warm(self) -> None:
         """Makes the tables of every counter of this grammar that qualifies, over the
-        tokenizer's trie and the long tokens' (the compiler's warm-up: a forked or new
-        request then finds them made)."""
+        tokenizer's trie and the long tokens', with every part's closing nodes and the base
+        of a room past every token (a maxLength over ~128 characters) (the compiler's
+        warm-up: a forked or new request then finds them made; made in a forked request's
+        first such string they were ~1.2 ms and ~330 page faults)."""
         info = self._a.info
         for counter in self._a.nfa.counter:
             spec = self._spec(counter)
             if spec is not None:
                 for trie in (info.trie, info.long_trie):
-                    string_table(info, spec[0], trie, levels=True).part(0, 0)
+                    table = string_table(info, spec[0], trie, levels=True)
+                    for need in range(table.close_max + 2):  # every part (a few dozen), and the
+                        for room in range(table.close_max + 1):  # room past the longest token
+                            table.part(need, room)
+                        table.part(need, table.cap)
 
     def part(self, ab, trie):
         """The recording walk's result over trie for abstract state ab, from the table,

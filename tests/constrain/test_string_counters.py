@@ -121,3 +121,22 @@ def test_the_table_reads_tokens_as_string_content():
     assert ids[b"ab"] in allowed and ids[b"abc"] not in allowed and ids[b'a"'] in allowed
     assert ids[b'"'] not in allowed  # closing at once needs 0 >= need = 1
     assert {_path(info.trie, x) for x in roots.tolist()} == {b'a"', "é\"".encode()}
+
+
+def test_rooms_past_the_longest_token_share_one_part(llama):
+    # a maxLength past every token's length (and every closing quote's count) admits the
+    # same tokens at each of its counts: one base and one part, made at the warm-up, not
+    # a 16 KB base and a part per count (each ~1.2 ms and ~330 page faults in a forked child)
+    info, compiler, _tok = llama
+    table = next(t for t in info.string_tables.values() if t._levels is not None)  # the JSON string's
+    assert table.cap >= 100 and table.close_max < table.cap
+    made = len(table._bases), len(table._parts)
+    words, base, roots = table.part(1, table.cap)
+    assert made == (len(table._bases), len(table._parts))  # the warm-up made it
+    for room in (table.cap + 1, 300, 5000, 10**6):
+        w, b, r = table.part(1, room)
+        assert b is base and np.array_equal(w, words) and np.array_equal(r, roots)
+    assert made == (len(table._bases), len(table._parts))
+    # below the cap, a room admits fewer tokens: the longest content token is out at cap - 1
+    fewer = table.part(1, table.cap - 1)[0]
+    assert (fewer & ~words).sum() == 0 and not np.array_equal(fewer, words)
