@@ -111,6 +111,18 @@ class GrammarCompiler:
             g.masks.bounded.warm()
         self._warm_formats()
         _LEXEMES_DONE.add(info)
+        if not _CORPUS_DONE:
+            self._warm_corpus()
+            _CORPUS_DONE.append(True)
+
+    def _warm_corpus(self) -> None:
+        """Compiles a few schemas of the JSON-schema keywords' common shapes (_WARM_CORPUS),
+        once per process: the translator's, prepare's and build_nfa's code paths for them
+        run here first (CPython's specialised bytecode, type and attribute caches), not in
+        the first request of each shape (nor, in a process forked after set-up, in every
+        request's compile). Not cached in this compiler."""
+        for i, schema in enumerate(_WARM_CORPUS):
+            self._compile(schema_to_ir(schema), ("lexemes", "corpus", i))
 
     def _warm_formats(self) -> None:
         """The shared masks of the formats that are lasting rules (formats.format_body):
@@ -361,6 +373,7 @@ _FORMAT_VALUES = {
     "uri-template": ["http://example.com/{id}/x{?q,r}"],
 }
 _LEXEMES_DONE = weakref.WeakSet()  # the TokenizerInfos whose lexeme masks are made
+_CORPUS_DONE: list = []  # [True] once a compiler has compiled _WARM_CORPUS in this process
 
 
 def _warm_walk():
@@ -371,3 +384,46 @@ def _warm_walk():
 
     _walk.get_walk()
 
+
+
+# schemas of the keywords' common shapes, written for _warm_corpus (not taken from any
+# benchmark): definitions and $ref, anyOf / oneOf / allOf, enum and const, arrays with
+# bounds and tuples, patterns, formats, bounded strings and numbers, closed and open
+# objects, nested objects, type lists, additional and pattern properties
+_WARM_CORPUS = [
+    {"type": "object", "properties": {
+        "id": {"type": "integer", "minimum": 1}, "name": {"type": "string", "minLength": 1, "maxLength": 80},
+        "email": {"type": "string", "format": "email"}, "created": {"type": "string", "format": "date-time"},
+        "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "maxItems": 10},
+        "score": {"type": "number", "minimum": 0, "maximum": 100}, "active": {"type": "boolean"},
+        "kind": {"enum": ["a", "b", "c"]}, "note": {"type": ["string", "null"]}},
+     "required": ["id", "name"], "additionalProperties": False},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {
+        "point": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
+                  "required": ["x", "y"]},
+        "shape": {"oneOf": [{"type": "object", "properties": {"type": {"const": "circle"},
+                                                             "center": {"$ref": "#/definitions/point"},
+                                                             "r": {"type": "number", "exclusiveMinimum": 0}},
+                             "required": ["type", "center", "r"]},
+                            {"type": "object", "properties": {"type": {"const": "poly"},
+                                                             "points": {"type": "array", "minItems": 3,
+                                                                        "items": {"$ref": "#/definitions/point"}}},
+                             "required": ["type", "points"]}]}},
+     "type": "object", "properties": {"shapes": {"type": "array", "items": {"$ref": "#/definitions/shape"}},
+                                      "meta": {"type": "object", "additionalProperties": {"type": "string"}}}},
+    {"type": "array", "items": {"anyOf": [{"type": "string", "pattern": "^[a-z][a-z0-9_-]{2,15}$"},
+                                          {"type": "integer", "multipleOf": 5}, {"type": "null"}]},
+     "minItems": 1},
+    {"type": "object", "properties": {"version": {"type": "string", "pattern": "^\\d+\\.\\d+\\.\\d+$"},
+                                      "url": {"type": "string", "format": "uri"},
+                                      "uuid": {"type": "string", "format": "uuid"},
+                                      "when": {"type": "string", "format": "date"}},
+     "patternProperties": {"^x-": {}}, "allOf": [{"required": ["version"]}],
+     "dependentRequired": {"url": ["uuid"]}},
+    {"type": "object", "properties": {"config": {"type": "object", "properties": {
+        "retries": {"type": "integer", "minimum": 0, "maximum": 10, "default": 3},
+        "mode": {"type": "string", "enum": ["fast", "safe"]},
+        "limits": {"type": "object", "properties": {"cpu": {"type": "string"}, "memory": {"type": "string"}}}}},
+        "items": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False}},
+     "not": {"required": ["forbidden"]}},
+]

@@ -20,6 +20,29 @@ def test_compiler_builds_every_format_once():
     assert all(formats._CACHE[n] is built[n] for n in built)  # not rebuilt
 
 
+def test_the_corpus_is_compiled_once_per_process_and_not_cached(monkeypatch):
+    # the warm-up corpus (compiler._WARM_CORPUS) runs the compile's code paths of the common
+    # keywords once per process, at the first compiler; no compiler keeps its grammars
+    from furca.constrain import compiler as compiler_mod
+
+    calls = []
+    real = compiler_mod.GrammarCompiler._compile
+    monkeypatch.setattr(compiler_mod, "_CORPUS_DONE", [])
+    monkeypatch.setattr(compiler_mod.GrammarCompiler, "_compile",
+                        lambda self, g, key: calls.append(key) or real(self, g, key))
+    first = GrammarCompiler(byte_info())
+    corpus = [k for k in calls if k[:2] == ("lexemes", "corpus")]
+    assert len(corpus) == len(compiler_mod._WARM_CORPUS) >= 5 and not first._cache
+    calls.clear()
+    second = GrammarCompiler(byte_info())  # another tokenizer: its lexemes, not the corpus again
+    assert calls and not [k for k in calls if k[:2] == ("lexemes", "corpus")] and not second._cache
+    # the corpus covers what it says: references, combinators, arrays, patterns, formats
+    text = repr(compiler_mod._WARM_CORPUS)
+    for keyword in ("$ref", "oneOf", "anyOf", "allOf", "not", "enum", "const", "pattern", "format", "items",
+                    "prefixItems", "additionalProperties", "patternProperties", "minLength", "maximum"):
+        assert repr(keyword) in text, keyword
+
+
 def test_prebuilt_formats_give_the_same_grammar():
     schema = {"type": "object", "properties": {f: {"type": "string", "format": f} for f in formats._BUILDERS},
               "required": ["date-time"]}
