@@ -385,7 +385,6 @@ def _warm_walk():
     _walk.get_walk()
 
 
-
 # schemas of the keywords' common shapes, written for _warm_corpus (not taken from any
 # benchmark): definitions and $ref, anyOf / oneOf / allOf, enum and const, arrays with
 # bounds and tuples, patterns, formats, bounded strings and numbers, closed and open

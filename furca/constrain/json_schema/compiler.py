@@ -173,8 +173,9 @@ class Compiler:
         lower, prepare and build_nfa keep what they make of it, and the masks of the
         states inside it are the lexeme masks shared by every grammar, lexeme_masks.py):
         the grammar's one rule of that body (g.share), named `name` when it is the
-        first. The key tries' rules are the third kind of lasting rule, defined under
-        the fixed names their trie calls (keys.key_not_in)."""
+        first. Two lasting rules are defined by their names instead, since they are
+        called by them: any JSON value (any_value: its body calls itself) and the key
+        tries' rules (keys.key_not_in: the trie calls key-rest and key-other)."""
         ref = self.g.share(name, body)
         self.g.lasting.add(ref.name)
         return ref
