@@ -21,6 +21,7 @@ import numpy as np
 
 from . import _walk
 from .automaton import LazyAutomaton
+from .stacks import CUT_RET
 from .gcpause import GC_PAUSE
 from .key_masks import KeyTrieMasks
 from .lexeme_masks import lexeme_key, share, shared
@@ -31,6 +32,7 @@ from .string_counters import BoundedStrings
 from .trie_walks import merged_roots, walk_compiled, walk_continue, walk_numpy, walk_recording
 
 MAX_MASK_BYTES = 256 << 20  # per compiled grammar
+MAX_CONTEXTS = 8  # a state's groups of configurations continued from their own frames (_contexts)
 try:  # numpy's C count (np.count_nonzero and ndarray.all are Python code, whose pages a
     # process forked after set-up copies at their first call)
     from numpy._core.multiarray import count_nonzero as _count_nonzero
@@ -218,6 +220,40 @@ class TokenMasks:
         self._ctx[s] = res
         return res
 
+    def _contexts(self, s):
+        """(abstract state, continuation states) of a state whose configurations share no
+        frame (_context gives None) but lie in groups under frames of the grammar's own,
+        each group the same abstract state once its frame is cut: the same lexeme reached
+        along two parses (a string value of an object that `dependencies` made two
+        alternatives of, one with the dependent member and one without: its node called
+        from two places). Its mask is the abstract state's, continued from each group's
+        return; walked whole it was a new walk of the vocabulary in every grammar. None
+        otherwise (a configuration at the bottom of the stack, groups of different
+        abstract states, more than MAX_CONTEXTS groups)."""
+        a = self._a
+        frames = a.stacks.frames
+        groups: dict[int, list] = {}
+        for n, st in a.configs[s]:
+            f = a._base(((n, st),))
+            if f and frames[f][0] == CUT_RET:
+                return None
+            groups.setdefault(f, []).append((n, st))
+        if list(groups) == [0]:  # at the root (no frame): a lexeme's or a bounded string's state there
+            ab = a.intern(a.stacks.rebased(groups[0], 0, a.cut), False)  # takes the shared mask, or the tables'
+            if lexeme_key(a, ab) is not None or (self.bounded is not None and
+                                                 self.bounded.locate(ab, self._info.trie, False) is not None):
+                return ab, [0]
+            return None
+        if 0 in groups or not 1 < len(groups) <= MAX_CONTEXTS:
+            return None
+        ab = None
+        for f, g in groups.items():
+            x = a.intern(a.stacks.rebased(g, f, a.cut), False)
+            if ab is not None and x != ab:
+                return None
+            ab = x
+        return ab, [self._cont_of(f) for f in groups]
+
     def _cont_of(self, base):
         """The state after returning from the frame base (a call frame: its return node on
         the stack below it; an item counter frame: the next item or the array's end)."""
@@ -266,18 +302,24 @@ class TokenMasks:
         wide = fns is not None and self._wide(s)
         ctx = self._context(s) if wide else None
         if ctx is None:
-            packed, base = self._compute_mask(s, narrow=fns is not None and not wide)
-            return _stored(packed, base)
-        ab, cont = ctx
+            ctx = self._contexts(s) if wide else None
+            if ctx is None:
+                packed, base = self._compute_mask(s, narrow=fns is not None and not wide)
+                return _stored(packed, base)
+            ab, conts = ctx
+        else:
+            ab, conts = ctx[0], (ctx[1],)
         hit, free = self._abstract_part(ab)  # free: a row holding the abstract mask that nothing stores
         stored, roots, trie, _ = hit
-        walk = len(roots) and cont
+        walk = len(roots) and any(conts)
         accepting = self._a.accepting[s]
         if not walk and not accepting:
             return stored  # the abstract state's mask as it is (never written to)
         words = self._writable(stored, free)
         if walk:
-            walk_continue(self._a, roots, trie, cont, words)
+            for cont in conts:
+                if cont:
+                    walk_continue(self._a, roots, trie, cont, words)
         packed = words.view("<i4")
         if accepting:
             packed |= self._info.eos_mask

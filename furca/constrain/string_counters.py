@@ -331,6 +331,17 @@ class BoundedStrings:
         where ab is a counter body's start under a counter frame over the context frame
         (plus the counter's exit configuration when past its minimum), and the counter's
         spec holds."""
+        hit = self.locate(ab, trie)
+        if hit is None:
+            return None
+        table, need, room = hit
+        words, base, roots = table.part(need, room)
+        return words, roots, trie, base
+
+    def locate(self, ab, trie, count=True):
+        """(table, need, room) of part(ab, trie), or None where the table does not serve ab.
+        count False: a table not made yet is None, and this state is not counted towards
+        making it (masks.TokenMasks._contexts asks before part, computing nothing)."""
         a = self._a
         if a.accepting[ab]:
             return None
@@ -363,10 +374,11 @@ class BoundedStrings:
                 return None  # closing at once and only after `need` characters: not one range
             need = 0
         table = string_table(a.info, dfa, trie, make=False)
+        if table is None and not count:
+            return None
         if table is None:  # a character of its own (a pattern's class): its tables pay from a few counts on
             met = self._met[counter] = self._met.get(counter, 0) + 1
             if met < MAKE_AFTER:
                 return None
             table = string_table(a.info, dfa, trie)
-        words, base, roots = table.part(need, hi - k + 1)
-        return words, roots, trie, base
+        return table, need, hi - k + 1
