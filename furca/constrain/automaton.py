@@ -276,6 +276,32 @@ class LazyAutomaton(CanonicalForms):
             self._abstract[s] = res
         return res
 
+    def abstract_groups(self, s: int, most: int, root: bool):
+        """(abstract state, frames) of a state that abstract() cannot cut (its
+        configurations share no frame) whose configurations, grouped by their own innermost
+        frame, are one abstract state in every group once that frame is cut (the same rule
+        reached along several parses), for 2..most groups; or, with root, every
+        configuration at the root (no frame at all): (the same state at the context frame,
+        [0]). None otherwise. Masks: TokenMasks._contexts."""
+        frames = self.stacks.frames
+        groups: dict[int, list] = {}
+        for n, st in self.configs[s]:
+            f = self._base(((n, st),))
+            if f and frames[f][0] == CUT_RET:
+                return None
+            groups.setdefault(f, []).append((n, st))
+        if list(groups) == [0]:
+            return (self.intern(self.stacks.rebased(groups[0], 0, self.cut), False), [0]) if root else None
+        if 0 in groups or not 1 < len(groups) <= most:
+            return None
+        ab = None
+        for f, g in groups.items():
+            x = self.intern(self.stacks.rebased(g, f, self.cut), False)
+            if ab is not None and x != ab:
+                return None
+            ab = x
+        return ab, list(groups)
+
     def _state_base(self, s: int) -> int:
         """_base of state s's configurations: in the row kernel where the grammar has one
         (without reading the configurations as tuples: most states it made are never)."""

@@ -21,7 +21,6 @@ import numpy as np
 
 from . import _walk
 from .automaton import LazyAutomaton
-from .stacks import CUT_RET
 from .gcpause import GC_PAUSE
 from .key_masks import KeyTrieMasks
 from .lexeme_masks import lexeme_key, share, shared
@@ -222,37 +221,26 @@ class TokenMasks:
 
     def _contexts(self, s):
         """(abstract state, continuation states) of a state whose configurations share no
-        frame (_context gives None) but lie in groups under frames of the grammar's own,
-        each group the same abstract state once its frame is cut: the same lexeme reached
-        along two parses (a string value of an object that `dependencies` made two
-        alternatives of, one with the dependent member and one without: its node called
-        from two places). Its mask is the abstract state's, continued from each group's
-        return; walked whole it was a new walk of the vocabulary in every grammar. None
-        otherwise (a configuration at the bottom of the stack, groups of different
-        abstract states, more than MAX_CONTEXTS groups)."""
+        frame (_context gives None), from automaton.abstract_groups: the same lexeme
+        reached along several parses (a string value of an object that `dependencies` made
+        two alternatives of: its node called from two places), its mask the abstract
+        state's continued from each group's return; or a state at the root with no frame
+        (a bounded string as the whole document), the same state at the context frame,
+        taken where that is a lexeme or the bounded strings' tables serve it (the root's
+        end is the document's: no continuation). Walked whole, each was a new walk of the
+        vocabulary in every grammar. None otherwise."""
         a = self._a
-        frames = a.stacks.frames
-        groups: dict[int, list] = {}
-        for n, st in a.configs[s]:
-            f = a._base(((n, st),))
-            if f and frames[f][0] == CUT_RET:
-                return None
-            groups.setdefault(f, []).append((n, st))
-        if list(groups) == [0]:  # at the root (no frame): a lexeme's or a bounded string's state there
-            ab = a.intern(a.stacks.rebased(groups[0], 0, a.cut), False)  # takes the shared mask, or the tables'
-            if lexeme_key(a, ab) is not None or (self.bounded is not None and
-                                                 self.bounded.locate(ab, self._info.trie, False) is not None):
-                return ab, [0]
+        root = self.bounded is not None or closed_layout_size(a.nfa) > 0  # else nothing serves a root state
+        hit = a.abstract_groups(s, MAX_CONTEXTS, root)
+        if hit is None:
             return None
-        if 0 in groups or not 1 < len(groups) <= MAX_CONTEXTS:
-            return None
-        ab = None
-        for f, g in groups.items():
-            x = a.intern(a.stacks.rebased(g, f, a.cut), False)
-            if ab is not None and x != ab:
+        ab, frames = hit
+        if frames == [0]:
+            if lexeme_key(a, ab) is None and (self.bounded is None or
+                                              self.bounded.locate(ab, self._info.trie, False) is None):
                 return None
-            ab = x
-        return ab, [self._cont_of(f) for f in groups]
+            return ab, frames
+        return ab, [self._cont_of(f) for f in frames]
 
     def _cont_of(self, base):
         """The state after returning from the frame base (a call frame: its return node on

@@ -143,8 +143,17 @@ class StringTable:
             self._set(words, self._ids[: int(self._lens.searchsorted(room, side="right"))])
         else:
             words = base.view(np.uint32).copy()
+        closing, roots = self._closing(need, room)
+        if len(closing):
+            self._set(words, closing)
+        return words, base, roots.copy()
+
+    def _closing(self, need: int, room: int):
+        """(the closing tokens, the return nodes: read-only) of a body start with `need`
+        and `room` characters, kept per the counts that can differ (none closes past
+        close_max characters)."""
         kmax = self.close_max
-        key = (min(need, kmax + 1), min(room, kmax))  # the same closing nodes past the longest close
+        key = (min(need, kmax + 1), min(room, kmax))
         hit = self._parts.get(key)
         if hit is None:
             # array methods, not numpy's Python-level functions: a process forked after
@@ -157,10 +166,15 @@ class StringTable:
             hit = (self._close_tok[self._close_off[lo] : self._close_off[max(lo, hi)]], roots)
             if len(self._parts) < MAX_PARTS:
                 self._parts[key] = hit
-        closing, roots = hit
-        if len(closing):
-            self._set(words, closing)
-        return words, base, roots.copy()
+        return hit
+
+    def warm(self) -> None:
+        """Every part's closing tokens and return nodes, and the base of a room past every
+        token (BoundedStrings.warm: the compiler's warm-up)."""
+        for need in range(self.close_max + 2):
+            for room in range(self.close_max + 1):
+                self._closing(need, room)
+        self._base(self.cap)
 
 
 def string_table(info, dfa, trie, levels=False, make=True) -> StringTable | None:
@@ -320,11 +334,7 @@ class BoundedStrings:
             spec = self._spec(counter)
             if spec is not None:
                 for trie in (info.trie, info.long_trie):
-                    table = string_table(info, spec[0], trie, levels=True)
-                    for need in range(table.close_max + 2):  # every part (a few dozen), and the
-                        for room in range(table.close_max + 1):  # room past the longest token
-                            table.part(need, room)
-                        table.part(need, table.cap)
+                    string_table(info, spec[0], trie, levels=True).warm()
 
     def part(self, ab, trie):
         """The recording walk's result over trie for abstract state ab, from the table,
