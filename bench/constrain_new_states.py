@@ -36,9 +36,9 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
-PARTS = {"_abstract_part", "walk_continue", "walk_recording", "walk_compiled", "words", "_literal_walks",
+PARTS = {"abstract_part", "long_part", "walk_continue", "walk_recording", "walk_compiled", "words", "_literal_walks",
          "_accept_cold", "_step_byte", "_step_abstract", "map_short", "_tiered_mask", "_slice_level",
-         "_recorded_split", "abstract", "_context", "after_return", "_cont_of", "canonical_short",
+         "recorded_split", "abstract", "context", "contexts", "after_return", "cont_of", "canonical_short",
          "full_canonical", "resume", "_compute_mask_ctx"}
 
 

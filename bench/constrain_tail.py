@@ -105,12 +105,12 @@ def _note(owner, name, label, new):
 
 
 def instrument():
-    from furca.constrain import key_masks, masks, slices
+    from furca.constrain import contexts, key_masks, masks, slices
 
     _note(slices.SliceBounds, "slice_depth", "slice search", lambda b, s, sl: s not in b._depth.get(sl.name, {}))
     _note(key_masks.KeyTrieMasks, "_any_key", "any key", lambda k, n, st, *_a: (n, st) not in k._any)
     _note(key_masks.KeyTrieMasks, "words", "key mask", lambda *_a: True)
-    _note(masks.TokenMasks, "_abstract_part", "new abstract", lambda m, ab: ab not in m._abs)
+    _note(contexts.ContextSplit, "abstract_part", "new abstract", lambda m, ab: ab not in m._abs)
     _note(masks.TokenMasks, "_tiered_mask", "tiered", lambda *_a: True)
     _note(masks.TokenMasks, "_compute_mask_ctx", "new mask", lambda *_a: True)
 
@@ -121,9 +121,11 @@ TIMED = [  # (label, module of furca.constrain, attribute path): --time
     ("key words", "key_masks", "KeyTrieMasks.words"),
     ("literal walks", "key_masks", "KeyTrieMasks._literal_walks"),
     ("any key", "key_masks", "KeyTrieMasks._any_key"),
-    ("recorded split", "masks", "TokenMasks._recorded_split"),
+    ("recorded split", "contexts", "ContextSplit.recorded_split"),
     ("recording walk", "masks", "walk_recording"),
     ("continuation", "masks", "walk_continue"),
+    ("split's walks", "contexts", "walk_recording"),
+    ("split's conts", "contexts", "walk_continue"),
     ("kernel walks", "core_rows", "Core.walk_roots"),
     ("key kernel", "core_rows", "Core.key_words"),
     ("stored", "masks", "_stored"),
@@ -135,7 +137,7 @@ TIMED = [  # (label, module of furca.constrain, attribute path): --time
 ]
 NESTED = {  # --what-if: the TIMED labels always inside another's call
     "new mask": ("slice search", "key words", "literal walks", "any key", "recorded split", "recording walk",
-                 "continuation", "kernel walks", "key kernel", "stored", "literal conts", "bounded part"),
+                 "continuation", "split's walks", "split's conts", "kernel walks", "key kernel", "stored", "literal conts", "bounded part"),
     "key words": ("literal walks", "any key", "key kernel", "literal conts"),
     "accept": ("accept's steps",),
 }

@@ -31,7 +31,7 @@ walk_range(i, stop, stack, depth, byte, end, trans, rows, tok_start, tok_ids, wo
     the caller set whole (token_slices.TokenSlice without rest tries, over the whole trie;
     the trie's keep_all otherwise).
     When rec has room (len(rec) > 1) it records in rec[1 : 1 + rec[0]] the live nodes
-    whose state is accepting (acc[state]): for an abstract state (masks.TokenMasks._context)
+    whose state is accepting (acc[state]): for an abstract state (contexts.ContextSplit.context)
     those are the nodes where the rule returns to its caller; it returns i early also
     when rec is full (the caller grows it and resumes). A skipped subtree records nothing:
     its tokens are allowed whatever follows the rule's return. A 1-long rec records

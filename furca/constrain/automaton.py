@@ -263,7 +263,7 @@ class LazyAutomaton(CanonicalForms):
         replaced by the context frame `cut` (reaching the rule's end, or the item's, there
         is accepting instead of a return). None without such a frame (base 0, or already
         the context frame).
-        Cached per state: masks.TokenMasks._context (a state's mask) and _step_abstract
+        Cached per state: contexts.ContextSplit.context (a state's mask) and _step_abstract
         (the token accepted from it) ask for the same state one after the other."""
         hit = self._abstract.get(s, False)
         if hit is not False:
@@ -282,7 +282,7 @@ class LazyAutomaton(CanonicalForms):
         frame, are one abstract state in every group once that frame is cut (the same rule
         reached along several parses), for 2..most groups; or, with root, every
         configuration at the root (no frame at all): (the same state at the context frame,
-        [0]). None otherwise. Masks: TokenMasks._contexts."""
+        [0]). None otherwise. Masks: contexts.ContextSplit.contexts."""
         frames = self.stacks.frames
         groups: dict[int, list] = {}
         for n, st in self.configs[s]:

@@ -38,7 +38,7 @@ rules' NFA shape, ~110 µs); a trie whose rules do not fit is walked as before.
 
 The walks of the prefixes' states become cheap (A's words copied, a few subtrees cleared,
 D's narrow walk: ~0.2 ms against ~0.5 for the whole state); the first state of a trie
-pays A's walk and D's. A is walked through its lexeme part (masks.TokenMasks._recorded_split),
+pays A's walk and D's. A is walked through its lexeme part (contexts.ContextSplit.recorded_split),
 and D's configurations on literal bytes (a name's rest) without automaton states
 (_literal_walks). With the row kernel, the split and everything after A's lookup are two
 kernel calls (_key_kernels.py: core_rows.Core.key_split, key_words); this module's walks

@@ -6,13 +6,13 @@ public methods (intern, closure_of, expand), under the automaton's lock. A state
 mask is a walk of the token trie over the transition table (trie_walks.py: numba DFS in
 _walk.py, or numpy level by level; dead states prune whole subtrees), with the vocabulary slices of
 token_slices.TokenSlice taken whole where the slice bounds prove them allowed. A state
-inside a rule call shares the mask of its abstract state (the rule's context cut off,
-see _context) and re-walks only the tokens that leave the rule; a state at a key trie
-node takes its trie's shared "any key" mask less the name closers (key_masks.py), and an
-abstract state with configurations inside a lexeme under a frame of its own grammar takes
-the lexeme's walk shared by every grammar (lexeme_masks.py), continued after its returns
-(_recorded_split). Masks are stored packed, or sparse when few words are non-zero, in a
-store bounded per grammar. See DESIGN.md.
+inside a rule call shares the mask of its abstract state (the rule's context cut off)
+and re-walks only the tokens that leave the rule (contexts.py, which also takes an
+abstract state with configurations inside a lexeme under a frame of its own grammar
+from the lexeme's walk shared by every grammar, lexeme_masks.py, continued after its
+returns); a state at a key trie node takes its trie's shared "any key" mask less the
+name closers (key_masks.py). Masks are stored packed, or sparse when few words are
+non-zero, in a store bounded per grammar. See DESIGN.md.
 """
 
 from __future__ import annotations
@@ -22,16 +22,15 @@ import numpy as np
 from . import _walk
 from .automaton import LazyAutomaton
 from .gcpause import GC_PAUSE
+from .contexts import ContextSplit
 from .key_masks import KeyTrieMasks
-from .lexeme_masks import lexeme_key, share, shared
 from .nfa import closed_layout_size
 from .slices import SliceBounds
 from .stored_masks import Delta, _base_of, _size, _stored, write_stored
 from .string_counters import BoundedStrings
-from .trie_walks import merged_roots, walk_compiled, walk_continue, walk_numpy, walk_recording
+from .trie_walks import walk_compiled, walk_continue, walk_numpy, walk_recording
 
 MAX_MASK_BYTES = 256 << 20  # per compiled grammar
-MAX_CONTEXTS = 8  # a state's groups of configurations continued from their own frames (_contexts)
 try:  # numpy's C count (np.count_nonzero and ndarray.all are Python code, whose pages a
     # process forked after set-up copies at their first call)
     from numpy._core.multiarray import count_nonzero as _count_nonzero
@@ -47,8 +46,9 @@ def _takes_all(row, byte_list) -> bool:
 class TokenMasks:
     """mask(s) / write_mask(s, out): the packed int32 token bitmask of state s (EOS set
     exactly when s accepts). Computed under the automaton's lock on first use; readers
-    of a cached mask take no lock. mask_bytes: the store's size (masks and abstract
-    masks), bounded by MAX_MASK_BYTES. bounded: the bounded strings' tables
+    of a cached mask take no lock. mask_bytes: the store's size (masks, abstract
+    masks, "any key" words), bounded by MAX_MASK_BYTES. split: the context split
+    (contexts.ContextSplit) of the wide states. bounded: the bounded strings' tables
     (string_counters.BoundedStrings), or None."""
 
     def __init__(self, automaton: LazyAutomaton, slices: SliceBounds):
@@ -63,19 +63,21 @@ class TokenMasks:
         # matcher for states whose mask needs no nesting-limit check, cleared by _evict
         self.warm: dict[int, object] = {}
         self.zeros = info.zero_words  # what the warm path copies into a row before a sparse mask's words
-        self.mask_bytes = 0
-        self._ctx: dict[int, tuple | None] = {}  # state -> (abstract state, continuation state) or None
-        self._cont: dict[int, int] = {}  # context stack -> state after returning from it
-        self._abs: dict[int, tuple] = {}  # abstract state -> (mask words, return nodes, trie, size)
-        self._abs_long: dict[int, tuple] = {}  # abstract state -> (long tokens' words, return nodes in long_trie)
+        self._store_bytes = 0
         # abstract states at a key trie node: from the trie's shared "any key" walk (key_masks.py)
         self._keys = KeyTrieMasks(automaton) if automaton.nfa.key_trie_nodes else None
         # abstract states inside bounded strings (a counter over one character): from the
         # tokenizer's tables (string_counters.py); None without counters or numba
         self.bounded = BoundedStrings.of(automaton)
-        # the rest states of _recorded_split: configurations whose epsilon moves lead into
-        # another part, so not closures (walked, never a matcher's state, never searched)
-        self.parts: set[int] = set()
+        # a wide state's abstract state and continuations, and the abstract states' kept walks
+        self.split = ContextSplit(automaton, self.bounded)
+
+    @property
+    def mask_bytes(self) -> int:
+        """The size of the stored masks, the abstract states' kept walks and the key tries'
+        "any key" words: bounded by MAX_MASK_BYTES."""
+        keys = self._keys.nbytes if self._keys is not None else 0
+        return self._store_bytes + self.split.nbytes + keys
 
     def prepare_keys(self) -> None:
         """The key tries' "any key" words made now, at the compile (KeyTrieMasks.prepare);
@@ -85,9 +87,7 @@ class TokenMasks:
         if keys is None or _walk.get_walk_range() is None:
             return
         with self._a.lock:
-            n0 = keys.nbytes
-            keys.prepare(self._compute_recorded, self._cont_of)
-            self.mask_bytes += keys.nbytes - n0
+            keys.prepare(self._compute_recorded, self.split.cont_of)
 
     # ---- the mask store ---------------------------------------------------------------
     def _cached_mask(self, s: int):
@@ -114,22 +114,16 @@ class TokenMasks:
                     if self.mask_bytes + size > MAX_MASK_BYTES:
                         self._evict()
                     self._store[s] = m
-                    self.mask_bytes += size
+                    self._store_bytes += size
         return m
 
     def _evict(self):
         """Drops the oldest half of the stored masks and every abstract mask."""
         self.warm.clear()
         for k in list(self._store)[: len(self._store) // 2 + 1]:
-            self.mask_bytes -= _size(self._store.pop(k))
-        for old in self._abs.values():
-            self.mask_bytes -= old[3]
-        self._abs.clear()
-        for old in self._abs_long.values():
-            self.mask_bytes -= sum(x.nbytes for x in old)
-        self._abs_long.clear()
+            self._store_bytes -= _size(self._store.pop(k))
+        self.split.clear()
         if self._keys is not None:
-            self.mask_bytes -= self._keys.nbytes
             self._keys.clear()
 
     def _tiered_mask(self, s, short):
@@ -144,7 +138,7 @@ class TokenMasks:
         words = self.mask(short).view(np.uint32) & ~info.long_words
         words &= ~info.eos_mask.view(np.uint32)
         fns = _walk.get_walk_range()
-        ctx = self._context(s) if fns is not None else None
+        ctx = self.split.context(s) if fns is not None else None
         if ctx is None:
             if _walk.get_walk() is not None:
                 walk_compiled(self._a, s, info.long_trie, words)
@@ -152,18 +146,7 @@ class TokenMasks:
                 walk_numpy(self._a, s, info.long_trie, words)
         else:  # as _compute_mask_ctx, over the long tokens: their abstract walk is shared
             ab, cont = ctx
-            hit = self._abs_long.get(ab)
-            if hit is None:
-                got = self.bounded.part(ab, info.long_trie) if self.bounded is not None else None
-                if got is not None:  # a bounded string's body start: from the tables
-                    ab_words, roots = got[0], got[1]
-                else:
-                    ab_words = np.zeros(info.num_words, dtype=np.uint32)
-                    roots = walk_recording(self._a, ab, info.long_trie, ab_words)
-                nz = ab_words.nonzero()[0]  # few words: the long tokens are few (np.flatnonzero: Python code)
-                hit = self._abs_long[ab] = (nz, ab_words[nz], roots)
-                self.mask_bytes += nz.nbytes + hit[1].nbytes + roots.nbytes
-            nz, vals, roots = hit
+            nz, vals, roots = self.split.long_part(ab)
             words[nz] |= vals
             if len(roots) and cont:
                 walk_continue(self._a, roots, info.long_trie, cont, words)
@@ -193,63 +176,7 @@ class TokenMasks:
         return m
 
 
-    # ---- context-independent masks (xgrammar's adaptive token mask cache) -----------
-    def _context(self, s):
-        """(abstract state, continuation state) for s, or None.
-
-        C = the innermost call frame or array item's counter frame (automaton._base;
-        not a character's or a word's counter) below which every configuration of s
-        shares its stack: s is "inside the rule called by C" (or inside an item), and C
-        is the context (who called it, and everything under that). The abstract state
-        has the same configurations with C replaced by a context frame that returns to
-        nowhere: reaching the rule's end there marks the state accepting instead of
-        returning. Its mask is the same for every context, so it is computed once
-        (automaton states and all) and shared by every caller, every nesting depth.
-        The tokens that pass the rule's end are the context-dependent ones: for each
-        trie node where the abstract walk reached the end, the rest of its subtree is
-        walked from the continuation state (the caller's state after the return)."""
-        if s in self._ctx:
-            return self._ctx[s]
-        a = self._a
-        res = None
-        hit = a.abstract(s)  # shared with the automaton's step of the token accepted from s
-        if hit is not None:
-            ab, base = hit
-            res = (ab, self._cont_of(base))
-        self._ctx[s] = res
-        return res
-
-    def _contexts(self, s):
-        """(abstract state, continuation states) of a state whose configurations share no
-        frame (_context gives None), from automaton.abstract_groups: the same lexeme
-        reached along several parses (a string value of an object that `dependencies` made
-        two alternatives of: its node called from two places), its mask the abstract
-        state's continued from each group's return; or a state at the root with no frame
-        (a bounded string as the whole document), the same state at the context frame,
-        taken where that is a lexeme or the bounded strings' tables serve it (the root's
-        end is the document's: no continuation). Walked whole, each was a new walk of the
-        vocabulary in every grammar. None otherwise."""
-        a = self._a
-        root = self.bounded is not None or closed_layout_size(a.nfa) > 0  # else nothing serves a root state
-        hit = a.abstract_groups(s, MAX_CONTEXTS, root)
-        if hit is None:
-            return None
-        ab, frames = hit
-        if frames == [0]:
-            if lexeme_key(a, ab) is None and (self.bounded is None or
-                                              self.bounded.locate(ab, self._info.trie, False) is None):
-                return None
-            return ab, frames
-        return ab, [self._cont_of(f) for f in frames]
-
-    def _cont_of(self, base):
-        """The state after returning from the frame base (a call frame: its return node on
-        the stack below it; an item counter frame: the next item or the array's end)."""
-        cont = self._cont.get(base)
-        if cont is None:
-            cont = self._cont[base] = self._a.after_return(base)
-        return cont
-
+    # ---- context-independent masks (xgrammar's adaptive token mask cache: contexts.py) --
     def _wide(self, s) -> bool:
         """Whether s may allow many tokens: the NFA nodes of its configurations take "a"
         and " " or "a" and "0" (the slices' pre-checks, on the nodes' byte classes, before
@@ -288,22 +215,23 @@ class TokenMasks:
         state's mask itself: the stored masks are never written to."""
         fns = _walk.get_walk_range()
         wide = fns is not None and self._wide(s)
-        ctx = self._context(s) if wide else None
+        split = self.split
+        ctx = split.context(s) if wide else None
         if ctx is None:
-            ctx = self._contexts(s) if wide else None
+            ctx = split.contexts(s) if wide else None
             if ctx is None:
                 packed, base = self._compute_mask(s, narrow=fns is not None and not wide)
                 return _stored(packed, base)
             ab, conts = ctx
         else:
             ab, conts = ctx[0], (ctx[1],)
-        hit, free = self._abstract_part(ab)  # free: a row holding the abstract mask that nothing stores
+        hit, free = split.abstract_part(ab, self._compute_recording)  # free: a row holding the abstract mask that nothing stores
         stored, roots, trie, _ = hit
         walk = len(roots) and any(conts)
         accepting = self._a.accepting[s]
         if not walk and not accepting:
             return stored  # the abstract state's mask as it is (never written to)
-        words = self._writable(stored, free)
+        words = split.writable(stored, free)
         if walk:
             for cont in conts:
                 if cont:
@@ -313,117 +241,13 @@ class TokenMasks:
             packed |= self._info.eos_mask
         return _stored(packed, _base_of(stored))
 
-    def _abstract_part(self, ab):
-        """((stored words, return nodes, trie, size), free) of abstract state ab's
-        recording walk: kept per grammar, and shared by every grammar for a lexeme
-        (lexeme_masks.py); free is the computed words when they were stored as a copy (a row
-        the caller may write to), else None."""
-        hit = self._abs.get(ab)
-        free = None
-        if hit is None:
-            key = lexeme_key(self._a, ab)
-            hit = shared(key, self._info)
-            if hit is None:
-                words, roots, trie, base = self._compute_mask(ab, record=True)
-                stored = _stored(words.view("<i4"), base)
-                if isinstance(stored, tuple):  # stored as a copy of its non-zero words
-                    free = words
-                hit = (stored, roots, trie, _size(stored) + roots.nbytes)
-                if key is not None:
-                    share(key, self._info, hit)
-            self._abs[ab] = hit
-            self.mask_bytes += hit[3]
-        return hit, free
-
-    def _writable(self, stored, free):
-        """The words (uint32) of a stored mask as a row the caller may write to: free
-        (the computed row, when it was stored as a copy of its non-zero words), else a
-        copy."""
-        if free is not None:
-            return free
-        if isinstance(stored, tuple):
-            words = np.zeros(self._info.num_words, dtype=np.uint32)
-            words[stored[0]] = stored[1].view(np.uint32)
-            return words
-        if type(stored) is Delta:
-            return stored.packed().view(np.uint32)
-        return stored.view(np.uint32).copy()
-
-    def _recorded_split(self, s):
-        """(words, return nodes, trie, base) of abstract state s's recording walk as the union of
-        its parts, or None where no part is a lexeme. The language of a set of
-        configurations is the union of theirs, so s splits into groups: the
-        configurations in the closed layout of lasting rules (nfa._Layout) under the same
-        innermost frame f of the grammar's own (their own abstract state, with their
-        innermost shared frame as its context: when that is a lexeme, its walk is shared
-        by every grammar, lexeme_masks.lexeme_key), continued below the nodes where the lexeme
-        returns by a recording walk from the state after the return; and the rest,
-        walked as one state. All parts walk the lexeme's trie (a slice's rest of
-        the vocabulary, or the whole: every token of the slice is in the lexeme's words).
-
-        The "any key" state of a key trie (key_masks.py) is the case this serves: a key
-        that is none of the names is inside the key string's lasting rule (a lexeme)
-        under the object's own frame, beside the object's own configurations; walked
-        whole it was a new ~0.5-2 ms walk of nearly the whole vocabulary per object."""
-        a = self._a
-        lay = a.nfa.layout
-        if lay is None or not lay.closed:
-            return None
-        frames, size = a.stacks.frames, lay.size
-        groups: dict[int, list] = {}
-        rest = []
-        for n, st in a.configs[s]:
-            f = st
-            while f > 0 and 0 <= frames[f][0] < size:  # frames returning into the layout
-                f = frames[f][1]
-            if n < size and f > 0:  # in the layout, under a frame of the grammar's own or the context frame
-                groups.setdefault(f if frames[f][0] >= 0 else 0, []).append((n, st))
-            else:
-                rest.append((n, st))
-        if len(groups.get(0, ())) == len(a.configs[s]):  # s is a lexeme itself: its walk is the one to make
-            return None
-        parts = []
-        for f, g in groups.items():
-            sub = a.intern(g, False)
-            # at the context frame (a lexeme called last, by a tail call): its own walk's
-            # returns are s's; else inside the frame, continued after it
-            hit = (sub, 0) if f == 0 else a.abstract(sub)
-            if hit is not None and lexeme_key(a, hit[0]) is not None:
-                parts.append(hit)
-            else:
-                rest.extend(g)
-        if not parts:
-            return None
-        hits = [self._abstract_part(ab) for ab, _base in parts]
-        trie = hits[0][0][2]
-        if any(h[0][2] is not trie for h in hits):
-            return None
-        words = self._writable(hits[0][0][0], hits[0][1])
-        for (stored, _r, _t, _z), _free in hits[1:]:
-            if isinstance(stored, tuple):
-                words[stored[0]] |= stored[1].view(np.uint32)
-            else:
-                words |= (stored.packed() if type(stored) is Delta else stored).view(np.uint32)
-        conts = [self._cont_of(base) if base else None for _ab, base in parts]
-        if any(c and a.accepting[c] for c in conts):
-            return None  # a rest that may be empty after the return (none on the MaskBench sample): walked whole
-        found = []
-        for cont, ((_st, roots, _t, _z), _free) in zip(conts, hits):
-            if cont is None:  # at the context frame: the lexeme's returns are s's
-                found.append(roots)
-            elif len(roots) and cont:
-                found.append(walk_continue(a, roots, trie, cont, words, record=True))
-        if rest:
-            t = a.intern(rest, False)
-            self.parts.add(t)
-            found.append(walk_recording(a, t, trie, words))
-        found = [x for x in found if len(x)]
-        roots = merged_roots(found) if found else np.zeros(0, dtype=np.int32)
-        return words, roots, trie, _base_of(hits[0][0][0])  # the words began as the first part's mask
-
     def _compute_recorded(self, s):
         """(words, return nodes, trie) of s's recording walk (an abstract state's)."""
         return self._compute_mask(s, record=True)[:3]
+
+    def _compute_recording(self, s):
+        """(words, return nodes, trie, base) of s's recording walk (an abstract state's)."""
+        return self._compute_mask(s, record=True)
 
     def _slice_level(self, s, row):
         """The level (token_slices.TokenSlice.levels) of the first slice whose strings of its
@@ -473,9 +297,7 @@ class TokenMasks:
         # such a state is walked as it is
         parts = self._keys.split(s) if self._keys is not None and _walk.get_walk_range() is not None else None
         if parts is not None:  # at a key trie node: from the trie's shared "any key" walk
-            n0 = self._keys.nbytes
-            words, roots, trie, base = self._keys.words(s, parts, self._compute_recorded, self._cont_of)
-            self.mask_bytes += self._keys.nbytes - n0
+            words, roots, trie, base = self._keys.words(s, parts, self._compute_recorded, self.split.cont_of)
             if record:
                 return words, roots, trie, base
             packed = words.view("<i4")
@@ -487,7 +309,7 @@ class TokenMasks:
             if hit is not None:
                 return hit
         if record:  # from its lexeme parts, where it has some
-            split = self._recorded_split(s)
+            split = self.split.recorded_split(s, self._compute_recording)
             if split is not None:
                 return split
         trie, words, keep, base = info.trie, None, None, None

@@ -283,7 +283,7 @@ def build_nfa(g: ir.Grammar) -> NFA:
         # a call from the grammar's own rules into a lasting one (a JSON value, string,
         # number) keeps its frame even in tail position: the lasting rule's states then
         # have a frame of their own to be cut at (automaton.abstract), the same abstract
-        # states, and masks, wherever it is called (masks.TokenMasks._context). Not where a
+        # states, and masks, wherever it is called (contexts.ContextSplit.context). Not where a
         # matcher watches objects' keys or arrays' items (members.py, unique.py): their
         # watches read the stacks as the tail calls leave them
         size = nfa.layout.size

@@ -3,7 +3,7 @@
 A string with a maxLength is a counter over one JSON string character (`"` x{lo,hi} `"`,
 json_schema/scalars.py: counted whatever its bounds, json_schema.grammar.counted; a
 pattern's x{lo,hi} over one class is one past nfa.COUNTER_THRESHOLD). Inside it, every
-count is a new automaton state, and so a new abstract state (masks.TokenMasks._context:
+count is a new automaton state, and so a new abstract state (contexts.ContextSplit.context:
 the string's rule with its caller cut off), whose mask was a slice search and a recording
 walk of the trie's tokens outside the slice: ~300-500 µs a token, for each token of the
 first string of each maxLength (a uuid of 36 characters: 36 of them).
@@ -351,7 +351,7 @@ class BoundedStrings:
     def locate(self, ab, trie, count=True):
         """(table, need, room) of part(ab, trie), or None where the table does not serve ab.
         count False: a table not made yet is None, and this state is not counted towards
-        making it (masks.TokenMasks._contexts asks before part, computing nothing)."""
+        making it (contexts.ContextSplit.contexts asks before part, computing nothing)."""
         a = self._a
         if a.accepting[ab]:
             return None

@@ -1,4 +1,4 @@
-"""Context-independent masks (masks._context), the relative closure, suffix-shared
+"""Context-independent masks (contexts.ContextSplit.context), the relative closure, suffix-shared
 UTF-8 classes and stepping without rows: each checked against a brute-force
 reference (every token stepped through the real automaton)."""
 
@@ -80,7 +80,7 @@ def test_masks_equal_brute_force_on_random_walks(seed):
     from furca.constrain import _walk
 
     if _walk.get_walk_range() is not None:  # numba installed (the numpy walk has no abstract masks)
-        assert g.masks._abs, "no context-independent mask was shared"
+        assert g.masks.split._abs, "no context-independent mask was shared"
 
 
 def test_relative_closure_matches_direct_closure():

@@ -1,4 +1,4 @@
-"""States without one context (masks.TokenMasks._contexts): a state whose configurations
+"""States without one context (contexts.ContextSplit.contexts): a state whose configurations
 share no frame had its mask walked whole. Two kinds now take their abstract state's mask:
 the same lexeme reached along several parses (an object that `dependencies` splits into
 alternatives reaches its string values from two call sites), continued from each call's
@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from furca.constrain import GrammarCompiler, masks
+from furca.constrain import GrammarCompiler, contexts
 
 from .conftest import accept_bytes, byte_info, needs_compiled_walks, walk_checking_masks
 
@@ -29,16 +29,16 @@ ROOT_BOUNDED = {"type": "string", "minLength": 3, "maxLength": 12}
 
 @pytest.fixture
 def taken(monkeypatch):
-    """The (state, contexts) each _contexts call returned, while the test runs."""
+    """The (state, contexts) each contexts() call returned, while the test runs."""
     seen = []
-    real = masks.TokenMasks._contexts
+    real = contexts.ContextSplit.contexts
 
     def spy(self, s):
         got = real(self, s)
         seen.append(got)
         return got
 
-    monkeypatch.setattr(masks.TokenMasks, "_contexts", spy)
+    monkeypatch.setattr(contexts.ContextSplit, "contexts", spy)
     return seen
 
 
@@ -60,9 +60,9 @@ def test_the_contexts_found(taken):
     m = accept_bytes(g, '{"name":"')
     s = m._t[0]
     assert a.abstract(s) is None  # two parses: the configurations share no frame
-    ab, conts = g.masks._contexts(s)
+    ab, conts = g.masks.split.contexts(s)
     assert len(conts) == 2 and all(conts) and a.abstract(s) is None
     root = GrammarCompiler(info).compile_json_schema(ROOT_BOUNDED)
     s = accept_bytes(root, '"')._t[0]
-    ab, conts = root.masks._contexts(s)
+    ab, conts = root.masks.split.contexts(s)
     assert conts == [0] and root.masks.bounded.locate(ab, info.trie, False) is not None

@@ -62,7 +62,7 @@ def test_format_masks_are_shared_and_equal_the_grammars_own(llama, no_shared_mas
                        "links": ["http://example.com/", "mailto:someone@example.com"]}, separators=(",", ":"))
     g = GrammarCompiler(info).compile_json_schema(schema)
     warm = _walk(g, tok, text)
-    reused = [v for v in g.masks._abs.values() if any(v is f[1] for f in filled.values())]
+    reused = [v for v in g.masks.split._abs.values() if any(v is f[1] for f in filled.values())]
     assert len(reused) >= 3  # the uri's states among them: computed once, by the compiler
     no_shared_masks.clear()
     lexeme_masks.MAX_LEXEME_MASKS, saved = 0, lexeme_masks.MAX_LEXEME_MASKS  # nothing shared now

@@ -143,7 +143,7 @@ one ::= [^"\\>]
 def _free_proven_states(g, sl):
     a, proof = g.automaton, g.masks.slices.proof
     return [x for x in range(1, a.num_states)
-            if a.configs[x] and x not in g.masks.parts and proof.free_unbounded(a.configs[x], sl)]
+            if a.configs[x] and x not in g.masks.split.parts and proof.free_unbounded(a.configs[x], sl)]
 
 
 def test_stack_free_proof_holds_only_where_no_slice_string_kills():

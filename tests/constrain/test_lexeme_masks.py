@@ -48,7 +48,7 @@ def test_shared_lexeme_masks_equal_the_grammars_own(llama, no_shared_masks):
     shared = GrammarCompiler(info).compile_json_schema(B)
     walks = [_walk(shared, tok, text) for text in B_TEXTS]
     # B's abstract masks include A's objects themselves: reused, not recomputed
-    reused = [v for v in shared.masks._abs.values() if any(v is f[1] for f in filled.values())]
+    reused = [v for v in shared.masks.split._abs.values() if any(v is f[1] for f in filled.values())]
     assert reused
     no_shared_masks.clear()
     alone = GrammarCompiler(info).compile_json_schema(B)
@@ -70,7 +70,7 @@ def test_only_closed_layouts_share(llama, no_shared_masks):
     _walk(g, tok, '[{"a": [1, "x"]}]')
     assert not g.automaton.nfa.layout.closed
     assert no_shared_masks == before
-    assert not any(v is m[1] for v in g.masks._abs.values() for m in before.values())
+    assert not any(v is m[1] for v in g.masks.split._abs.values() for m in before.values())
     g2 = gc.compile_json_schema({"type": "array", "items": {}}, whitespace="flexible", max_whitespace=3)
     m = g2.matcher()
     assert m.accept_string('[{"a":   [1,   "x"]}]') and m.can_terminate()
@@ -102,7 +102,7 @@ def test_a_compiler_makes_the_lexeme_masks_of_its_tokenizer(llama, no_shared_mas
     # a schema's first string value takes its abstract mask from there
     g = gc.compile_json_schema({"type": "object", "properties": {"title": {"type": "string"}}})
     _walk(g, tok, '{"title":"some words"}')
-    assert any(v is m[1] for v in g.masks._abs.values() for m in mine.values())
+    assert any(v is m[1] for v in g.masks.split._abs.values() for m in mine.values())
     n = len(no_shared_masks)
     GrammarCompiler(info)  # once per tokenizer and process
     assert len(no_shared_masks) == n
@@ -170,7 +170,7 @@ def test_a_scalar_in_a_type_list_is_a_lexeme(llama, no_shared_masks):
     text = '{"s":"some words here","n":null,"b":"x y"}'
     shared, end = _walk(g, tok, text)
     assert end
-    assert any(v is f[1] for v in g.masks._abs.values() for f in no_shared_masks.values())
+    assert any(v is f[1] for v in g.masks.split._abs.values() for f in no_shared_masks.values())
     no_shared_masks.clear()  # the same masks computed without any shared entry
     alone = GrammarCompiler(info).compile_json_schema(schema)
     assert all(np.array_equal(x, y) for x, y in zip(shared, _walk(alone, tok, text)[0]))

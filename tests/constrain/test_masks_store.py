@@ -68,7 +68,7 @@ def test_states_share_their_abstract_mask_exactly(seed):
     m = g.matcher()
     assert m.accept_string("<")
     walk_checking_masks(m, info, random.Random(seed), 40)  # every mask against brute force
-    shared = {id(hit[0]) for hit in g.masks._abs.values()}
+    shared = {id(hit[0]) for hit in g.masks.split._abs.values()}
     assert any(id(m) in shared for m in g.masks._store.values()), "no state stored its abstract state's mask"
     m = g.matcher()
     assert m.accept_string("[")

@@ -51,9 +51,9 @@ def test_items_share_the_key_patterns_abstract_mask(info):
     assert len(set(states)) == len(states)  # one real state per item: the count is in it
     for m in ms:
         walk_checking_masks(m.fork(), info, random.Random(len(states)), 1)  # each item's first mask, checked
-    abstract = {g.masks._context(s)[0] for s in states}
+    abstract = {g.masks.split.context(s)[0] for s in states}
     assert len(abstract) == 1  # the same abstract state for every item...
-    assert abstract <= set(g.masks._abs)  # ...whose mask was computed once and shared
+    assert abstract <= set(g.masks.split._abs)  # ...whose mask was computed once and shared
 
 
 @pytest.mark.skipif(_walk.get_walk_range() is None, reason="abstract masks are compiled walks'")

@@ -1,4 +1,4 @@
-"""An abstract state's recording walk from its lexeme parts (masks.TokenMasks._recorded_split).
+"""An abstract state's recording walk from its lexeme parts (contexts.ContextSplit.recorded_split).
 
 The language of a set of configurations is the union of theirs, so a state with
 configurations inside a lasting rule (a lexeme of the closed layout) under a frame of the
@@ -13,7 +13,7 @@ import pytest
 
 from furca.constrain import GrammarCompiler
 from furca.constrain import lexeme_masks
-from furca.constrain import masks as masks_mod
+from furca.constrain import contexts
 from furca.constrain import trie_walks
 
 from .conftest import needs_compiled_walks
@@ -52,15 +52,15 @@ def split_calls(monkeypatch):
     """Counts the splits made (not None) and drops the masks shared across grammars, so
     that the lexeme parts are computed here."""
     made = []
-    real = masks_mod.TokenMasks._recorded_split
+    real = contexts.ContextSplit.recorded_split
 
-    def counted(self, s):
-        out = real(self, s)
+    def counted(self, s, compute):
+        out = real(self, s, compute)
         if out is not None:
             made.append(s)
         return out
 
-    monkeypatch.setattr(masks_mod.TokenMasks, "_recorded_split", counted)
+    monkeypatch.setattr(contexts.ContextSplit, "recorded_split", counted)
     saved = dict(lexeme_masks._LEXEME_MASKS)
     lexeme_masks._LEXEME_MASKS.clear()
     yield made
@@ -77,7 +77,7 @@ def test_split_masks_equal_the_whole_walk(llama, split_calls, monkeypatch, case,
     split = GrammarCompiler(info).compile_json_schema(schema)
     got = [_masks(split, tok, t) for t in texts]
     assert split_calls, "no state was split"
-    monkeypatch.setattr(masks_mod.TokenMasks, "_recorded_split", lambda self, s: None)
+    monkeypatch.setattr(contexts.ContextSplit, "recorded_split", lambda self, s, compute: None)
     whole = GrammarCompiler(info).compile_json_schema(schema)
     for text, (masks, end) in zip(texts, got):
         masks2, end2 = _masks(whole, tok, text)

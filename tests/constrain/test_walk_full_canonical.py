@@ -96,10 +96,10 @@ def test_rows_in_part_past_the_room(monkeypatch):
     states get that byte's successor only (trie_walks.resume), and become whole rows
     when a later mask or step needs them. Masks equal brute force at every count. (The
     string is the whole document, whose states are walked as they are once the root's
-    states do not take the bounded strings' tables: masks.TokenMasks._contexts.)"""
-    from furca.constrain import masks
+    states do not take the bounded strings' tables: contexts.ContextSplit.contexts.)"""
+    from furca.constrain import contexts
 
-    monkeypatch.setattr(masks.TokenMasks, "_contexts", lambda self, s: None)
+    monkeypatch.setattr(contexts.ContextSplit, "contexts", lambda self, s: None)
     info = long_info()
     g = GrammarCompiler(info).compile_json_schema({"type": "string", "maxLength": 20})
     a = g.automaton
