@@ -27,7 +27,7 @@ from .deadline import CompileTimeout
 from .gbnf import parse_gbnf
 from .gcpause import GC_PAUSE as _GC_PAUSE
 from .json_schema import ANY_OBJECT, schema_to_ir
-from .json_schema.compiler import schema_key
+from .json_schema.schema_keys import schema_key
 from .json_schema.formats import build_formats
 from .lark_grammar import parse_lark
 from .compiled import CompiledGrammar
@@ -206,7 +206,7 @@ class GrammarCompiler:
         Raises CompileError for text that is not JSON, a schema invalid under its draft's
         metaschema, an unresolvable ``$ref``, a schema that accepts nothing, a bad
         keyword argument, and (unsupported="raise") an unenforceable keyword. Cached by
-        the schema's JSON text (as `json_schema.compiler.schema_key`) and every keyword."""
+        the schema's JSON text (as `json_schema.schema_keys.schema_key`) and every keyword."""
         if isinstance(schema, str):
             try:
                 schema = json.loads(schema)

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from furca.constrain.json_schema.compiler import schema_key
+from furca.constrain.json_schema.schema_keys import schema_key
 from furca.constrain.json_schema.refs import RefIndex
 
 VALUES = [

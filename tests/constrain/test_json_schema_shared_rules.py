@@ -1,5 +1,5 @@
 """Subschemas that differ only in annotations share one rule (json_schema/compiler.py,
-_NO_LANGUAGE), and only annotations are dropped from the memo key."""
+NO_LANGUAGE), and only annotations are dropped from the memo key."""
 from furca.constrain.json_schema import schema_to_gbnf, schema_to_ir
 
 

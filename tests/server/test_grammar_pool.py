@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from furca.constrain.json_schema.compiler import schema_key
+from furca.constrain.json_schema.schema_keys import schema_key
 from furca.errors import CompileError
 from furca.runtime.grammar_backend import ConstrainBackend
 from furca.runtime.sampling_params import SamplingParams

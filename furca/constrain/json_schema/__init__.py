@@ -132,7 +132,7 @@ def schema_to_ir(schema: dict | str | bool, *, allow_extra_properties: bool | No
     besides its declared properties; None or True (default): JSON Schema's meaning
     (allowed); False: none (xgrammar strict_mode / OpenAI strict).
     unsupported: "raise" or "warn" (with `warn(message)`, default warnings.warn).
-    keys: the `known` map of a `compiler.schema_key(schema, known)` call already made
+    keys: the `known` map of a `schema_keys.schema_key(schema, known)` call already made
     for this very schema object (GrammarCompiler's cache key), so the translator does
     not key the whole schema a second time."""
     return _translate(schema, lower, allow_extra_properties=allow_extra_properties, unsupported=unsupported,
