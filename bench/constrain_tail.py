@@ -110,7 +110,7 @@ def instrument():
     _note(slices.SliceBounds, "slice_depth", "slice search", lambda b, s, sl: s not in b._depth.get(sl.name, {}))
     _note(key_masks.KeyTrieMasks, "_any_key", "any key", lambda k, n, st, *_a: (n, st) not in k._any)
     _note(key_masks.KeyTrieMasks, "words", "key mask", lambda *_a: True)
-    _note(contexts.ContextSplit, "abstract_part", "new abstract", lambda m, ab: ab not in m._abs)
+    _note(contexts.ContextSplit, "abstract_part", "new abstract", lambda m, ab, *_a: ab not in m._abs)
     _note(masks.TokenMasks, "_tiered_mask", "tiered", lambda *_a: True)
     _note(masks.TokenMasks, "_compute_mask_ctx", "new mask", lambda *_a: True)
 
