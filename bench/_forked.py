@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
+import traceback
 
 
 def in_child(fn):
     """fn()'s return value, computed in a forked child; None where the child failed
-    (raised, or exited without a result)."""
+    (raised: its traceback on stderr, so that a broken measurement is not read as a
+    schema without steps; or exited without a result)."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -20,6 +23,9 @@ def in_child(fn):
             out = fn()
             with os.fdopen(w, "wb") as f:
                 pickle.dump(out, f)
+        except BaseException:
+            traceback.print_exc()
+            sys.stderr.flush()
         finally:
             os._exit(0)
     os.close(w)

@@ -129,6 +129,7 @@ TIMED = [  # (label, module of furca.constrain, attribute path): --time
     ("kernel walks", "core_rows", "Core.walk_roots"),
     ("key kernel", "core_rows", "Core.key_words"),
     ("stored", "masks", "_stored"),
+    ("split's stored", "contexts", "_stored"),
     ("gc pause end", "gcpause", "GcPause.exit"),
     ("literal conts", "key_masks", "walk_continue"),
     ("bounded part", "string_counters", "BoundedStrings.part"),
@@ -137,7 +138,8 @@ TIMED = [  # (label, module of furca.constrain, attribute path): --time
 ]
 NESTED = {  # --what-if: the TIMED labels always inside another's call
     "new mask": ("slice search", "key words", "literal walks", "any key", "recorded split", "recording walk",
-                 "continuation", "split's walks", "split's conts", "kernel walks", "key kernel", "stored", "literal conts", "bounded part"),
+                 "continuation", "split's walks", "split's conts", "kernel walks", "key kernel", "stored", "split's stored",
+                 "literal conts", "bounded part"),
     "key words": ("literal walks", "any key", "key kernel", "literal conts"),
     "accept": ("accept's steps",),
 }

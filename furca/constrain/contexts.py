@@ -34,8 +34,9 @@ class ContextSplit:
     """context(s) / contexts(s): a state's abstract state and continuations;
     abstract_part(ab, compute) / long_part(ab): an abstract state's recorded walk, kept
     (and shared by every grammar for a lexeme); recorded_split(s, compute): an abstract
-    state's walk from its lexeme parts. nbytes: the kept parts' size, counted in the grammar's mask
-    store (masks.MAX_MASK_BYTES); clear() drops them (the contexts stay: they are states)."""
+    state's walk from its lexeme parts. nbytes: the kept parts' size, counted in the
+    grammar's mask store (masks.MAX_MASK_BYTES); clear() drops them (the contexts stay:
+    they are states)."""
 
     def __init__(self, automaton: LazyAutomaton, bounded):
         self._a = automaton
@@ -44,7 +45,8 @@ class ContextSplit:
         self._ctx: dict[int, tuple | None] = {}  # state -> (abstract state, continuation state) or None
         self._cont: dict[int, int] = {}  # context stack -> state after returning from it
         self._abs: dict[int, tuple] = {}  # abstract state -> (mask words, return nodes, trie, size)
-        self._abs_long: dict[int, tuple] = {}  # abstract state -> (long tokens' words, their values, return nodes in long_trie)
+        # abstract state -> (its long tokens' non-zero word indices, those words, return nodes in long_trie)
+        self._abs_long: dict[int, tuple] = {}
         self.nbytes = 0
         # the rest states of recorded_split: configurations whose epsilon moves lead into
         # another part, so not closures (walked, never a matcher's state, never searched)

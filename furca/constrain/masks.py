@@ -21,8 +21,8 @@ import numpy as np
 
 from . import _walk
 from .automaton import LazyAutomaton
-from .gcpause import GC_PAUSE
 from .contexts import ContextSplit
+from .gcpause import GC_PAUSE
 from .key_masks import KeyTrieMasks
 from .nfa import closed_layout_size
 from .slices import SliceBounds
@@ -225,7 +225,7 @@ class TokenMasks:
             ab, conts = ctx
         else:
             ab, conts = ctx[0], (ctx[1],)
-        hit, free = split.abstract_part(ab, self._compute_recording)  # free: a row holding the abstract mask that nothing stores
+        hit, free = split.abstract_part(ab, self._recorded_walk)  # free: a row holding the abstract mask that nothing stores
         stored, roots, trie, _ = hit
         walk = len(roots) and any(conts)
         accepting = self._a.accepting[s]
@@ -241,13 +241,14 @@ class TokenMasks:
             packed |= self._info.eos_mask
         return _stored(packed, _base_of(stored))
 
-    def _compute_recorded(self, s):
-        """(words, return nodes, trie) of s's recording walk (an abstract state's)."""
-        return self._compute_mask(s, record=True)[:3]
-
-    def _compute_recording(self, s):
-        """(words, return nodes, trie, base) of s's recording walk (an abstract state's)."""
+    def _recorded_walk(self, s):
+        """(words, return nodes, trie, base) of s's recording walk (an abstract state's):
+        the compute of contexts.ContextSplit."""
         return self._compute_mask(s, record=True)
+
+    def _compute_recorded(self, s):
+        """_recorded_walk without the base: the compute of key_masks.KeyTrieMasks."""
+        return self._compute_mask(s, record=True)[:3]
 
     def _slice_level(self, s, row):
         """The level (token_slices.TokenSlice.levels) of the first slice whose strings of its
@@ -309,7 +310,7 @@ class TokenMasks:
             if hit is not None:
                 return hit
         if record:  # from its lexeme parts, where it has some
-            split = self.split.recorded_split(s, self._compute_recording)
+            split = self.split.recorded_split(s, self._recorded_walk)
             if split is not None:
                 return split
         trie, words, keep, base = info.trie, None, None, None
