@@ -1,0 +1,163 @@
+"""How many of a grammar's new masks equal a mask it already made: the bound on any lever
+that would find a state's mask through an equivalence of states instead of a walk.
+
+    .venv/bin/python bench/constrain_dup_masks.py [--sample 500 | --files LIST] [--top 10]
+
+Per schema of the harness's stratified sample (Llama-3.1), in one process: a cold compile,
+then every valid instance token by token, as the shared harness walks them. A fill is
+"new" when its state's mask was not in the grammar's store before it (its canonical
+state's, as TokenMasks keys the store); a new mask is a "duplicate" when the grammar had
+already filled a mask with the same bits (from another state), and a "key state" when it
+lies on a key trie node (key_masks.KeyTrieMasks.split). Prints the new masks, duplicates
+and key states over the sample, in first instances and later ones, and the schemas with
+the most duplicates. No timing: the counts do not depend on the machine.
+
+Session 47 (at 70b73f7): see bench/results/constrain.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+clock = time.thread_time_ns
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
+
+
+def census(g, d, hf, text_of, slow_ns=None, why=False):
+    """Counter of (first instance?, key state?, duplicate?) over the new masks of g's walk
+    of d's valid instances; with slow_ns, of those whose step (fill + accept, thread CPU
+    time) took over slow_ns, under ("slow", first, key, duplicate); with why, each
+    duplicate that is not a key state under ("why", whether an earlier state with that mask
+    had the same abstract state: automaton.abstract, the state with its innermost call
+    frame cut, where both have one)."""
+    masks = g.masks
+    keys = masks._keys
+    canon = masks._canon
+    bm = None
+    seen: dict = {}  # mask hash -> the abstract states (or None) of the states that filled it
+    pairs: set = set()  # (abstract state, continuation), accepting: of the wide new masks (why)
+    out: collections.Counter = collections.Counter()
+    first = True
+    for test in d["tests"]:
+        if not test["valid"]:
+            continue
+        ids = hf.encode(text_of(test["data"], d["schema"]), add_special_tokens=False).ids
+        m = g.matcher()
+        if bm is None:
+            bm = np.zeros((1, masks._info.num_words), dtype=np.int32)
+        for t in ids:
+            s = m._t[0]
+            c = canon(s) if canon is not None else s
+            new = c not in masks._store
+            t0 = clock()
+            m.fill_bitmask(bm)
+            ok = m.accept_token(t)
+            ns = clock() - t0
+            h = hashlib.blake2b(bm.tobytes(), digest_size=16).digest()
+            ab = None
+            if why:
+                hit = g.automaton.abstract(s)
+                ab = hit[0] if hit is not None else None
+            if new:
+                key = keys is not None and keys.split(s) is not None
+                out[first, key, h in seen] += 1
+                if slow_ns is not None and ns > slow_ns:
+                    out["slow", first, key, h in seen] += 1
+                if why and h in seen and not key:
+                    out["why", ("wide, " if masks._wide(s) else "narrow, ")
+                        + ("same abstract" if ab is not None and ab in seen[h] else
+                           "no abstract state" if ab is None else "another abstract state")] += 1
+            if why and new and masks._wide(s):
+                ctx = masks.split.context(s)
+                if ctx is not None:
+                    k2 = (ctx, bool(g.automaton.accepting[s]))
+                    out["pair", k2 in pairs] += 1
+                    pairs.add(k2)
+            seen.setdefault(h, set()).add(ab)
+            if not ok:
+                break
+        first = False
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sample", type=int, default=500)
+    ap.add_argument("--files", help="schema file names, one a line (default: the harness's stratified sample)")
+    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+    ap.add_argument("--top", type=int, default=10, help="the schemas with the most duplicates shown")
+    ap.add_argument("--why", action="store_true", help="class the duplicates that are not key states by "
+                    "their abstract states (interns them: the walk makes more states than the harness's)")
+    ap.add_argument("--slow-us", type=float, help="also count the new masks whose step took over this "
+                    "(thread CPU time: this one process's, not the harness's forked children's)")
+    a = ap.parse_args(argv)
+    sys.path.insert(0, ROOT)
+    sys.path.insert(0, HARNESS)
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import schemas
+    from constrain.tokenizers_cache import tokenizer_json
+    from tokenizers import Tokenizer
+
+    import furca.constrain as fc
+
+    path, eos = tokenizer_json("llama3_1")
+    info = fc.TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
+    hf = Tokenizer.from_file(str(path))
+    compiler = fc.GrammarCompiler(info)
+    if a.files:
+        with open(a.files, encoding="utf-8") as f:
+            names = [x.strip() for x in f if x.strip()]
+    else:
+        names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
+    total: collections.Counter = collections.Counter()
+    per = []
+    for name in names:
+        with open(os.path.join(a.data, name), encoding="utf-8") as f:
+            d = json.load(f)
+        try:
+            g = compiler.compile_json_schema(d["schema"])
+        except Exception:  # noqa: BLE001 - a schema furca refuses has no masks to count
+            continue
+        got = census(g, d, hf, schemas.instance_text, a.slow_us * 1e3 if a.slow_us else None, a.why)
+        total.update(got)
+        per.append((sum(v for k, v in got.items() if k[0] not in ("slow", "why", "pair") and k[2]),
+                    sum(v for k, v in got.items() if k[0] not in ("slow", "why", "pair")), name))
+
+    def count(first=None, key=None, dup=None, slow=False):
+        return sum(v for x, v in total.items() if x[0] not in ("why", "pair") and (x[0] == "slow") == slow
+                   for f, k, du in [x[1:] if slow else x]
+                   if (first is None or f == first) and (key is None or k == key) and (dup is None or du == dup))
+
+    print(f"{len(per)} schemas; new masks {count():,}, of them equal to an earlier mask of the grammar "
+          f"{count(dup=True):,} ({100 * count(dup=True) / max(1, count()):.0f}%)")
+    for label, first in (("first instances", True), ("later instances", False)):
+        print(f"  {label}: new {count(first):,}, duplicates {count(first, dup=True):,}; key states new "
+              f"{count(first, True):,}, duplicates {count(first, True, True):,}; other states new "
+              f"{count(first, False):,}, duplicates {count(first, False, True):,}")
+    if a.slow_us:
+        print(f"steps over {a.slow_us:g} µs that made a new mask: {count(slow=True):,}, duplicates "
+              f"{count(dup=True, slow=True):,}; first instances {count(True, slow=True):,} / "
+              f"{count(True, dup=True, slow=True):,}; key states {count(key=True, slow=True):,} / "
+              f"{count(key=True, dup=True, slow=True):,}")
+    if a.why:
+        print("duplicates that are not key states, by the abstract states of the states with that mask: "
+              + ", ".join(f"{k[1]} {v:,}" for k, v in sorted(total.items(), key=str) if k[0] == "why"))
+        print(f"wide new masks with one context: {total['pair', False] + total['pair', True]:,}, of them with the "
+              f"(abstract state, continuation, accepting) of an earlier one {total['pair', True]:,}")
+    print(f"the {a.top} schemas with the most duplicates (duplicates / new masks):")
+    for dup, new, name in sorted(per, reverse=True)[: a.top]:
+        print(f"  {name:50s} {dup:5d} / {new:5d}")
+
+
+if __name__ == "__main__":
+    main()
