@@ -168,8 +168,6 @@ class KeyTrieMasks:
         k, st_k, rest = parts
         any_words, any_roots, trie = self._any_key(self._marks[k][0], st_k, compute, cont_of)
         closers = self._closers(k, trie)
-        if not len(closers) and self._inside_any(rest, trie, any_words):
-            return any_words.copy(), any_roots, trie, any_words.view("<i4")
         words = any_words.copy()
         if type(rest) is np.ndarray:  # split in the row kernel: the walks in its one call
             roots = a.core.key_words(a, words, any_roots, closers, rest, trie)
@@ -303,28 +301,6 @@ class KeyTrieMasks:
                     found.append(walk_continue(a, np.array([x], dtype=np.int32), trie, s, words, record=True))
                 break
         return found, others
-
-    def _inside_any(self, rest, trie, any_words) -> bool:
-        """Whether the configurations D = rest add nothing to the "any key" words: each
-        spells a literal (a declared name's rest, its quote and colon: _plain_run) that no
-        token of trie spells to its end, and whose tokens "any key" allows (a name's
-        prefix, while the key may still become no name). With no closers below the trie
-        node either, the state's walk is then A's exactly: the words and the return nodes
-        (a token that reached no literal's end reached no value and no return). On the 500
-        sample's instances most key states are so: a key's first characters after `,"`,
-        in every context of its object (Snowplow sp_138: 360 of its 495 key states, whose
-        D walk in the key kernel took ~120-145 µs a step)."""
-        nodes = (rest >> 32).tolist() if type(rest) is np.ndarray else [n for n, _st in rest]
-        for n in nodes:
-            if not self._one_byte(n):
-                return False
-            bits, x, _t = self._plain_run(n, trie)
-            if x >= 0:
-                return False
-            for w, b in bits:
-                if any_words[w] & b != b:
-                    return False
-        return True
 
     def _one_byte(self, n) -> bool:
         """Whether NFA node n's only edge reads one byte value (and n counts nothing)."""

@@ -281,9 +281,6 @@ def test_key_state_masks_along_nested_objects_equal_the_whole_walk(llama, monkey
     fast = GrammarCompiler(info).compile_json_schema(schema)
     whole = GrammarCompiler(info).compile_json_schema(schema)
     whole.masks._keys = None  # every abstract state walked as it is
-    # every key state walked (not taken as "any key" where its literals add nothing:
-    # test_key_states_whose_literals_add_nothing_are_any_key)
-    monkeypatch.setattr(key_masks.KeyTrieMasks, "_inside_any", lambda self, rest, trie, words: False)
     calls, kernel = [], []
     run = key_masks.KeyTrieMasks._plain_run
     monkeypatch.setattr(key_masks.KeyTrieMasks, "_plain_run", lambda self, n, t: calls.append(n) or run(self, n, t))
@@ -375,36 +372,3 @@ def test_a_limit_met_while_preparing_leaves_the_compile_and_the_masks_whole(monk
     for k, prefix in enumerate(('{"', '{"a', '{"nest":{"')):
         walk_checking_masks(accept_bytes(g, prefix), info, random.Random(k), 10)
     assert g.masks._keys._any
-
-
-@pytest.mark.parametrize("core", ["1", "0"])
-def test_key_states_whose_literals_add_nothing_are_any_key(llama, monkeypatch, core):
-    """A key state none of whose declared names' literals a token spells to its end, at a
-    trie node without closers, is the trie's "any key" state's walk exactly
-    (KeyTrieMasks._inside_any): along instances of an object of optional members and any
-    other key (Snowplow sp_138's shape), with the row kernel and without, its masks equal
-    the whole walk's, and the shortcut serves most of its key states."""
-    from furca.constrain import key_masks
-
-    monkeypatch.setenv("FURCA_CORE", core)
-    info, _compiler, tok = llama
-    names = ["billing_city", "billing_country", "billing_state", "campaign", "company", "description", "name"]
-    schema = {"type": "object", "additionalProperties": True,
-              "properties": {n: {"type": "string", "maxLength": 255} for n in names}}
-    docs = [{"billing_city": "x", "company": "y", "zeta": 1}, {"billing_country": "a", "campaign": "b", "name": "c"},
-            {"description": "d", "other": [1, 2], "more": {"k": None}}]
-    fast = GrammarCompiler(info).compile_json_schema(schema)
-    whole = GrammarCompiler(info).compile_json_schema(schema)
-    whole.masks._keys = None  # every abstract state walked as it is
-    served = []
-    inside = key_masks.KeyTrieMasks._inside_any
-    monkeypatch.setattr(key_masks.KeyTrieMasks, "_inside_any",
-                        lambda self, *a: served.append(inside(self, *a)) or served[-1])
-    for doc in docs:
-        mf, mw = fast.matcher(), whole.matcher()
-        for t in tok.encode(json.dumps(doc, separators=(",", ":")), add_special_tokens=False).ids:
-            assert (allowed_set(mf, info) == allowed_set(mw, info)).all(), (doc, t)
-            assert mf.accept_token(t) and mw.accept_token(t)
-        assert mf.can_terminate()
-    if COMPILED_WALKS:  # the key states' split (key tries) runs on the compiled walks only
-        assert sum(served) >= 5, served
