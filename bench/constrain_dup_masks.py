@@ -68,6 +68,8 @@ def census(g, d, hf, text_of, slow_ns=None, why=False):
             if why:
                 hit = g.automaton.abstract(s)
                 ab = hit[0] if hit is not None else None
+            if slow_ns is not None and ns > slow_ns:
+                out["slow steps",] += 1
             if new:
                 key = keys is not None and keys.split(s) is not None
                 out[first, key, h in seen] += 1
@@ -130,11 +132,11 @@ def main(argv=None):
             continue
         got = census(g, d, hf, schemas.instance_text, a.slow_us * 1e3 if a.slow_us else None, a.why)
         total.update(got)
-        per.append((sum(v for k, v in got.items() if k[0] not in ("slow", "why", "pair") and k[2]),
-                    sum(v for k, v in got.items() if k[0] not in ("slow", "why", "pair")), name))
+        per.append((sum(v for k, v in got.items() if k[0] not in ("slow", "why", "pair", "slow steps") and k[2]),
+                    sum(v for k, v in got.items() if k[0] not in ("slow", "why", "pair", "slow steps")), name))
 
     def count(first=None, key=None, dup=None, slow=False):
-        return sum(v for x, v in total.items() if x[0] not in ("why", "pair") and (x[0] == "slow") == slow
+        return sum(v for x, v in total.items() if x[0] not in ("why", "pair", "slow steps") and (x[0] == "slow") == slow
                    for f, k, du in [x[1:] if slow else x]
                    if (first is None or f == first) and (key is None or k == key) and (dup is None or du == dup))
 
@@ -145,7 +147,7 @@ def main(argv=None):
               f"{count(first, True):,}, duplicates {count(first, True, True):,}; other states new "
               f"{count(first, False):,}, duplicates {count(first, False, True):,}")
     if a.slow_us:
-        print(f"steps over {a.slow_us:g} µs that made a new mask: {count(slow=True):,}, duplicates "
+        print(f"steps over {a.slow_us:g} µs: {total['slow steps',]:,}; of them making a new mask: {count(slow=True):,}, duplicates "
               f"{count(dup=True, slow=True):,}; first instances {count(True, slow=True):,} / "
               f"{count(True, dup=True, slow=True):,}; key states {count(key=True, slow=True):,} / "
               f"{count(key=True, dup=True, slow=True):,}")
