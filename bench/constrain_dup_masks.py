@@ -33,6 +33,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
 
 
+def _key_kind(keys, s, trie) -> str:
+    """A key state's kind: whether a token closes a name at its trie node (closers), and
+    whether its declared names' literals are all spelled by no token to their end (their
+    masks then "any key"'s: bench/prototypes/key_literals_inside_any) or some token runs
+    on into a member's value."""
+    k, _st, rest = keys.split(s)
+    nodes = (rest >> 32).tolist() if type(rest) is np.ndarray else [n for n, _ in rest]
+    closers = "closers" if len(keys._closers(k, trie)) else "no closers"
+    if not all(keys._one_byte(n) for n in nodes):
+        return closers + ", other configurations"
+    if any(keys._plain_run(n, trie)[1] >= 0 for n in nodes):
+        return closers + ", a literal's token runs into its value"
+    return closers + ", literals only"
+
+
 def census(g, d, hf, text_of, slow_ns=None, why=False):
     """Counter of (first instance?, key state?, duplicate?) over the new masks of g's walk
     of d's valid instances; with slow_ns, of those whose step (fill + accept, thread CPU
@@ -75,6 +90,12 @@ def census(g, d, hf, text_of, slow_ns=None, why=False):
                 out[first, key, h in seen] += 1
                 if slow_ns is not None and ns > slow_ns:
                     out["slow", first, key, h in seen] += 1
+                if why and key:
+                    kind = _key_kind(keys, s, masks._info.trie)
+                    if h in seen:
+                        out["why key", kind] += 1
+                    if slow_ns is not None and ns > slow_ns:
+                        out["slow key", kind + (", duplicate" if h in seen else "")] += 1
                 if why and h in seen and not key:
                     out["why", ("wide, " if masks._wide(s) else "narrow, ")
                         + ("same abstract" if ab is not None and ab in seen[h] else
@@ -132,11 +153,11 @@ def main(argv=None):
             continue
         got = census(g, d, hf, schemas.instance_text, a.slow_us * 1e3 if a.slow_us else None, a.why)
         total.update(got)
-        per.append((sum(v for k, v in got.items() if k[0] not in ("slow", "why", "pair", "slow steps") and k[2]),
-                    sum(v for k, v in got.items() if k[0] not in ("slow", "why", "pair", "slow steps")), name))
+        per.append((sum(v for k, v in got.items() if k[0] not in ("slow", "why", "why key", "slow key", "pair", "slow steps") and k[2]),
+                    sum(v for k, v in got.items() if k[0] not in ("slow", "why", "why key", "slow key", "pair", "slow steps")), name))
 
     def count(first=None, key=None, dup=None, slow=False):
-        return sum(v for x, v in total.items() if x[0] not in ("why", "pair", "slow steps") and (x[0] == "slow") == slow
+        return sum(v for x, v in total.items() if x[0] not in ("why", "why key", "slow key", "pair", "slow steps") and (x[0] == "slow") == slow
                    for f, k, du in [x[1:] if slow else x]
                    if (first is None or f == first) and (key is None or k == key) and (dup is None or du == dup))
 
@@ -154,6 +175,11 @@ def main(argv=None):
     if a.why:
         print("duplicates that are not key states, by the abstract states of the states with that mask: "
               + ", ".join(f"{k[1]} {v:,}" for k, v in sorted(total.items(), key=str) if k[0] == "why"))
+        print("key-state duplicates by kind: "
+              + ", ".join(f"{k[1]} {v:,}" for k, v in sorted(total.items(), key=str) if k[0] == "why key"))
+        if a.slow_us:
+            print(f"key states' new masks in steps over {a.slow_us:g} µs by kind: "
+                  + ", ".join(f"{k[1]} {v:,}" for k, v in sorted(total.items(), key=str) if k[0] == "slow key"))
         print(f"wide new masks with one context: {total['pair', False] + total['pair', True]:,}, of them with the "
               f"(abstract state, continuation, accepting) of an earlier one {total['pair', True]:,}")
     print(f"the {a.top} schemas with the most duplicates (duplicates / new masks):")
