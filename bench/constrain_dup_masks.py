@@ -10,7 +10,10 @@ state's, as TokenMasks keys the store); a new mask is a "duplicate" when the gra
 already filled a mask with the same bits (from another state), and a "key state" when it
 lies on a key trie node (key_masks.KeyTrieMasks.split). Prints the new masks, duplicates
 and key states over the sample, in first instances and later ones, and the schemas with
-the most duplicates. No timing: the counts do not depend on the machine.
+the most duplicates. Without --slow-us the counts do not depend on the machine. --why
+classes the duplicates: the others by their abstract states (wide or narrow), the key
+states by kind (_key_kind), and counts the wide new masks that repeat an earlier
+(abstract state, continuation); with --slow-us also the key states of the slow steps by kind.
 
 Session 47 (at 70b73f7): see bench/results/constrain.md.
 """
