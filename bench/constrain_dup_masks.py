@@ -12,8 +12,10 @@ lies on a key trie node (key_masks.KeyTrieMasks.split). Prints the new masks, du
 and key states over the sample, in first instances and later ones, and the schemas with
 the most duplicates. Without --slow-us the counts do not depend on the machine. --why
 classes the duplicates: the others by their abstract states (wide or narrow), the key
-states by kind (_key_kind), and counts the wide new masks that repeat an earlier
-(abstract state, continuation); with --slow-us also the key states of the slow steps by kind.
+states by kind (_key_kind), counts the wide new masks that repeat an earlier
+(abstract state, continuation), and the narrow new masks that equal their abstract state's
+(computing it: the walk then has more masks than the harness's); with --slow-us also the
+key states of the slow steps by kind.
 
 Session 47 (at 70b73f7): see bench/results/constrain.md.
 """
@@ -64,6 +66,7 @@ def census(g, d, hf, text_of, slow_ns=None, why=False):
     bm = None
     seen: dict = {}  # mask hash -> the abstract states (or None) of the states that filled it
     pairs: set = set()  # (abstract state, continuation), accepting: of the wide new masks (why)
+    abs_seen: set = set()  # the abstract states of the states met (why)
     out: collections.Counter = collections.Counter()
     first = True
     for test in d["tests"]:
@@ -99,6 +102,14 @@ def census(g, d, hf, text_of, slow_ns=None, why=False):
                         out["why key", kind] += 1
                     if slow_ns is not None and ns > slow_ns:
                         out["slow key", kind + (", duplicate" if h in seen else "")] += 1
+                if why and not key and ab is not None and not masks._wide(s):
+                    # narrow: is its mask its abstract state's (no token leaves the rule)?
+                    ab_mask = masks.mask(ab).copy()
+                    ab_mask &= ~masks._info.eos_mask
+                    mine = bm[0, : ab_mask.shape[0]] & ~masks._info.eos_mask
+                    free = bool(np.array_equal(mine, ab_mask))
+                    out["narrow", ("context-free" if free else "context-dependent")
+                        + (", abstract state met before" if ab in abs_seen else "")] += 1
                 if why and h in seen and not key:
                     out["why", ("wide, " if masks._wide(s) else "narrow, ")
                         + ("same abstract" if ab is not None and ab in seen[h] else
@@ -110,6 +121,8 @@ def census(g, d, hf, text_of, slow_ns=None, why=False):
                     out["pair", k2 in pairs] += 1
                     pairs.add(k2)
             seen.setdefault(h, set()).add(ab)
+            if ab is not None:
+                abs_seen.add(ab)
             if not ok:
                 break
         first = False
@@ -156,11 +169,11 @@ def main(argv=None):
             continue
         got = census(g, d, hf, schemas.instance_text, a.slow_us * 1e3 if a.slow_us else None, a.why)
         total.update(got)
-        per.append((sum(v for k, v in got.items() if k[0] not in ("slow", "why", "why key", "slow key", "pair", "slow steps") and k[2]),
-                    sum(v for k, v in got.items() if k[0] not in ("slow", "why", "why key", "slow key", "pair", "slow steps")), name))
+        per.append((sum(v for k, v in got.items() if k[0] not in ("slow", "why", "why key", "slow key", "narrow", "pair", "slow steps") and k[2]),
+                    sum(v for k, v in got.items() if k[0] not in ("slow", "why", "why key", "slow key", "narrow", "pair", "slow steps")), name))
 
     def count(first=None, key=None, dup=None, slow=False):
-        return sum(v for x, v in total.items() if x[0] not in ("why", "why key", "slow key", "pair", "slow steps") and (x[0] == "slow") == slow
+        return sum(v for x, v in total.items() if x[0] not in ("why", "why key", "slow key", "narrow", "pair", "slow steps") and (x[0] == "slow") == slow
                    for f, k, du in [x[1:] if slow else x]
                    if (first is None or f == first) and (key is None or k == key) and (dup is None or du == dup))
 
@@ -183,6 +196,8 @@ def main(argv=None):
         if a.slow_us:
             print(f"key states' new masks in steps over {a.slow_us:g} µs by kind: "
                   + ", ".join(f"{k[1]} {v:,}" for k, v in sorted(total.items(), key=str) if k[0] == "slow key"))
+        print("narrow new masks (computing their abstract states' masks too, which the walk then has): "
+              + ", ".join(f"{k[1]} {v:,}" for k, v in sorted(total.items(), key=str) if k[0] == "narrow"))
         print(f"wide new masks with one context: {total['pair', False] + total['pair', True]:,}, of them with the "
               f"(abstract state, continuation, accepting) of an earlier one {total['pair', True]:,}")
     print(f"the {a.top} schemas with the most duplicates (duplicates / new masks):")
