@@ -54,79 +54,86 @@ def _key_kind(keys, s, trie) -> str:
 
 
 def census(g, d, hf, text_of, slow_ns=None, why=False):
-    """Counter of (first instance?, key state?, duplicate?) over the new masks of g's walk
-    of d's valid instances; with slow_ns, of those whose step (fill + accept, thread CPU
-    time) took over slow_ns, under ("slow", first, key, duplicate); with why, each
-    duplicate that is not a key state under ("why", whether an earlier state with that mask
-    had the same abstract state: automaton.abstract, the state with its innermost call
-    frame cut, where both have one)."""
+    """(new, tags) over g's walk of d's valid instances. new: Counter of (first instance?,
+    key state?, duplicate?, slow?) over the new masks, slow being a step (fill + accept,
+    thread CPU time) over slow_ns. tags: Counter of ("slow steps",) and, with why,
+    ("why", the kind of a duplicate that is not a key state: wide or narrow, and whether an
+    earlier state with that mask had the same abstract state, automaton.abstract),
+    ("why key", a duplicate key state's _key_kind), ("slow key", a slow key state's kind),
+    ("narrow", whether a narrow new mask equals its abstract state's), ("pair", whether a
+    wide new mask repeats an earlier (abstract state, continuation, accepting))."""
     masks = g.masks
     keys = masks._keys
     canon = masks._canon
-    bm = None
+    eos = ~masks._info.eos_mask
+    bm = np.zeros((1, masks._info.num_words), dtype=np.int32)
     seen: dict = {}  # mask hash -> the abstract states (or None) of the states that filled it
     pairs: set = set()  # (abstract state, continuation), accepting: of the wide new masks (why)
     abs_seen: set = set()  # the abstract states of the states met (why)
-    out: collections.Counter = collections.Counter()
+    new_masks: collections.Counter = collections.Counter()
+    tags: collections.Counter = collections.Counter()
     first = True
     for test in d["tests"]:
         if not test["valid"]:
             continue
         ids = hf.encode(text_of(test["data"], d["schema"]), add_special_tokens=False).ids
         m = g.matcher()
-        if bm is None:
-            bm = np.zeros((1, masks._info.num_words), dtype=np.int32)
         for t in ids:
             s = m._t[0]
-            c = canon(s) if canon is not None else s
-            new = c not in masks._store
+            new = (canon(s) if canon is not None else s) not in masks._store
             t0 = clock()
             m.fill_bitmask(bm)
             ok = m.accept_token(t)
-            ns = clock() - t0
+            slow = slow_ns is not None and clock() - t0 > slow_ns
             h = hashlib.blake2b(bm.tobytes(), digest_size=16).digest()
+            dup = h in seen
             ab = None
             if why:
                 hit = g.automaton.abstract(s)
                 ab = hit[0] if hit is not None else None
-            if slow_ns is not None and ns > slow_ns:
-                out["slow steps",] += 1
+            if slow:
+                tags["slow steps",] += 1
             if new:
                 key = keys is not None and keys.split(s) is not None
-                out[first, key, h in seen] += 1
-                if slow_ns is not None and ns > slow_ns:
-                    out["slow", first, key, h in seen] += 1
-                if why and key:
-                    kind = _key_kind(keys, s, masks._info.trie)
-                    if h in seen:
-                        out["why key", kind] += 1
-                    if slow_ns is not None and ns > slow_ns:
-                        out["slow key", kind + (", duplicate" if h in seen else "")] += 1
-                if why and not key and ab is not None and not masks._wide(s):
-                    # narrow: is its mask its abstract state's (no token leaves the rule)?
-                    ab_mask = masks.mask(ab).copy()
-                    ab_mask &= ~masks._info.eos_mask
-                    mine = bm[0, : ab_mask.shape[0]] & ~masks._info.eos_mask
-                    free = bool(np.array_equal(mine, ab_mask))
-                    out["narrow", ("context-free" if free else "context-dependent")
-                        + (", abstract state met before" if ab in abs_seen else "")] += 1
-                if why and h in seen and not key:
-                    out["why", ("wide, " if masks._wide(s) else "narrow, ")
-                        + ("same abstract" if ab is not None and ab in seen[h] else
-                           "no abstract state" if ab is None else "another abstract state")] += 1
-            if why and new and masks._wide(s):
-                ctx = masks.split.context(s)
-                if ctx is not None:
-                    k2 = (ctx, bool(g.automaton.accepting[s]))
-                    out["pair", k2 in pairs] += 1
-                    pairs.add(k2)
+                new_masks[first, key, dup, slow] += 1
+                if why:
+                    _why(tags, g, s, ab, key, dup, slow, seen.get(h, ()), abs_seen, pairs, bm, eos)
             seen.setdefault(h, set()).add(ab)
             if ab is not None:
                 abs_seen.add(ab)
             if not ok:
                 break
         first = False
-    return out
+    return new_masks, tags
+
+
+def _why(tags, g, s, ab, key, dup, slow, same_mask, abs_seen, pairs, bm, eos) -> None:
+    """census's --why tags of the new mask of state s (its bits in bm; same_mask: the
+    abstract states of the earlier states with that mask)."""
+    masks = g.masks
+    wide = masks._wide(s)
+    if wide:  # key states too
+        ctx = masks.split.context(s)
+        if ctx is not None:
+            pair = (ctx, bool(g.automaton.accepting[s]))
+            tags["pair", pair in pairs] += 1
+            pairs.add(pair)
+    if key:
+        kind = _key_kind(masks._keys, s, masks._info.trie)
+        if dup:
+            tags["why key", kind] += 1
+        if slow:
+            tags["slow key", kind + (", duplicate" if dup else "")] += 1
+        return
+    if dup:
+        tags["why", ("wide, " if wide else "narrow, ")
+             + ("same abstract" if ab is not None and ab in same_mask else
+                "no abstract state" if ab is None else "another abstract state")] += 1
+    if not wide and ab is not None:  # narrow: is its mask its abstract state's (no token leaves the rule)?
+        ab_mask = masks.mask(ab) & eos
+        free = bool(np.array_equal(bm[0, : ab_mask.shape[0]] & eos, ab_mask))
+        tags["narrow", ("context-free" if free else "context-dependent")
+             + (", abstract state met before" if ab in abs_seen else "")] += 1
 
 
 def main(argv=None):
@@ -159,6 +166,7 @@ def main(argv=None):
     else:
         names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
     total: collections.Counter = collections.Counter()
+    tags: collections.Counter = collections.Counter()
     per = []
     for name in names:
         with open(os.path.join(a.data, name), encoding="utf-8") as f:
@@ -167,15 +175,17 @@ def main(argv=None):
             g = compiler.compile_json_schema(d["schema"])
         except Exception:  # noqa: BLE001 - a schema furca refuses has no masks to count
             continue
-        got = census(g, d, hf, schemas.instance_text, a.slow_us * 1e3 if a.slow_us else None, a.why)
+        got, got_tags = census(g, d, hf, schemas.instance_text, a.slow_us * 1e3 if a.slow_us else None, a.why)
         total.update(got)
-        per.append((sum(v for k, v in got.items() if k[0] not in ("slow", "why", "why key", "slow key", "narrow", "pair", "slow steps") and k[2]),
-                    sum(v for k, v in got.items() if k[0] not in ("slow", "why", "why key", "slow key", "narrow", "pair", "slow steps")), name))
+        tags.update(got_tags)
+        per.append((sum(v for k, v in got.items() if k[2]), sum(got.values()), name))
 
-    def count(first=None, key=None, dup=None, slow=False):
-        return sum(v for x, v in total.items() if x[0] not in ("why", "why key", "slow key", "narrow", "pair", "slow steps") and (x[0] == "slow") == slow
-                   for f, k, du in [x[1:] if slow else x]
-                   if (first is None or f == first) and (key is None or k == key) and (dup is None or du == dup))
+    def count(first=None, key=None, dup=None, slow=None):
+        return sum(v for (f, k, du, sl), v in total.items()
+                   if all(want is None or got == want for want, got in ((first, f), (key, k), (dup, du), (slow, sl))))
+
+    def tagged(tag):
+        return ", ".join(f"{k[1]} {v:,}" for k, v in sorted(tags.items(), key=str) if k[0] == tag)
 
     print(f"{len(per)} schemas; new masks {count():,}, of them equal to an earlier mask of the grammar "
           f"{count(dup=True):,} ({100 * count(dup=True) / max(1, count()):.0f}%)")
@@ -184,22 +194,20 @@ def main(argv=None):
               f"{count(first, True):,}, duplicates {count(first, True, True):,}; other states new "
               f"{count(first, False):,}, duplicates {count(first, False, True):,}")
     if a.slow_us:
-        print(f"steps over {a.slow_us:g} µs: {total['slow steps',]:,}; of them making a new mask: {count(slow=True):,}, duplicates "
+        print(f"steps over {a.slow_us:g} µs: {tags['slow steps',]:,}; of them making a new mask: {count(slow=True):,}, duplicates "
               f"{count(dup=True, slow=True):,}; first instances {count(True, slow=True):,} / "
               f"{count(True, dup=True, slow=True):,}; key states {count(key=True, slow=True):,} / "
               f"{count(key=True, dup=True, slow=True):,}")
     if a.why:
         print("duplicates that are not key states, by the abstract states of the states with that mask: "
-              + ", ".join(f"{k[1]} {v:,}" for k, v in sorted(total.items(), key=str) if k[0] == "why"))
-        print("key-state duplicates by kind: "
-              + ", ".join(f"{k[1]} {v:,}" for k, v in sorted(total.items(), key=str) if k[0] == "why key"))
+              + tagged("why"))
+        print("key-state duplicates by kind: " + tagged("why key"))
         if a.slow_us:
-            print(f"key states' new masks in steps over {a.slow_us:g} µs by kind: "
-                  + ", ".join(f"{k[1]} {v:,}" for k, v in sorted(total.items(), key=str) if k[0] == "slow key"))
+            print(f"key states' new masks in steps over {a.slow_us:g} µs by kind: " + tagged("slow key"))
         print("narrow new masks (computing their abstract states' masks too, which the walk then has): "
-              + ", ".join(f"{k[1]} {v:,}" for k, v in sorted(total.items(), key=str) if k[0] == "narrow"))
-        print(f"wide new masks with one context: {total['pair', False] + total['pair', True]:,}, of them with the "
-              f"(abstract state, continuation, accepting) of an earlier one {total['pair', True]:,}")
+              + tagged("narrow"))
+        print(f"wide new masks with one context: {tags['pair', False] + tags['pair', True]:,}, of them with the "
+              f"(abstract state, continuation, accepting) of an earlier one {tags['pair', True]:,}")
     print(f"the {a.top} schemas with the most duplicates (duplicates / new masks):")
     for dup, new, name in sorted(per, reverse=True)[: a.top]:
         print(f"  {name:50s} {dup:5d} / {new:5d}")
