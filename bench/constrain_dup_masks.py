@@ -15,7 +15,9 @@ classes the duplicates: the others by their abstract states (wide or narrow), th
 states by kind (_key_kind), counts the wide new masks that repeat an earlier
 (abstract state, continuation), and the narrow new masks that equal their abstract state's
 (computing it: the walk then has more masks than the harness's); with --slow-us also the
-key states of the slow steps by kind.
+slow steps' new masks by class: the key states' by kind, the others' by wide or narrow,
+duplicate or not, and for a duplicate whether an earlier state with that mask had its
+abstract state.
 
 Session 47 (at 70b73f7): see bench/results/constrain.md.
 """
@@ -60,6 +62,7 @@ def census(g, d, hf, text_of, slow_ns=None, why=False):
     ("why", the kind of a duplicate that is not a key state: wide or narrow, and whether an
     earlier state with that mask had the same abstract state, automaton.abstract),
     ("why key", a duplicate key state's _key_kind), ("slow key", a slow key state's kind),
+    ("slow other", a slow step's new mask that is not a key state's, by class),
     ("narrow", whether a narrow new mask equals its abstract state's), ("pair", whether a
     wide new mask repeats an earlier (abstract state, continuation, accepting))."""
     masks = g.masks
@@ -125,6 +128,9 @@ def _why(tags, g, s, ab, key, dup, slow, same_mask, abs_seen, pairs, bm, eos) ->
         if slow:
             tags["slow key", kind + (", duplicate" if dup else "")] += 1
         return
+    if slow:
+        tags["slow other", ("wide" if wide else "narrow") + (", duplicate" if dup else "")
+             + (", same abstract" if dup and ab is not None and ab in same_mask else "")] += 1
     if dup:
         tags["why", ("wide, " if wide else "narrow, ")
              + ("same abstract" if ab is not None and ab in same_mask else
@@ -204,6 +210,7 @@ def main(argv=None):
         print("key-state duplicates by kind: " + tagged("why key"))
         if a.slow_us:
             print(f"key states' new masks in steps over {a.slow_us:g} µs by kind: " + tagged("slow key"))
+            print(f"other states' new masks in steps over {a.slow_us:g} µs: " + tagged("slow other"))
         print("narrow new masks (computing their abstract states' masks too, which the walk then has): "
               + tagged("narrow"))
         print(f"wide new masks with one context: {tags['pair', False] + tags['pair', True]:,}, of them with the "

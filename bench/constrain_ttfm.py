@@ -36,7 +36,9 @@ each page they touch (core_rows.pack: 51 such pages a child, `constrain_cow_page
 
 Prints per engine and mode the TTFM p50 / p90 / p99 and the faults' p50 and mean; the
 compiled schemas are the harness's stratified sample (its `schemas` module), Llama-3.1.
-Wall clock (perf_counter), as the harness times.
+Wall clock (perf_counter), as the harness times. --tier LO,HI takes the phase table over
+the schemas whose TTFM in each mode lies between those percentiles (40,60: what the p50
+is made of; the mean over all is the large schemas' more than the median's).
 """
 
 from __future__ import annotations
@@ -163,6 +165,9 @@ def main(argv=None):
                          "before its clock (code: furca's functions and code objects; heap, anon, all: "
                          "constrain_tail.py --touch-parent); a diagnostic, not the harness's way")
     ap.add_argument("--phases", action="store_true", help="furca's TTFM by phase of its compile, each mode")
+    ap.add_argument("--tier", default="0,100",
+                    help="LO,HI: with --phases, only the schemas whose TTFM in that mode lies between those "
+                         "percentiles of furca's (40,60: what the p50 is made of)")
     a = ap.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.path.insert(0, HARNESS)
@@ -233,13 +238,20 @@ def main(argv=None):
             print(f"| {name} | {m} | {p[0]:.2f} | {p[1]:.1f} | {p[2]:.1f} | {faults} |")
     if a.phases:
         phase_modes = [m for m in MODES if ("furca", m) in res]
-        print("\nfurca's TTFM by phase: mean ms / page faults a schema (those that compiled)")
+        lo_p, hi_p = (float(x) for x in a.tier.split(","))
+        tiered = {}
+        for m in phase_modes:
+            rows = [r for r in res[("furca", m)] if r[1]]
+            lo, hi = np.percentile([r[0] for r in rows], [lo_p, hi_p])
+            tiered[m] = [r for r in rows if lo <= r[0] <= hi]
+        tier = "" if a.tier == "0,100" else f", the schemas between the p{lo_p:g} and p{hi_p:g} of each mode's TTFM"
+        print(f"\nfurca's TTFM by phase: mean ms / page faults a schema (those that compiled{tier})")
         print("| phase | " + " | ".join(phase_modes) + " |")
         print("|:--|" + "--:|" * len(phase_modes))
         for label, _m, _p in PHASE_FNS + (("TTFM", "", ""),):
             cells = []
             for m in phase_modes:
-                rows = [r for r in res[("furca", m)] if r[1]]
+                rows = tiered[m]
                 if label == "TTFM":
                     ns, fl = sum(r[0] * 1e6 for r in rows), sum(r[2] for r in rows)
                 else:
