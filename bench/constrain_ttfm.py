@@ -24,6 +24,12 @@ faults of furca's code objects and functions (code) or of every page it shares (
 paid before its clock: which of the parent's pages the first compile's faults copy
 (session 39: furca's code objects and functions ~57% of them).
 
+--given ir|nfa adds, as a diagnostic, the forked mode where furca's compile takes the
+schema's IR (translate done) or NFA (translate, prepare and build_nfa done) made in the
+parent before the forks: the TTFM of the rest, the bound of a front end that took no time
+(session 48: the NFA given, the p50 3.34 against 5.07 ms forked; the child still writes
+the pages of the parent's NFA it reads, ~110 faults in the pack).
+
 --phases adds furca's TTFM by phase in each mode, mean ms and page faults a schema (each
 phase a function of the compile wrapped: translate, prepare, build_nfa, the automaton,
 the compiled grammar, the first mask with the row kernel's pack and Core made inside
@@ -99,6 +105,52 @@ def _time_phases():
         wrap(mod, attr, make)
 
 
+_NEXT: list = [None]  # --given: the front end the next furca compile takes (set just before its clock)
+
+
+def _give(kind):
+    """--given ir|nfa: furca's compile takes its front end from _NEXT where set (the
+    schema's IR, or its NFA, made in this process before the forks) instead of making it:
+    the TTFM if translate (ir), or translate, prepare and build_nfa (nfa), took no time and
+    touched no page, the bound of a front end compiled elsewhere. A diagnostic: the IR
+    or NFA is the parent's, so the child still writes the pages of what it reads."""
+    from furca.constrain import compiler
+
+    to_ir, prep, build, rel = compiler.schema_to_ir, compiler.prepare, compiler.build_nfa, compiler.release
+
+    class Given:
+        __slots__ = ("nfa",)
+
+    def schema_to_ir(schema, **kw):
+        x = _NEXT[0]
+        if x is None:
+            return to_ir(schema, **kw)
+        _NEXT[0] = None
+        if kind == "ir":
+            return x
+        g = Given()
+        g.nfa = x
+        return g
+
+    compiler.schema_to_ir = schema_to_ir
+    compiler.prepare = lambda g: g if type(g) is Given else prep(g)
+    compiler.build_nfa = lambda g: g.nfa if type(g) is Given else build(g)
+    compiler.release = lambda x: None if type(x) is Given else rel(x)
+
+
+def _front_end(kind, schema):
+    """The IR (kind "ir") or the NFA of a schema, as furca's compile makes them; None where
+    it refuses the schema (its compile then runs as it is)."""
+    from furca.constrain import compiler
+    from furca.errors import CompileError
+
+    try:
+        g = compiler.schema_to_ir(schema)
+        return g if kind == "ir" else compiler.build_nfa(compiler.prepare(g))
+    except CompileError:
+        return None
+
+
 def _faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
@@ -114,12 +166,13 @@ def _ttfm(engine, schema, bm):
     return (time.perf_counter_ns() - t0) / 1e6, ok
 
 
-def _forked(engine, path, before, first=None, touch=None):
+def _forked(engine, path, before, first=None, touch=None, given=None):
     """(ms, ok, faults) measured in a forked child that loads the schema itself and, as
     the harness's child does before its clock (run.py, run_schema), tokenizes the
     schema's test instances and allocates its bitmask: before(data) -> bitmask. touch
     (--touch): the child first writes the pages it shares with the parent of that kind
-    (constrain_tail.touch_parent), a diagnostic of which copies the TTFM pays."""
+    (constrain_tail.touch_parent), a diagnostic of which copies the TTFM pays. given
+    (--given): the front end furca's timed compile takes (_give)."""
     rfd, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns
@@ -136,6 +189,7 @@ def _forked(engine, path, before, first=None, touch=None):
             if first is not None:
                 _ttfm(engine, first, bm)
             PHASES.clear()
+            _NEXT[0] = given
             f0 = _faults()
             ms, ok = _ttfm(engine, schema, bm)
             os.write(wfd, json.dumps([ms, ok, _faults() - f0, dict(PHASES)]).encode())
@@ -165,6 +219,9 @@ def main(argv=None):
                          "before its clock (code: furca's functions and code objects; heap, anon, all: "
                          "constrain_tail.py --touch-parent); a diagnostic, not the harness's way")
     ap.add_argument("--phases", action="store_true", help="furca's TTFM by phase of its compile, each mode")
+    ap.add_argument("--given", choices=("ir", "nfa"),
+                    help="furca's compiles take the schema's IR (ir) or NFA (nfa) made before the forks: the "
+                         "TTFM if its front end took no time (_give; a diagnostic)")
     ap.add_argument("--tier", default="0,100",
                     help="LO,HI: with --phases, only the schemas whose TTFM in that mode lies between those "
                          "percentiles of furca's (40,60: what the p50 is made of)")
@@ -193,9 +250,15 @@ def main(argv=None):
         bm = alloc_bitmask(tok.vocab_size)
         _ttfm(e, WARM_UP_SCHEMA, bm)  # the harness's warm-up
         engines.append((name, e, bm))
+    names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
+    given = {}
+    if a.given:
+        for n in names:
+            with open(os.path.join(a.data, n), encoding="utf-8") as f:
+                given[n] = _front_end(a.given, json.load(f)["schema"])
+        _give(a.given)
     if a.phases:
         _time_phases()
-    names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
     if a.parent_warm:
         inside = set(names)
         extra = [n for n in schemas.list_files(a.data) if n not in inside][:: 37][: a.parent_warm]
@@ -206,7 +269,8 @@ def main(argv=None):
                 _ttfm(e, json.loads(json.dumps(sch)), bm)
     touches = [t for t in a.touch.split(",") if t]
     modes = MODES + tuple(f"forked, {t} pages paid first" for t in touches)
-    res = {(name, m): [] for name, _e, _b in engines for m in modes}
+    extra = (f"forked, its {a.given} given",) if a.given else ()
+    res = {(name, m): [] for name, _e, _b in engines for m in modes + (extra if name == "furca" else ())}
     gc.collect()
     gc.freeze()  # as the harness's parent does before forking
     for i, n in enumerate(names):
@@ -215,6 +279,8 @@ def main(argv=None):
         for name, e, bm in order:
             res[(name, "forked")].append(_forked(e, path, before))
             res[(name, "forked after one compile")].append(_forked(e, path, before, first=OTHER))
+            if a.given and name == "furca":
+                res[(name, f"forked, its {a.given} given")].append(_forked(e, path, before, given=given[n]))
             for t in touches:
                 res[(name, f"forked, {t} pages paid first")].append(_forked(e, path, before, touch=t))
     for i, n in enumerate(names):  # after all the forks: the warm compiles must not warm the children
@@ -229,7 +295,7 @@ def main(argv=None):
     print("| engine | mode | TTFM p50 | p90 | p99 ms | faults p50 | mean |")
     print("|:--|:--|--:|--:|--:|--:|--:|")
     for name, _e, _b in engines:
-        for m in modes:
+        for m in modes + (extra if name == "furca" else ()):
             rows = [r for r in res[(name, m)] if r[1]]
             ms = np.array([r[0] for r in rows])
             fl = np.array([r[2] for r in rows])
@@ -237,7 +303,7 @@ def main(argv=None):
             faults = f"{np.median(fl):.0f} | {fl.mean():.0f}"
             print(f"| {name} | {m} | {p[0]:.2f} | {p[1]:.1f} | {p[2]:.1f} | {faults} |")
     if a.phases:
-        phase_modes = [m for m in MODES if ("furca", m) in res]
+        phase_modes = [m for m in MODES + extra if ("furca", m) in res]
         lo_p, hi_p = (float(x) for x in a.tier.split(","))
         tiered = {}
         for m in phase_modes:
