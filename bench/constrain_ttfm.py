@@ -1,6 +1,7 @@
 """Where the time to first mask goes: furca and llguidance, warm process and forked child.
 
     .bench-venv/bin/python bench/constrain_ttfm.py [--sample 500] [--engines furca,llguidance]
+        [--phases [--tier 40,60]] [--given ir|nfa] [--touch code,all]
 
 The shared harness (bench/grammar_compare.sh) forks one process per schema from a
 parent that has loaded the engine, warmed it on one schema and frozen the GC; TTFM
