@@ -112,9 +112,9 @@ _NEXT: list = [None]  # --given: the front end the next furca compile takes (set
 def _give(kind):
     """--given ir|nfa: furca's compile takes its front end from _NEXT where set (the
     schema's IR, or its NFA, made in this process before the forks) instead of making it:
-    the TTFM if translate (ir), or translate, prepare and build_nfa (nfa), took no time and
-    touched no page, the bound of a front end compiled elsewhere. A diagnostic: the IR
-    or NFA is the parent's, so the child still writes the pages of what it reads."""
+    the TTFM if translate (ir), or translate, prepare and build_nfa (nfa), cost nothing,
+    the bound of a front end compiled elsewhere. A diagnostic: the IR or NFA is the
+    parent's, so the child still writes the pages of what it reads."""
     from furca.constrain import compiler
 
     to_ir, prep, build, rel = compiler.schema_to_ir, compiler.prepare, compiler.build_nfa, compiler.release
@@ -270,8 +270,8 @@ def main(argv=None):
                 _ttfm(e, json.loads(json.dumps(sch)), bm)
     touches = [t for t in a.touch.split(",") if t]
     modes = MODES + tuple(f"forked, {t} pages paid first" for t in touches)
-    extra = (f"forked, its {a.given} given",) if a.given else ()
-    res = {(name, m): [] for name, _e, _b in engines for m in modes + (extra if name == "furca" else ())}
+    given_modes = (f"forked, its {a.given} given",) if a.given else ()
+    res = {(name, m): [] for name, _e, _b in engines for m in modes + (given_modes if name == "furca" else ())}
     gc.collect()
     gc.freeze()  # as the harness's parent does before forking
     for i, n in enumerate(names):
@@ -296,7 +296,7 @@ def main(argv=None):
     print("| engine | mode | TTFM p50 | p90 | p99 ms | faults p50 | mean |")
     print("|:--|:--|--:|--:|--:|--:|--:|")
     for name, _e, _b in engines:
-        for m in modes + (extra if name == "furca" else ()):
+        for m in modes + (given_modes if name == "furca" else ()):
             rows = [r for r in res[(name, m)] if r[1]]
             ms = np.array([r[0] for r in rows])
             fl = np.array([r[2] for r in rows])
@@ -304,7 +304,7 @@ def main(argv=None):
             faults = f"{np.median(fl):.0f} | {fl.mean():.0f}"
             print(f"| {name} | {m} | {p[0]:.2f} | {p[1]:.1f} | {p[2]:.1f} | {faults} |")
     if a.phases:
-        phase_modes = [m for m in MODES + extra if ("furca", m) in res]
+        phase_modes = [m for m in MODES + given_modes if ("furca", m) in res]
         lo_p, hi_p = (float(x) for x in a.tier.split(","))
         tiered = {}
         for m in phase_modes:
