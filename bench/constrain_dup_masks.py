@@ -29,15 +29,13 @@ import collections
 import hashlib
 import json
 import os
-import sys
 import time
 
 import numpy as np
 
-clock = time.thread_time_ns
+import _sample  # this script's folder is on the path
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
+clock = time.thread_time_ns
 
 
 def _key_kind(keys, s, trie) -> str:
@@ -144,33 +142,21 @@ def _why(tags, g, s, ab, key, dup, slow, same_mask, abs_seen, pairs, bm, eos) ->
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sample", type=int, default=500)
-    ap.add_argument("--files", help="schema file names, one a line (default: the harness's stratified sample)")
-    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+    _sample.add_args(ap)
     ap.add_argument("--top", type=int, default=10, help="the schemas with the most duplicates shown")
     ap.add_argument("--why", action="store_true", help="class the duplicates that are not key states by "
                     "their abstract states (interns them: the walk makes more states than the harness's)")
     ap.add_argument("--slow-us", type=float, help="also count the new masks whose step took over this "
                     "(thread CPU time: this one process's, not the harness's forked children's)")
     a = ap.parse_args(argv)
-    sys.path.insert(0, ROOT)
-    sys.path.insert(0, HARNESS)
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    _sample.paths()
     import schemas
-    from constrain.tokenizers_cache import tokenizer_json
-    from tokenizers import Tokenizer
 
     import furca.constrain as fc
 
-    path, eos = tokenizer_json("llama3_1")
-    info = fc.TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
-    hf = Tokenizer.from_file(str(path))
+    info, hf = _sample.llama3()
     compiler = fc.GrammarCompiler(info)
-    if a.files:
-        with open(a.files, encoding="utf-8") as f:
-            names = [x.strip() for x in f if x.strip()]
-    else:
-        names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
+    names = _sample.names(a)
     total: collections.Counter = collections.Counter()
     tags: collections.Counter = collections.Counter()
     per = []

@@ -22,13 +22,12 @@ import argparse
 import collections
 import json
 import os
-import sys
 import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
+import _sample  # this script's folder is on the path
+
 clock = time.thread_time_ns
 
 # (module of furca.constrain, attribute path): the functions a key step's fill and accept run
@@ -85,35 +84,22 @@ def _wrap_all(on, spent):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sample", type=int, default=500)
-    ap.add_argument("--files", help="schema file names, one a line (default: the harness's stratified sample)")
-    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+    _sample.add_args(ap)
     a = ap.parse_args(argv)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    sys.path.insert(0, ROOT)
-    sys.path.insert(0, HARNESS)
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    _sample.paths()
     import schemas
-    from constrain.tokenizers_cache import tokenizer_json
     from engines import WARM_UP_SCHEMA
-    from tokenizers import Tokenizer
 
-    from furca.constrain import GrammarCompiler, TokenizerInfo
+    from furca.constrain import GrammarCompiler
     from furca.errors import CompileError
 
-    path, eos = tokenizer_json("llama3_1")
-    hf = Tokenizer.from_file(str(path))
-    info = TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
+    info, hf = _sample.llama3()
     bm = np.zeros((1, info.num_words), dtype=np.int32)
     GrammarCompiler(info).compile_json_schema(WARM_UP_SCHEMA).matcher().fill_bitmask(bm)  # as the harness's parent
     on = [False]
     spent: dict = collections.defaultdict(lambda: [0, 0])
     _wrap_all(on, spent)
-    if a.files:
-        with open(a.files, encoding="utf-8") as f:
-            names = [x.strip() for x in f if x.strip()]
-    else:
-        names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
+    names = _sample.names(a)
     n = fill_ns = accept_ns = 0
     for name in names:
         with open(os.path.join(a.data, name), encoding="utf-8") as f:

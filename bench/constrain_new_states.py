@@ -17,6 +17,10 @@ steps: a step of 16-31 new states has a median of ~240 µs), each new state is c
 - by shape: a literal position (one configuration on a node with one single-byte
   edge: a key's or an enum's next byte), another single configuration, or several.
 
+It counts the states Python interns (LazyAutomaton.intern), so it runs with FURCA_CORE=0
+(rows.py's rows): the row kernel (core_rows.py, on by default since session 28) makes its
+states without that call, and with it on this tool counted ~0 (session 48 found it so).
+
 Also the masks: how many new states the masks of narrow and wide states made (masks.
 TokenMasks._wide: only wide ones go through their abstract states). Figures:
 bench/results/constrain.md (session 26); the design question they answer:
@@ -28,14 +32,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import traceback
 from collections import Counter
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
+import _sample  # this script's folder is on the path
+
 PARTS = {"abstract_part", "long_part", "walk_continue", "walk_recording", "walk_compiled", "words", "_literal_walks",
          "_accept_cold", "_step_byte", "_step_abstract", "map_short", "_tiered_mask", "_slice_level",
          "recorded_split", "abstract", "context", "contexts", "after_return", "cont_of", "canonical_short",
@@ -44,24 +47,17 @@ PARTS = {"abstract_part", "long_part", "walk_continue", "walk_recording", "walk_
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sample", type=int, default=500)
-    ap.add_argument("--files", help="schema file names, one a line (default: the harness's stratified sample)")
-    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+    _sample.add_args(ap)
     ap.add_argument("--min-new", type=int, default=16, help="count the steps that make at least this many states")
     a = ap.parse_args(argv)
-    sys.path.insert(0, ROOT)
-    sys.path.insert(0, HARNESS)
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    os.environ["FURCA_CORE"] = "0"  # the kernel's states bypass the intern this tool counts
+    _sample.paths()
     import schemas
-    from constrain.tokenizers_cache import tokenizer_json
-    from tokenizers import Tokenizer
 
     import furca.constrain as fc
     from furca.constrain import automaton, masks
 
-    path, eos = tokenizer_json("llama3_1")
-    tok = Tokenizer.from_file(str(path))
-    info = fc.TokenizerInfo.from_tokenizer_json(str(path), eos_token=eos)
+    info, tok = _sample.llama3()
     made = []  # (origin, layout, shape) of each state interned since the step began
 
     intern = automaton.LazyAutomaton.intern
@@ -95,11 +91,7 @@ def main(argv=None):
 
     masks.TokenMasks._compute_mask_ctx = counted_mask
 
-    if a.files:
-        with open(a.files, encoding="utf-8") as f:
-            names = [ln.strip() for ln in f if ln.strip()]
-    else:
-        names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
+    names = _sample.names(a)
     origin, where, shape = Counter(), Counter(), Counter()
     total = steps = slow = 0
     bm = np.zeros((1, info.num_words), dtype=np.int32)

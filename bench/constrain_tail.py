@@ -73,10 +73,8 @@ import sys
 import time
 
 import numpy as np
-from _forked import in_child  # this script's folder is on the path
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
+import _sample  # this script's folder is on the path
+from _forked import in_child
 clock = time.thread_time_ns
 # one fill + accept: thread CPU ns, in a first instance, notes (instrument), TIMED ns and
 # calls (--time), minor page faults, (new states, new rows), (ns, calls) in kernels (--kernels)
@@ -365,9 +363,7 @@ def json_position(text: str) -> str:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sample", type=int, default=500)
-    ap.add_argument("--files", help="schema file names, one a line (default: the harness's stratified sample)")
-    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+    _sample.add_args(ap)
     ap.add_argument("--top", type=float, default=1.0, help="the percent of slowest steps described")
     ap.add_argument("--band", help="LO,HI: the steps of LO to HI µs described instead of --top")
     ap.add_argument("--time", action="store_true", help="time the TIMED functions in those steps")
@@ -394,25 +390,15 @@ def main(argv=None):
     ap.add_argument("--fork", action="store_true",
                     help="each schema in a process forked after the warm-up, as the harness runs it")
     a = ap.parse_args(argv)
-    sys.path.insert(0, a.src or ROOT)
-    sys.path.insert(0, HARNESS)
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    _sample.paths(a.src or _sample.ROOT)
     import schemas
-    from constrain.tokenizers_cache import tokenizer_json
     from engines import WARM_UP_SCHEMA
-    from tokenizers import Tokenizer
 
-    from furca.constrain import GrammarCompiler, TokenizerInfo
+    from furca.constrain import GrammarCompiler
     from furca.errors import CompileError
 
-    if a.files:
-        with open(a.files, encoding="utf-8") as f:
-            names = [ln.strip() for ln in f if ln.strip()]
-    else:
-        names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
-    path, eos = tokenizer_json("llama3_1")
-    tok = Tokenizer.from_file(str(path))
-    info = TokenizerInfo.from_tokenizer_json(path, eos_token=eos)
+    names = _sample.names(a)
+    info, tok = _sample.llama3()
     bm = np.zeros((1, info.num_words), dtype=np.int32)
     GrammarCompiler(info).compile_json_schema(WARM_UP_SCHEMA).matcher().fill_bitmask(bm)  # as the harness's parent
     if a.kernels:  # after the warm-up has compiled or loaded every kernel
