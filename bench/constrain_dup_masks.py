@@ -60,6 +60,8 @@ def census(g, d, hf, text_of, slow_ns=None, why=False):
     ("why", the kind of a duplicate that is not a key state: wide or narrow, and whether an
     earlier state with that mask had the same abstract state, automaton.abstract),
     ("why key", a duplicate key state's _key_kind), ("slow key", a slow key state's kind),
+    ("key group", whether a key state's group of (trie node, other configurations' nodes,
+    narrow target) was met before and with its mask: a memo by that group's bound),
     ("slow other", a slow step's new mask that is not a key state's, by class),
     ("narrow", whether a narrow new mask equals its abstract state's), ("pair", whether a
     wide new mask repeats an earlier (abstract state, continuation, accepting))."""
@@ -70,6 +72,7 @@ def census(g, d, hf, text_of, slow_ns=None, why=False):
     bm = np.zeros((1, masks._info.num_words), dtype=np.int32)
     seen: dict = {}  # mask hash -> the abstract states (or None) of the states that filled it
     pairs: set = set()  # (abstract state, continuation), accepting: of the wide new masks (why)
+    groups: dict = {}  # a key state's (trie node, other configurations' nodes, narrow target) -> mask hashes (why)
     abs_seen: set = set()  # the abstract states of the states met (why)
     new_masks: collections.Counter = collections.Counter()
     tags: collections.Counter = collections.Counter()
@@ -98,7 +101,7 @@ def census(g, d, hf, text_of, slow_ns=None, why=False):
                 key = keys is not None and keys.split(s) is not None
                 new_masks[first, key, dup, slow] += 1
                 if why:
-                    _why(tags, g, s, ab, key, dup, slow, seen.get(h, ()), abs_seen, pairs, bm, eos)
+                    _why(tags, g, s, ab, key, dup, slow, seen.get(h, ()), abs_seen, pairs, bm, eos, groups, h)
             seen.setdefault(h, set()).add(ab)
             if ab is not None:
                 abs_seen.add(ab)
@@ -108,9 +111,10 @@ def census(g, d, hf, text_of, slow_ns=None, why=False):
     return new_masks, tags
 
 
-def _why(tags, g, s, ab, key, dup, slow, same_mask, abs_seen, pairs, bm, eos) -> None:
-    """census's --why tags of the new mask of state s (its bits in bm; same_mask: the
-    abstract states of the earlier states with that mask)."""
+def _why(tags, g, s, ab, key, dup, slow, same_mask, abs_seen, pairs, bm, eos, groups, h) -> None:
+    """census's --why tags of the new mask of state s (its bits in bm, their hash h;
+    same_mask: the abstract states of the earlier states with that mask; groups: the key
+    states' groups met, with their masks' hashes)."""
     masks = g.masks
     wide = masks._wide(s)
     if wide:  # key states too
@@ -121,6 +125,13 @@ def _why(tags, g, s, ab, key, dup, slow, same_mask, abs_seen, pairs, bm, eos) ->
             pairs.add(pair)
     if key:
         kind = _key_kind(masks._keys, s, masks._info.trie)
+        k, _st, rest = masks._keys.split(s)
+        nodes = (rest >> 32).tolist() if type(rest) is np.ndarray else [n for n, _ in rest]
+        group = (k, tuple(sorted(nodes)), masks._keys._marks[k][0])
+        met = groups.setdefault(group, set())
+        tags["key group", "a new group" if not met else "a group met, the same mask" if h in met
+             else "a group met, another mask"] += 1
+        met.add(h)
         if dup:
             tags["why key", kind] += 1
         if slow:
@@ -194,6 +205,8 @@ def main(argv=None):
         print("duplicates that are not key states, by the abstract states of the states with that mask: "
               + tagged("why"))
         print("key-state duplicates by kind: " + tagged("why key"))
+        print("key states' new masks by (trie node, other configurations' NFA nodes, narrow target): "
+              + tagged("key group"))
         if a.slow_us:
             print(f"key states' new masks in steps over {a.slow_us:g} µs by kind: " + tagged("slow key"))
             print(f"other states' new masks in steps over {a.slow_us:g} µs: " + tagged("slow other"))
