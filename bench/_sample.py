@@ -1,7 +1,7 @@
 """The schemas and tokenizer the constrain bench scripts share: the shared harness's
 stratified sample of maskbench-dev (or a list of files) and the Llama-3.1 tokenizer,
 loaded as the harness loads them (constrain_dup_masks.py, constrain_key_steps.py,
-constrain_new_states.py, constrain_tail.py)."""
+constrain_new_states.py, constrain_tail.py, and the A/B scripts through constrain_ab.py)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,16 @@ def names(a) -> list[str]:
     import schemas
 
     return schemas.stratified_sample(schemas.list_files(a.data), a.sample)
+
+
+def valid_ids(d, hf) -> list[list[int]]:
+    """The token ids of schema file d's valid instances, each as the harness writes it
+    (compact JSON, keys in the schema's property order: schemas.instance_text), by the
+    tokenizers library's Tokenizer hf (after paths())."""
+    import schemas
+
+    return [hf.encode(schemas.instance_text(t["data"], d["schema"]), add_special_tokens=False).ids
+            for t in d["tests"] if t["valid"]]
 
 
 def llama3():

@@ -43,6 +43,8 @@ import time
 
 import numpy as np
 
+import _sample  # this script's folder is on the path
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # numba's disk cache for the copies loaded here goes to a folder of its own: an entry that
 # a kernel of B (the tree's furca/constrain, loaded as _constrain_b) writes beside its
@@ -66,9 +68,7 @@ def add_ab_args(ap, sample):
     """The options every A/B script takes: the two versions, the schemas, the data."""
     ap.add_argument("--a", required=True, help="a furca/constrain directory (e.g. git archive of a revision)")
     ap.add_argument("--b", default=os.path.join(ROOT, "furca", "constrain"))
-    ap.add_argument("--sample", type=int, default=sample)
-    ap.add_argument("--files", default=None, help="schema file names, one per line (instead of --sample)")
-    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "maskbench-dev"))
+    _sample.add_args(ap, sample)
     ap.add_argument("--b-first", action="store_true",
                     help="load B's package and make its compiler before A's: with --fork the version whose "
                          "compiler is made last runs faster (module docstring); run both orders")
@@ -97,10 +97,7 @@ def load_versions(a):
             np.zeros((1, info.num_words), dtype=np.int32))
         versions.append((label, where, pkg, info))
     versions.sort(key=lambda v: v[0])  # A, B whatever the order they were loaded in
-    names = schemas.stratified_sample(schemas.list_files(a.data), a.sample)
-    if a.files:
-        with open(a.files, encoding="utf-8") as f:
-            names = [ln.strip() for ln in f if ln.strip()]
+    names = _sample.names(a)
     gc.collect()
     gc.freeze()
     return schemas, tok, versions, names

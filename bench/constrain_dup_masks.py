@@ -53,7 +53,7 @@ def _key_kind(keys, s, trie) -> str:
     return closers + ", literals only"
 
 
-def census(g, d, hf, text_of, slow_ns=None, why=False):
+def census(g, d, hf, slow_ns=None, why=False):
     """(new, tags) over g's walk of d's valid instances. new: Counter of (first instance?,
     key state?, duplicate?, slow?) over the new masks, slow being a step (fill + accept,
     thread CPU time) over slow_ns. tags: Counter of ("slow steps",) and, with why,
@@ -77,10 +77,7 @@ def census(g, d, hf, text_of, slow_ns=None, why=False):
     new_masks: collections.Counter = collections.Counter()
     tags: collections.Counter = collections.Counter()
     first = True
-    for test in d["tests"]:
-        if not test["valid"]:
-            continue
-        ids = hf.encode(text_of(test["data"], d["schema"]), add_special_tokens=False).ids
+    for ids in _sample.valid_ids(d, hf):
         m = g.matcher()
         for t in ids:
             s = m._t[0]
@@ -161,8 +158,6 @@ def main(argv=None):
                     "(thread CPU time: this one process's, not the harness's forked children's)")
     a = ap.parse_args(argv)
     _sample.paths()
-    import schemas
-
     import furca.constrain as fc
 
     info, hf = _sample.llama3()
@@ -178,7 +173,7 @@ def main(argv=None):
             g = compiler.compile_json_schema(d["schema"])
         except Exception:  # noqa: BLE001 - a schema furca refuses has no masks to count
             continue
-        got, got_tags = census(g, d, hf, schemas.instance_text, a.slow_us * 1e3 if a.slow_us else None, a.why)
+        got, got_tags = census(g, d, hf, a.slow_us * 1e3 if a.slow_us else None, a.why)
         total.update(got)
         tags.update(got_tags)
         per.append((sum(v for k, v in got.items() if k[2]), sum(got.values()), name))

@@ -87,7 +87,6 @@ def main(argv=None):
     _sample.add_args(ap)
     a = ap.parse_args(argv)
     _sample.paths()
-    import schemas
     from engines import WARM_UP_SCHEMA
 
     from furca.constrain import GrammarCompiler
@@ -111,11 +110,9 @@ def main(argv=None):
         g.matcher().fill_bitmask(bm)
         masks = g.masks
         keys = masks._keys
-        for test in d["tests"]:
-            if not test["valid"]:
-                continue
+        for ids in _sample.valid_ids(d, hf):
             m = g.matcher()
-            for t in hf.encode(schemas.instance_text(test["data"], d["schema"]), add_special_tokens=False).ids:
+            for t in ids:
                 s = m._t[0]
                 key = keys is not None and s not in masks._store and keys.split(s) is not None
                 on[0] = key

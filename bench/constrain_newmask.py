@@ -25,6 +25,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
+import _sample  # noqa: E402
 from constrain_ab import add_ab_args, load_versions  # noqa: E402
 
 CLASSES = (("warm", None), ("new, 0 rows", (0, 0)), ("new, 1 row", (1, 1)), ("new, 2-3", (2, 3)),
@@ -36,7 +37,7 @@ def _rows(auto) -> int:
     return int(np.count_nonzero(auto.walkable[: len(auto.configs)]))
 
 
-def run_schema(pkg, info, d, tok, text_of, out):
+def run_schema(pkg, info, d, tok, out):
     bm = np.zeros((1, info.num_words), dtype=np.int32)
     try:
         g = pkg.GrammarCompiler(info).compile_json_schema(d["schema"])
@@ -45,10 +46,7 @@ def run_schema(pkg, info, d, tok, text_of, out):
         return
     store, auto = g.masks._store, g.automaton
     clock = time.thread_time_ns
-    for test in d["tests"]:
-        if not test["valid"]:
-            continue
-        ids = tok.encode(text_of(test["data"], d["schema"]), add_special_tokens=False).ids
+    for ids in _sample.valid_ids(d, tok):
         m = g.matcher()
         for t in ids:
             n0, r0 = len(store), _rows(auto)
@@ -68,13 +66,13 @@ def main():
     ap = argparse.ArgumentParser()
     add_ab_args(ap, sample=100)
     a = ap.parse_args()
-    schemas, tok, loaded, names = load_versions(a)
+    _schemas, tok, loaded, names = load_versions(a)
     versions = [(*v, {}) for v in loaded]
     for k, name in enumerate(names):
         with open(os.path.join(a.data, name), encoding="utf-8") as f:
             d = json.load(f)
         for _label, _where, pkg, info, out in (versions if k % 2 == 0 else versions[::-1]):
-            run_schema(pkg, info, d, tok, schemas.instance_text, out)
+            run_schema(pkg, info, d, tok, out)
     for label, where, _pkg, _info, out in versions:
         print(f"{label} {where}")
         for name, _rng in CLASSES:
