@@ -1,19 +1,26 @@
 """A key state's new mask, split by the functions it runs: the path stage (3) of DESIGN's
-plan would put in one kernel call.
+plan would have put in one kernel call.
 
-    .venv/bin/python bench/constrain_key_steps.py [--sample 500 | --files F]
+    .venv/bin/python bench/constrain_key_steps.py [--sample 500 | --files F] [--fork] [--slow-us 200]
 
-In one process, per schema of the harness's stratified sample (Llama-3.1): a cold compile,
-then every valid instance token by token, as the shared harness walks them. A step is a
-"key step" when its state's mask is new and the state lies on a key trie node
-(key_masks.KeyTrieMasks.split). Prints the key steps' mean fill and accept, and for each
-function of the mask's path (wrapped only inside key steps) its time a key step and its
-calls a key step, outermost first: what the fill spends outside the kernels. Thread CPU
-time; the wrappers add ~0.3 µs a call.
+Per schema of the harness's stratified sample (Llama-3.1), in one process or (--fork) in a
+child forked after the warm-up as the harness runs it: a cold compile, then every valid
+instance token by token, as the shared harness walks them. A step is a "key step" when its
+state's mask is new and the state lies on a key trie node (key_masks.KeyTrieMasks.split).
+Prints the key steps' mean fill, accept and page faults, and for each function of the
+mask's path (wrapped only inside key steps) its time a key step and its calls a key step,
+outermost first: what the fill spends outside the kernels. The same again over the key
+steps of at least --slow-us (fill + accept). Thread CPU time; the wrappers add ~0.3 µs a
+call.
 
-Session 48 (at 0916c6a): 6,433 key steps, fill 76.9 µs and accept 20.1; `_compute_mask_ctx`
-65.0, the abstract part 41.2, the key words 29.7, their kernel call 18.1, the stored forms
-8.7, the continuations 7.8, the context 5.6, "any key"'s lookup 5.3 (bench/results/constrain.md).
+Session 48 (at 0916c6a, one process): 6,433 key steps, fill 76.9 µs and accept 20.1;
+`_compute_mask_ctx` 65.0, the abstract part 41.2, the key words 29.7, their kernel call
+18.1, the stored forms 8.7, the continuations 7.8, the context 5.6, "any key"'s lookup 5.3.
+Session 49 (at 873e9a7): one process, fill 72.9 and accept 19.3, 133 key steps of 200 µs or
+more (fill 237 µs: the key kernel 79, "any key" walks 76, continuations 50); forked, fill
+93.3 and accept 23.1 with 2.5 faults a step, 427 of 200 µs or more (fill 233 µs, 14 faults:
+the key kernel 61, "any key" 56, continuations 40, `words`' own Python ~26). The first half
+of stage (3) built on these figures was level (bench/prototypes/key_context_kernel).
 """
 
 from __future__ import annotations
