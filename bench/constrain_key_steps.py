@@ -48,7 +48,6 @@ TIMED = (
     ("contexts", "ContextSplit.abstract_part"),
     ("masks", "TokenMasks._compute_mask"),
     ("key_masks", "KeyTrieMasks.split"),
-
     ("key_masks", "KeyTrieMasks.words"),
     ("key_masks", "KeyTrieMasks._any_key"),
     ("core_keys", "KeyCalls.key_words"),
@@ -135,6 +134,7 @@ def _schema(d, info, hf, bm, on, spent, slow_ns):
 
 
 def _totals():
+    """[steps, fill ns, accept ns, page faults, {label: [ns, calls]}], all zero."""
     return [0, 0, 0, 0, collections.defaultdict(lambda: [0, 0])]
 
 

@@ -576,7 +576,10 @@ def outside(steps) -> None:
 
 
 def _less(spent, label) -> int:
-    """A step's time under label, or under "A-B-C": A's less B's and C's (labels nested in A)."""
+    """A step's time under label, or under "A-B-C": A's less B's and C's (labels nested in A).
+    B's time counts wherever B ran in the step, so a B that also runs outside A's calls
+    makes the difference too small (session 49: "key words-key kernel-any key" came out
+    below zero, the key kernel and "any key" running outside `words` too)."""
     first, *inner = label.split("-")
     return spent.get(first, 0) - sum(spent.get(x, 0) for x in inner)
 
