@@ -1,7 +1,8 @@
 """The schemas and tokenizer the constrain bench scripts share: the shared harness's
 stratified sample of maskbench-dev (or a list of files) and the Llama-3.1 tokenizer,
 loaded as the harness loads them (constrain_dup_masks.py, constrain_key_steps.py,
-constrain_new_states.py, constrain_tail.py, and the A/B scripts through constrain_ab.py)."""
+constrain_narrow_walks.py, constrain_new_states.py, constrain_tail.py, and the A/B
+scripts through constrain_ab.py)."""
 
 from __future__ import annotations
 
