@@ -1,6 +1,7 @@
 """wrap(module, path, make): a function of furca.constrain replaced by a wrapper, for the
 bench scripts that time or watch parts of a compile or a step (constrain_tail.py,
-constrain_ttfm.py, constrain_cow_pages.py)."""
+constrain_ttfm.py, constrain_cow_pages.py, constrain_key_steps.py,
+constrain_narrow_walks.py)."""
 
 from __future__ import annotations
 

@@ -43,6 +43,7 @@ import time
 import numpy as np
 
 import _sample  # this script's folder is on the path
+from _wrap import wrap
 
 clock = time.thread_time_ns
 DEPTHS = (0, 1, 2, 3, 4)
@@ -95,7 +96,7 @@ def main(argv=None):
     ap.add_argument("--reach", action="store_true", help="each slow mask's reach and the mask-level bound")
     a = ap.parse_args(argv)
     _sample.paths()
-    from furca.constrain import GrammarCompiler, masks
+    from furca.constrain import GrammarCompiler
     from furca.errors import CompileError
 
     info, hf = _sample.llama3()
@@ -103,24 +104,26 @@ def main(argv=None):
     slow_ns = a.slow_us * 1e3
     off = [True]  # the compile and first mask are not counted
     made: list = []  # one schema's narrow new masks: (state, ns, again ns, third ns, first new state, new states, packed)
-    compute = masks.TokenMasks._compute_mask
 
-    def timed(self, s, record=False, narrow=False):
-        if record or not narrow or off[0]:
-            return compute(self, s, record, narrow)
-        au = self._a
-        n0 = len(au.configs)
-        t0 = clock()
-        got = compute(self, s, record, narrow)
-        t1 = clock()
-        compute(self, s, record, narrow)
-        t2 = clock()
-        compute(self, s, record, narrow)
-        t3 = clock()
-        made.append((s, t1 - t0, t2 - t1, t3 - t2, n0, len(au.configs) - n0, got[0]))
-        return got
+    def make(compute):
+        def timed(self, s, record=False, narrow=False):
+            if record or not narrow or off[0]:
+                return compute(self, s, record, narrow)
+            au = self._a
+            n0 = len(au.configs)
+            t0 = clock()
+            got = compute(self, s, record, narrow)
+            t1 = clock()
+            compute(self, s, record, narrow)
+            t2 = clock()
+            compute(self, s, record, narrow)
+            t3 = clock()
+            made.append((s, t1 - t0, t2 - t1, t3 - t2, n0, len(au.configs) - n0, got[0]))
+            return got
 
-    masks.TokenMasks._compute_mask = timed
+        return timed
+
+    wrap("masks", "TokenMasks._compute_mask", make)
     times = {"all": [], "slow": []}
     lit = collections.Counter()
     alike = collections.Counter()
