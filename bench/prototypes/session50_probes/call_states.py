@@ -1,0 +1,69 @@
+"""The new states of the slow steps that lie under a call frame, and whether their abstract
+states existed before them (session 50: the ceiling of a walk that would take such a state
+through its abstract state, as a mask does at a walk's root).
+
+    .venv/bin/python bench/prototypes/session50_probes/call_states.py [--sample 500]
+
+One process, every instance token by token (thread CPU time); after each schema, each new
+state of a step over 200 µs is classed by automaton._base: no base frame, already abstract
+(its base is the context frame), or under a call frame, and then whether its abstract state
+(interned here, after the walk) is older than it, was made later by the steps, or new.
+Session 50 (bc57064): 890 slow steps, 21,227 new states; 7,201 already abstract, 305 without
+a base frame, 13,721 under a call frame: 2,989 with an older abstract state, 507 with one the
+steps made later, 10,225 with one never made, which are 4,917 distinct abstract states. The
+same split at a walk's root for narrow states (masks.py's context for every state) measured
+worse: steps over 200 µs 1.134, sum 1.142 (constrain_ab, one process)."""
+import collections
+import time
+
+from _probe import grammars, instances, setup
+
+a, info, tok, bm = setup()
+from furca.constrain.stacks import CUT_RET  # noqa: E402
+C = collections.Counter()
+clock = time.thread_time_ns
+for name, d, g in grammars(a, info, bm):
+    au = g.automaton
+    slow_new = []
+    for ids in instances(d, info, tok):
+        m = g.matcher()
+        for i in ids:
+            n0 = len(au.configs)
+            t0 = clock()
+            m.fill_bitmask(bm)
+            ok = m.accept_token(i)
+            t1 = clock()
+            rng = range(n0, len(au.configs))
+            C["new states"] += len(rng)
+            if t1 - t0 > 200e3:
+                C["slow steps"] += 1
+                slow_new.append(rng)
+            if not ok:
+                break
+    # classify states made in slow steps
+    fr = au.stacks.frames
+    n_before = len(au.configs)
+    seen_ab = set()
+    for rng in slow_new:
+        for s in rng:
+            C["slow: new states"] += 1
+            base = au._base(au.configs[s])
+            if not base:
+                C["slow: no base frame"] += 1
+                continue
+            if fr[base][0] == CUT_RET:
+                C["slow: abstract already (cut)"] += 1
+                continue
+            C["slow: under a call frame"] += 1
+            ab = au.intern(au.stacks.rebased(au.configs[s], base, au.cut), False)
+            if ab < s:
+                C["slow: under a call, its abstract state existed before"] += 1
+            elif ab >= n_before:
+                C["slow: under a call, abstract state never made"] += 1
+                if ab not in seen_ab:
+                    seen_ab.add(ab)
+                    C["slow: under a call, distinct new abstract states"] += 1
+            else:
+                C["slow: under a call, abstract made after it (by the steps)"] += 1
+for k, v in C.items():
+    print(f"{k:55s} {v:8d}")
