@@ -8,11 +8,18 @@ One process, every instance token by token (thread CPU time); after each schema,
 state of a step over 200 µs is classed by automaton._base: no base frame, already abstract
 (its base is the context frame), or under a call frame, and then whether its abstract state
 (interned here, after the walk) is older than it, was made later by the steps, or new.
-Session 50 (bc57064): 890 slow steps, 21,227 new states; 7,201 already abstract, 305 without
-a base frame, 13,721 under a call frame: 2,989 with an older abstract state, 507 with one the
-steps made later, 10,225 with one never made, which are 4,917 distinct abstract states. The
-same split at a walk's root for narrow states (masks.py's context for every state) measured
-worse: steps over 200 µs 1.134, sum 1.142 (constrain_ab, one process)."""
+The rows made in the slow steps are classed the same way: how many are of states under a
+call frame, and how many distinct abstract states without a row those come to.
+Session 50 (bc57064), first run: 890 slow steps, 21,227 new states; 7,201 already abstract,
+305 without a base frame, 13,721 under a call frame: 2,989 with an older abstract state, 507
+with one the steps made later, 10,225 with one never made, which are 4,917 distinct abstract
+states. Second run, with the rows (823 slow steps): 20,138 new states, 12,892 under a call
+frame (4,653 distinct new abstract states); 7,904 rows, 4,349 of states under a call frame,
+whose abstract states without a row are 2,473. At ~3.6 µs a row and ~1.3 µs a state (session
+49's fit), taking them through their abstract states would save ~21 µs of a slow step,
+before the continuation walks it adds. The same split at a walk's root for narrow states
+(masks.py's context for every state) measured worse: steps over 200 µs 1.134, sum 1.142
+(constrain_ab, one process)."""
 import collections
 import time
 
@@ -25,10 +32,12 @@ clock = time.thread_time_ns
 for name, d, g in grammars(a, info, bm):
     au = g.automaton
     slow_new = []
+    slow_rows = []  # the states given a row in the slow steps
     for ids in instances(d, info, tok):
         m = g.matcher()
         for i in ids:
             n0 = len(au.configs)
+            ex0 = au.expanded[:n0].copy()
             t0 = clock()
             m.fill_bitmask(bm)
             ok = m.accept_token(i)
@@ -38,6 +47,8 @@ for name, d, g in grammars(a, info, bm):
             if t1 - t0 > 200e3:
                 C["slow steps"] += 1
                 slow_new.append(rng)
+                n1 = len(au.configs)
+                slow_rows.extend(x for x in range(n1) if au.expanded[x] and (x >= n0 or not ex0[x]))
             if not ok:
                 break
     # classify states made in slow steps
@@ -65,5 +76,15 @@ for name, d, g in grammars(a, info, bm):
                     C["slow: under a call, distinct new abstract states"] += 1
             else:
                 C["slow: under a call, abstract made after it (by the steps)"] += 1
+    rows_ab = set()
+    for x in slow_rows:
+        C["slow: rows"] += 1
+        base = au._base(au.configs[x])
+        if base and fr[base][0] != CUT_RET:
+            C["slow: rows of states under a call frame"] += 1
+            ab = au.intern(au.stacks.rebased(au.configs[x], base, au.cut), False)
+            if not au.expanded[ab] and ab not in rows_ab:
+                rows_ab.add(ab)
+                C["slow: ... their distinct abstract states without a row"] += 1
 for k, v in C.items():
     print(f"{k:55s} {v:8d}")
