@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # bench/
 
@@ -52,3 +53,24 @@ def instances(d, info, tok):
     for t in d["tests"]:
         yield tok.encode(schemas.instance_text(t["data"], d["schema"]), add_special_tokens=False).ids + [
             info.eos_token_id]
+
+
+def steps(g, d, info, tok, bm, slow_ns=200e3):
+    """Every step of d's instances on grammar g, as the harness walks them: (thread CPU ns of
+    the fill and accept, the new states' ids, the states given a row in it where the step
+    took over slow_ns, else [])."""
+    au = g.automaton
+    for ids in instances(d, info, tok):
+        m = g.matcher()
+        for i in ids:
+            n0 = len(au.configs)
+            ex0 = au.expanded[:n0].copy()
+            t0 = time.thread_time_ns()
+            m.fill_bitmask(bm)
+            ok = m.accept_token(i)
+            ns = time.thread_time_ns() - t0
+            n1 = len(au.configs)
+            rows = [x for x in range(n1) if au.expanded[x] and (x >= n0 or not ex0[x])] if ns > slow_ns else []
+            yield ns, range(n0, n1), rows
+            if not ok:
+                break

@@ -21,36 +21,22 @@ before the continuation walks it adds. The same split at a walk's root for narro
 (masks.py's context for every state) measured worse: steps over 200 µs 1.134, sum 1.142
 (constrain_ab, one process)."""
 import collections
-import time
 
-from _probe import grammars, instances, setup
+from _probe import grammars, setup, steps
 
 a, info, tok, bm = setup()
 from furca.constrain.stacks import CUT_RET  # noqa: E402
 C = collections.Counter()
-clock = time.thread_time_ns
 for name, d, g in grammars(a, info, bm):
     au = g.automaton
     slow_new = []
     slow_rows = []  # the states given a row in the slow steps
-    for ids in instances(d, info, tok):
-        m = g.matcher()
-        for i in ids:
-            n0 = len(au.configs)
-            ex0 = au.expanded[:n0].copy()
-            t0 = clock()
-            m.fill_bitmask(bm)
-            ok = m.accept_token(i)
-            t1 = clock()
-            rng = range(n0, len(au.configs))
-            C["new states"] += len(rng)
-            if t1 - t0 > 200e3:
-                C["slow steps"] += 1
-                slow_new.append(rng)
-                n1 = len(au.configs)
-                slow_rows.extend(x for x in range(n1) if au.expanded[x] and (x >= n0 or not ex0[x]))
-            if not ok:
-                break
+    for ns, new, rows in steps(g, d, info, tok, bm):
+        C["new states"] += len(new)
+        if ns > 200e3:
+            C["slow steps"] += 1
+            slow_new.append(new)
+            slow_rows.extend(rows)
     # classify states made in slow steps
     fr = au.stacks.frames
     n_before = len(au.configs)

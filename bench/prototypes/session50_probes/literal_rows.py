@@ -11,46 +11,33 @@ rows; 334 steps made 809 rows of states of literals (24,447 configurations; by t
 configurations 0: 361, 10: 77, 20: 68, 30: 48, 40: 14, 50: 51, 60: 90, 70: 38, 80: 21,
 90: 34, 100+: 7)."""
 import collections
-import time
 
-from _probe import grammars, instances, setup
+from _probe import grammars, setup, steps
 
 a, info, tok, bm = setup()
 C = collections.Counter()
 hist = collections.Counter()
-clock = time.thread_time_ns
 def one_byte(nfa, n):
     es = nfa.edges[n]
     return len(es) == 1 and es[0][0] == es[0][1] and n not in nfa.tick
 for name, d, g in grammars(a, info, bm):
     au = g.automaton; nfa = au.nfa
-    for ids in instances(d, info, tok):
-        m = g.matcher()
-        for i in ids:
-            n0 = len(au.configs)
-            ex0 = au.expanded[:n0].copy()
-            t0 = clock()
-            m.fill_bitmask(bm)
-            ok = m.accept_token(i)
-            t1 = clock()
-            if t1 - t0 > 200e3:
-                C["slow steps"] += 1
-                n1 = len(au.configs)
-                C["slow: new states"] += n1 - n0
-                rows = [s for s in range(n1) if au.expanded[s] and (s >= n0 or not ex0[s])]
-                C["slow: rows"] += len(rows)
-                anylit = False
-                for s in rows:
-                    cf = au.configs[s]
-                    k = sum(one_byte(nfa, n) for n, _ in cf)
-                    if len(cf) >= 4 and k >= len(cf) - 1:
-                        C["slow: rows of literal states"] += 1
-                        C["slow: their configs"] += len(cf)
-                        hist[min(len(cf) // 10 * 10, 100)] += 1
-                        anylit = True
-                C["slow steps with a literal row"] += anylit
-            if not ok:
-                break
+    for ns, new, rows in steps(g, d, info, tok, bm):
+        if ns <= 200e3:
+            continue
+        C["slow steps"] += 1
+        C["slow: new states"] += len(new)
+        C["slow: rows"] += len(rows)
+        anylit = False
+        for s in rows:
+            cf = au.configs[s]
+            k = sum(one_byte(nfa, n) for n, _ in cf)
+            if len(cf) >= 4 and k >= len(cf) - 1:
+                C["slow: rows of literal states"] += 1
+                C["slow: their configs"] += len(cf)
+                hist[min(len(cf) // 10 * 10, 100)] += 1
+                anylit = True
+        C["slow steps with a literal row"] += anylit
 for k, v in C.items():
     print(f"{k:40s} {v:8d}")
 print("literal rows by configs (tens):", sorted(hist.items()))
