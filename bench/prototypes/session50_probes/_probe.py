@@ -58,19 +58,20 @@ def instances(d, info, tok):
 def steps(g, d, info, tok, bm, slow_ns=200e3):
     """Every step of d's instances on grammar g, as the harness walks them: (thread CPU ns of
     the fill and accept, the new states' ids, the states given a row in it where the step
-    took over slow_ns, else [])."""
+    took over slow_ns, else [], the matcher's state before the step)."""
     au = g.automaton
     for ids in instances(d, info, tok):
         m = g.matcher()
         for i in ids:
             n0 = len(au.configs)
             ex0 = au.expanded[:n0].copy()
+            at = m._t[0]
             t0 = time.thread_time_ns()
             m.fill_bitmask(bm)
             ok = m.accept_token(i)
             ns = time.thread_time_ns() - t0
             n1 = len(au.configs)
             rows = [x for x in range(n1) if au.expanded[x] and (x >= n0 or not ex0[x])] if ns > slow_ns else []
-            yield ns, range(n0, n1), rows
+            yield ns, range(n0, n1), rows, at
             if not ok:
                 break

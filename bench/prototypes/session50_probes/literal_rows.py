@@ -22,7 +22,7 @@ def one_byte(nfa, n):
     return len(es) == 1 and es[0][0] == es[0][1] and n not in nfa.tick
 for name, d, g in grammars(a, info, bm):
     au = g.automaton; nfa = au.nfa
-    for ns, new, rows in steps(g, d, info, tok, bm):
+    for ns, new, rows, _at in steps(g, d, info, tok, bm):
         if ns <= 200e3:
             continue
         C["slow steps"] += 1
