@@ -49,8 +49,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # numba's disk cache for the copies loaded here goes to a folder of its own: an entry that
 # a kernel of B (the tree's furca/constrain, loaded as _constrain_b) writes beside its
 # source would be found by the next plain `import furca` and fail there on unpickling
-# (ModuleNotFoundError: _constrain_b). Set before anything imports numba.
-os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), "furca-ab-numba"))
+# (ModuleNotFoundError: _constrain_b). Unless NUMBA_CACHE_DIR is set, the folder is named
+# by the two versions' kernel sources (cache_dir, set in load_versions before numba is
+# imported): session 50 saw a reused folder serve a kernel older than its edited source.
+_USER_CACHE = "NUMBA_CACHE_DIR" in os.environ
+
+
+def cache_dir(*dirs) -> str:
+    """A numba cache folder for these furca/constrain directories: named by a hash of their
+    kernel modules' sources (`_*.py`), so an edited kernel never meets an older entry."""
+    import hashlib
+
+    h = hashlib.sha1()
+    for d in dirs:
+        for name in sorted(os.listdir(d)):
+            if name.startswith("_") and name.endswith(".py"):
+                with open(os.path.join(d, name), "rb") as f:
+                    h.update(name.encode() + f.read())
+    return os.path.join(os.environ.get("TMPDIR", "/tmp"), "furca-ab-numba-" + h.hexdigest()[:12])
 HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
 
 
@@ -80,6 +96,9 @@ def load_versions(a):
     TokenizerInfo)] for A and B (numba kernels compiled before any timing), and the schema
     names (--files, else the harness's stratified --sample). Ends with the set-up heap
     frozen (gc.freeze, as constrain_maskbench.py: later collections skip it)."""
+    if not _USER_CACHE:
+        assert "numba" not in sys.modules, "numba imported before its cache folder was chosen"
+        os.environ["NUMBA_CACHE_DIR"] = cache_dir(a.a, a.b)
     sys.path.insert(0, HARNESS)
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     import schemas
