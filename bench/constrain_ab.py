@@ -53,6 +53,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # by the two versions' kernel sources (cache_dir, set in load_versions before numba is
 # imported): session 50 saw a reused folder serve a kernel older than its edited source.
 _USER_CACHE = "NUMBA_CACHE_DIR" in os.environ
+HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
 
 
 def cache_dir(*dirs) -> str:
@@ -67,7 +68,6 @@ def cache_dir(*dirs) -> str:
                 with open(os.path.join(d, name), "rb") as f:
                     h.update(name.encode() + f.read())
     return os.path.join(os.environ.get("TMPDIR", "/tmp"), "furca-ab-numba-" + h.hexdigest()[:12])
-HARNESS = os.path.join(ROOT, "..", "shared", "bench", "grammar")
 
 
 def load_package(path: str, name: str):
