@@ -18,6 +18,23 @@ def allowed_ids(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return ids[((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)]
 
 
+def distinct(ids: np.ndarray, fresh: bool = False) -> np.ndarray:
+    """ids' distinct values, sorted: np.unique's result through array methods and ufuncs
+    only (fresh: ids is the caller's own new array, sorted in place). numpy 2.4's
+    np.unique (and union1d, intersect1d without assume_unique, isin, which call it) goes
+    through a hash table first: 45 µs for 800 int64 ids against 5 µs sorted, 370 against
+    27 for 5,000; and its Python-level set functions write ~7 pages of their code at their
+    first call in a process forked after set-up, as the shared harness runs."""
+    if len(ids) < 2:
+        return ids if fresh else ids.copy()
+    s = ids if fresh else ids.copy()
+    s.sort()
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
 def clear_ids(words: np.ndarray, ids: np.ndarray) -> None:
     """Clears the bits of ids (an int array) in words (one mask row viewed as uint32):
     with numba, for the argument types its warm-up loaded (contiguous writable uint32

@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from .member_tokens import CLOSE_ARR, CLOSE_OBJ, COLON, COMMA, OPEN, OPEN_ARR, key_index as _key_index
-from .bitmask import allowed_ids
+from .bitmask import allowed_ids, distinct
 from .token_tables import _NONE, BACKSLASH, QUOTE, _tables
 from .unique import Items, Watched
 
@@ -303,7 +303,7 @@ class ObjectSites(Watched):
         and `a` ended it, leaving a key body whose every completion (analysis_level,
         anat_only) was used; the mask then allowed `nat`, which accept_token refused."""
         exact, cand = self._plan(o, levels)
-        ids = np.unique(np.concatenate((exact, cand)))
+        ids = distinct(np.concatenate((exact, cand)))
         words = row.view(np.uint32)
         token_bytes = self.automaton.info.token_bytes
         for i in allowed_ids(words, ids).tolist():
@@ -378,10 +378,10 @@ class _Plan:
 
     def __init__(self, exact, cand):
         keep: dict[int, int] = {}
-        for i in np.unique(exact).tolist():
+        for i in distinct(exact).tolist():
             keep[i >> 5] = keep.get(i >> 5, 0xFFFFFFFF) & ~(1 << (i & 31))
         self.exact = list(keep.items())
-        self.ids = np.unique(cand)
+        self.ids = distinct(cand)
         self.cand = self.ids.tolist()
         self.memo: dict[int, tuple] = {}
 

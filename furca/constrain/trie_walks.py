@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _walk
+from .bitmask import distinct
 
 REC_START = 257  # a recording walk's first buffer (rec[0] the count), doubled when full
 # a walk that records nothing: the kernels never write a 1-long rec (writable all the same:
@@ -41,18 +42,9 @@ def joined(parts) -> np.ndarray:
 
 
 def merged_roots(parts) -> np.ndarray:
-    """The sorted distinct trie nodes of the int arrays parts (walks' records), int32: np.unique
-    of their concatenation (joined) through array methods and ufuncs only (numpy's
-    Python-level set functions write ~7 pages of their code at their first call in a
-    process forked after set-up, as the shared harness runs)."""
-    x = joined(parts)  # a new array: sorted in place
-    if len(x) < 2:
-        return x
-    x.sort()
-    keep = np.empty(len(x), dtype=bool)
-    keep[0] = True
-    np.not_equal(x[1:], x[:-1], out=keep[1:])
-    return x[keep]
+    """The sorted distinct trie nodes of the int arrays parts (walks' records), int32:
+    np.unique of their concatenation (joined), by bitmask.distinct."""
+    return distinct(joined(parts), fresh=True)
 
 
 def walk_continue(a, roots, trie, cont, words, record=False):
@@ -156,7 +148,7 @@ def walk_numpy(a, s, trie, words):
         while True:
             exp = a.expanded
             if not exp[pst].all():
-                for u in np.unique(pst[~exp[pst]]):
+                for u in distinct(pst[~exp[pst]], fresh=True).tolist():
                     a.expand(int(u))
             st = a.trans.reshape(-1)[pst.astype(np.int64) * 256 + byte[cur]]
             node_state[cur] = st

@@ -45,7 +45,7 @@ from bisect import bisect_left, bisect_right
 
 import numpy as np
 
-from .bitmask import allowed_ids, clear_ids
+from .bitmask import allowed_ids, clear_ids, distinct
 from .matcher import Matcher
 from .stacks import AutomatonLimit
 from .token_tables import BACKSLASH, CLOSE, COMMA, QUOTE, _TokenTables, _tables
@@ -271,14 +271,14 @@ class UniqueSites(Watched):
         else:  # tokens opening an item: read through those that may reach a dead body
             cand = t.one_quote if dead is not None and dead.nodes else t.two_quotes
             if not comma and dead is not None and b"" in dead.nodes:  # every item used: no comma
-                cand = np.union1d(cand, t.comma)
+                cand = distinct(np.concatenate((cand, t.comma)))
             if any(x.bare for x in langs):  # an integer opens at the token's start (compact)
                 for u in used:
                     for e in _BARE_ENDS:
                         lookup(u + e)
                 for q in dead.nodes if dead is not None else ():
                     lookup(q)
-                cand = np.union1d(cand, t.comma)
+                cand = distinct(np.concatenate((cand, t.comma)))
         words = row.view(np.uint32)
         token_bytes = self.automaton.info.token_bytes
         read = [i for i in allowed_ids(words, cand).tolist() if self.blocked(w, token_bytes[i], langs)]

@@ -42,13 +42,14 @@ from bisect import bisect_left
 
 import numpy as np
 
-from .bitmask import allowed_ids, clear_ids
-from .token_tables import _NONE, CLOSE, COMMA, QUOTE
+from .bitmask import allowed_ids, clear_ids, distinct
+from .token_tables import CLOSE, COMMA, QUOTE
 from .value_reader import START, _on_used, _read
 from .value_tokens import ValueTables, tables_of
 
 VALUES = "values"  # the item language of such arrays in ir.Grammar.unique
 SEARCH_BUDGET = 512  # states a dead-end search visits before it calls the prefix alive
+_END = object()  # a search's find: the array closed (alive whatever was used)
 _ORDER = {QUOTE: 0, 0x7D: 1, CLOSE: 2, COMMA: 3}  # the search's first bytes: those that close
 
 
@@ -69,6 +70,9 @@ class ValueSites:
         self._classes: dict[int, tuple] = {}  # state -> (deepest array level, shallowest)
         self._keys: dict[bytes, tuple] = {}  # item text -> value_key
         self._memo: dict = {}  # (used keys) -> {(state, reader): dead}
+        # (state, reader) -> what a search from there found alive: the unused item its path
+        # completed first, or _END (the array closed): alive again while that item is unused
+        self._alive: dict = {}
         self._rows: dict[int, list] = {}  # state -> its row's (byte, target), closing bytes first
         # the tokenizer's tables now (~30 ms once a process), with the compile: not in a
         # decode step's mask
@@ -163,6 +167,13 @@ class ValueSites:
         hit = memo.get(key)  # variants that reach one state are one search node
         if hit is not None:
             return hit
+        found = self._alive.get(key)
+        if found is not None and (found is _END or found not in used):
+            # the path found before completes that item first (nothing else completes on
+            # it), so it is alive for any used set without the item: the search would
+            # find it, or something alive before it, or run past its budget (alive)
+            memo[key] = False
+            return False
         keys = self._keys
         seen, budget, dead = {key}, SEARCH_BUDGET, True
         todo = [(w, iter(self._row_bytes(s)))]  # (watch state, the row's (byte, target) left)
@@ -178,6 +189,10 @@ class ValueSites:
                 continue
             if how == "end" or v2[0] is not used:
                 dead = False  # the array closed, or an unused item completed
+                if len(self._alive) >= 65536:
+                    self._alive.clear()
+                # the item completed on the way (a bare one a `]` ends, too), else the end alone
+                self._alive[key] = next(iter(v2[0] - used)) if v2[0] is not used else _END
                 break
             k = (x, v2[3:])
             if k in seen:
@@ -238,14 +253,16 @@ class ValueSites:
                 if not u.startswith(norm):
                     break
                 t.along(u[k:], cand)
-        ids = np.unique(np.concatenate(cand)) if cand else _NONE
-        if not used:  # nothing used yet: only a token that writes an item twice (a comma between)
-            ids = np.intersect1d(ids, t.t.comma, assume_unique=True)
-        if not len(ids):
+        if not cand:
             return
+        # the allowed candidates (a few of the ~800-2,000 in the tables), each once, in
+        # ascending order
         words = row.view(np.uint32)
+        ids = distinct(np.concatenate([allowed_ids(words, c) for c in cand]))
+        if not used:  # nothing used yet: only a token that writes an item twice (a comma between)
+            ids = ids[t.has_comma[ids]]
         tokens = info.token_bytes
-        drop = [i for i in allowed_ids(words, ids).tolist() if self.blocked(w, s, tokens[i])]
+        drop = [i for i in ids.tolist() if self.blocked(w, s, tokens[i])]
         if drop:
             clear_ids(words, np.array(drop, dtype=np.int64))
 

@@ -30,6 +30,8 @@ class ValueTables:
         self._up = up
         self._by_up: dict[tuple, np.ndarray] = {}
         self.delims = _containing(t.trie, b",]")
+        self.has_comma = np.zeros(len(tokens), dtype=bool)  # by token id: t.comma's tokens
+        self.has_comma[t.comma] = True
         self._ws = None
         self.between = np.union1d(np.union1d(self.delims, closing), t.two_quotes)
         self.quote_escape = np.array([i for i in t.one_quote.tolist() if b"\\" in tokens[i]], dtype=np.int64)

@@ -156,6 +156,26 @@ def test_bounded_integers_use_up():
     assert _check(schema, "[],123", ["1,", "2,3", ",3]"], seed=2) > 10
 
 
+def test_a_search_found_alive_counts_only_while_its_item_is_unused():
+    """The dead-end search keeps what it found alive, by state and reading (ValueSites._alive:
+    the item its path completed first); asked again with another used set, that find
+    holds only while the item is unused. Integers 1..3: after `[1,` the search from
+    between items finds `2]` (a bare item a `]` ends: the item counts, not the end); after
+    `[1,3,2` the same search finds every completion used, so the comma is masked."""
+    schema = {"type": "array", "uniqueItems": True, "items": {"type": "integer", "minimum": 1, "maximum": 3}}
+    info = byte_info([])
+    g = GrammarCompiler(info).compile_json_schema(schema)
+    m = g.matcher()
+    assert m.accept_string("[1")
+    assert allowed_set(m, info)[ord(",")]
+    found = dict(g.value_sites._alive)
+    assert found and all(x == value_key(b"2") for x in found.values())
+    assert m.accept_string(",3,2")
+    assert not allowed_set(m, info)[ord(",")]
+    assert allowed_set(m, info)[ord("]")]
+    assert not m.fork().accept_string(",")
+
+
 def test_pattern_strings_and_tokens_writing_two_items():
     """String items of a pattern (the values watch): a token that closes one item and
     writes another whole one (`a","a"`) is masked when the second repeats either."""
