@@ -43,6 +43,7 @@ from bisect import bisect_left
 import numpy as np
 
 from .bitmask import allowed_ids, clear_ids, distinct
+from .stacks import AutomatonLimit
 from .token_tables import CLOSE, COMMA, QUOTE
 from .value_reader import START, _on_used, _read
 from .value_tokens import ValueTables, tables_of
@@ -73,6 +74,9 @@ class ValueSites:
         # (state, reader) -> what a search from there found alive: the unused item its path
         # completed first, or _END (the array closed): alive again while that item is unused
         self._alive: dict = {}
+        # reader -> the texts such paths spelled from it (the latest few): tried from another
+        # state before a search (an array of the same items elsewhere)
+        self._texts: dict = {}
         self._rows: dict[int, list] = {}  # state -> its row's (byte, target), closing bytes first
         # the tokenizer's tables now (~30 ms once a process), with the compile: not in a
         # decode step's mask
@@ -174,14 +178,21 @@ class ValueSites:
             # find it, or something alive before it, or run past its budget (alive)
             memo[key] = False
             return False
+        reader = w[3:]
+        texts = self._texts.get(reader)
+        if texts is not None and any(self._spells_unused(w, s, t) for t in texts):
+            memo[key] = False
+            return False
         keys = self._keys
         seen, budget, dead = {key}, SEARCH_BUDGET, True
         todo = [(w, iter(self._row_bytes(s)))]  # (watch state, the row's (byte, target) left)
+        path = bytearray()  # the bytes into todo[1:]
         while todo:
             v, it = todo[-1]
             nxt = next(it, None)
             if nxt is None:
                 todo.pop()
+                del path[len(todo) - 1:]
                 continue
             b, x = nxt
             v2, _i, how = _read(v, bytes((b,)), 0, True, keys)
@@ -191,8 +202,11 @@ class ValueSites:
                 dead = False  # the array closed, or an unused item completed
                 if len(self._alive) >= 65536:
                     self._alive.clear()
+                    self._texts.clear()
                 # the item completed on the way (a bare one a `]` ends, too), else the end alone
                 self._alive[key] = next(iter(v2[0] - used)) if v2[0] is not used else _END
+                path.append(b)
+                self._texts[reader] = (bytes(path),) + (texts or ())[:3]
                 break
             k = (x, v2[3:])
             if k in seen:
@@ -203,8 +217,23 @@ class ValueSites:
                 dead = False  # too far to tell: alive
                 break
             todo.append((v2, iter(self._row_bytes(x))))
+            path.append(b)
         memo[key] = dead
         return dead
+
+    def _spells_unused(self, w, s: int, text: bytes) -> bool:
+        """Whether text, read from watch state w in state s, completes an unused item (or
+        ends the array) at its last byte with no repeat before, and the grammar allows it
+        from s: then a completion that is no used item exists, and the search would find
+        it, or something alive before it, or run past its budget (alive). The texts are
+        paths a search found from the same reading in another state (`_texts`)."""
+        v2, _i, how = _read(w, text, 0, True, self._keys)
+        if how != "end" and (how is not None or v2[0] is w[0]):
+            return False
+        try:
+            return self.automaton.step(s, text) != 0
+        except AutomatonLimit:  # the search decides (and meets the limit itself, or not)
+            return False
 
     def _row_bytes(self, x: int) -> list:
         """[(byte, target)] of state x's row, the closing bytes first (cached per state)."""

@@ -176,6 +176,44 @@ def test_a_search_found_alive_counts_only_while_its_item_is_unused():
     assert not m.fork().accept_string(",")
 
 
+def test_a_found_text_serves_the_same_items_elsewhere(monkeypatch):
+    """A search's find is also kept as the text it spelled from its reading
+    (ValueSites._texts): from another state with the same reading (the same items in
+    another array) the text serves when the grammar allows it there and it completes an
+    unused item; else the search runs. Two arrays of {"x": 1 | 2}: the second one's
+    searches, served or not, give the masks the first one's did."""
+    item = {"type": "object", "properties": {"x": {"enum": [1, 2]}}, "required": ["x"],
+            "additionalProperties": False}
+    arr = {"type": "array", "uniqueItems": True, "items": item}
+    schema = {"type": "object", "properties": {"a": arr, "b": arr}, "required": ["a", "b"],
+              "additionalProperties": False}
+    info = byte_info([])
+    g = GrammarCompiler(info).compile_json_schema(schema)
+    served = []
+    spells = type(g.value_sites)._spells_unused
+    monkeypatch.setattr(type(g.value_sites), "_spells_unused",
+                        lambda self, *a: served.append(spells(self, *a)) or served[-1])
+    m = g.matcher()
+    assert m.accept_string('{"a":[{"x":1}')
+    assert allowed_set(m, info)[ord(",")]  # the search: {"x":2} is left
+    assert g.value_sites._texts and not served
+    assert m.accept_string(',{"x":2}')
+    assert not allowed_set(m, info)[ord(",")]  # both used
+    assert m.accept_string('],"b":[{"x":1}')
+    assert allowed_set(m, info)[ord(",")]
+    assert True in served  # the text the first array's search spelled, from the second's state
+    served.clear()
+    b = m.fork()
+    assert m.accept_string(',{"x":2}')
+    assert not allowed_set(m, info)[ord(",")]
+    assert b.accept_string("]}") and b.can_terminate()
+    m2 = g.matcher()
+    assert m2.accept_string('{"a":[{"x":2}],"b":[{"x":2}')
+    assert allowed_set(m2, info)[ord(",")]  # the kept text repeats {"x":2} here: the search finds {"x":1}
+    assert m2.accept_string(',{"x":1}')
+    assert not allowed_set(m2, info)[ord(",")]
+
+
 def test_pattern_strings_and_tokens_writing_two_items():
     """String items of a pattern (the values watch): a token that closes one item and
     writes another whole one (`a","a"`) is masked when the second repeats either."""
