@@ -52,6 +52,7 @@ VALUES = "values"  # the item language of such arrays in ir.Grammar.unique
 SEARCH_BUDGET = 512  # states a dead-end search visits before it calls the prefix alive
 _END = object()  # a search's find: the array closed (alive whatever was used)
 _ORDER = {QUOTE: 0, 0x7D: 1, CLOSE: 2, COMMA: 3}  # the search's first bytes: those that close
+_FIRST = tuple(sorted(_ORDER, key=_ORDER.get))
 
 
 class ValueSites:
@@ -77,7 +78,6 @@ class ValueSites:
         # reader -> the texts such paths spelled from it (the latest few): tried from another
         # state before a search (an array of the same items elsewhere)
         self._texts: dict = {}
-        self._rows: dict[int, list] = {}  # state -> its row's (byte, target), closing bytes first
         # the tokenizer's tables now (~30 ms once a process), with the compile: not in a
         # decode step's mask
         self.tables = tables_of(automaton.info)
@@ -185,7 +185,7 @@ class ValueSites:
             return False
         keys = self._keys
         seen, budget, dead = {key}, SEARCH_BUDGET, True
-        todo = [(w, iter(self._row_bytes(s)))]  # (watch state, the row's (byte, target) left)
+        todo = [(w, self._row_bytes(s))]  # (watch state, the row's (byte, target) left)
         path = bytearray()  # the bytes into todo[1:]
         while todo:
             v, it = todo[-1]
@@ -216,7 +216,7 @@ class ValueSites:
             if budget < 0:
                 dead = False  # too far to tell: alive
                 break
-            todo.append((v2, iter(self._row_bytes(x))))
+            todo.append((v2, self._row_bytes(x)))
             path.append(b)
         memo[key] = dead
         return dead
@@ -235,18 +235,20 @@ class ValueSites:
         except AutomatonLimit:  # the search decides (and meets the limit itself, or not)
             return False
 
-    def _row_bytes(self, x: int) -> list:
-        """[(byte, target)] of state x's row, the closing bytes first (cached per state)."""
-        hit = self._rows.get(x)
-        if hit is None:
-            a = self.automaton
-            a.expand(x)
-            row = a.trans[x]
-            hit = sorted(((b, row.item(b)) for b in np.flatnonzero(row).tolist()), key=lambda y: _ORDER.get(y[0], 9))
-            if len(self._rows) >= 65536:
-                self._rows.clear()
-            self._rows[x] = hit
-        return hit
+    def _row_bytes(self, x: int):
+        """(byte, target) of state x's row, the closing bytes first (_ORDER), then the
+        others ascending: an iterator that reads the row as the search goes (most
+        searches take one of the first bytes of each row they enter)."""
+        a = self.automaton
+        a.expand(x)
+        row = a.trans[x]  # a row never changes once written (a grown table copies it)
+        for b in _FIRST:
+            t = row.item(b)
+            if t:
+                yield b, t
+        for b in np.flatnonzero(row).tolist():
+            if b not in _ORDER:
+                yield b, row.item(b)
 
     def masked(self, ws, s: int, row: np.ndarray) -> None:
         """Clears, in row (the grammar's mask of state s, int32 words), the tokens that
