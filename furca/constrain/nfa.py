@@ -97,6 +97,7 @@ def build_nfa(g: ir.Grammar) -> NFA:
     if nullable is None:
         nullable, _ = nullable_and_productive(g.rules)
     in_len = [0]  # > 0 inside a length region: repetitions are copies
+    least: dict = {}  # _least_bytes' memo
     nfa.unique = dict(getattr(g, "unique", None) or {})
     watched = set(nfa.unique) | {v[0] for v in nfa.unique.values()}
     nfa.objects = dict(getattr(g, "objects", None) or {})
@@ -173,9 +174,10 @@ def build_nfa(g: ir.Grammar) -> NFA:
                 eps[s] += (entry,)
                 nfa.counter[entry] = (body_start, done, lo, top)
                 fewest = _fewest(x, "byte")
-                nfa.counter_bytes[entry] = max(1, fewest or 0)
-                if fewest is None:
+                if fewest is None:  # a call, key trie or length region in the body: a bound through them
                     nfa.item_counters.add(entry)
+                    fewest = _least_bytes(x, g.rules, least, set(), 0)
+                nfa.counter_bytes[entry] = max(1, fewest)
                 if hi is None:  # x{lo,}: then x*
                     loop = new()
                     eps[done] += (loop,)
@@ -370,6 +372,9 @@ def _layout_room(size: int) -> bool:
     return True
 
 
+MAX_LEAST_DEPTH = 200  # _least_bytes' nesting (a bound of 0 below it): Python's recursion limit
+
+
 def _fewest(e, unit: str, memo=None):
     """The fewest `unit`s ("byte" or "tick") a string of the encoded IR e holds, or None
     when e holds a call, a key trie or a length region (not looked into; a length
@@ -392,6 +397,42 @@ def _fewest(e, unit: str, memo=None):
             ns = [_fewest(x, unit, memo) for x in e[1]]
             memo[key] = None if None in ns else sum(ns) if k == "seq" else min(ns, default=0)
     return memo[key]
+
+
+def _least_bytes(e, rules, memo, active, depth) -> int:
+    """A lower bound of the bytes of any string of the encoded IR e, looking into calls
+    (rules: name -> expr), for a counter's body that _fewest does not look into (an
+    array's item: a call). A rule met again inside its own bound counts 0, as do a key
+    trie and anything past MAX_LEAST_DEPTH nested expressions; a length region takes at
+    least its fewest characters. Each an underestimate at worst, so the bound holds
+    (automaton.canonical moves a counter by one count per that many bytes). Memoised per
+    expression and per rule (memo), across the grammar's counters."""
+    k = e[0]
+    if k == "byte":
+        return 1
+    if k not in ("seq", "alt", "rep", "ref", "len") or depth > MAX_LEAST_DEPTH:
+        return 0
+    key = ("rule", e[1]) if k == "ref" else id(e)
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
+    if k == "ref":
+        name = e[1]
+        if name in active or name not in rules:
+            return 0  # not memoised: 0 only inside the rule's own bound
+        active.add(name)
+        n = _least_bytes(rules[name], rules, memo, active, depth + 1)
+        active.discard(name)
+    elif k == "seq":
+        n = sum(_least_bytes(x, rules, memo, active, depth + 1) for x in e[1])
+    elif k == "alt":
+        n = min((_least_bytes(x, rules, memo, active, depth + 1) for x in e[1]), default=0)
+    elif k == "rep":
+        n = e[2] * _least_bytes(e[1], rules, memo, active, depth + 1)
+    else:  # "len": its characters, a byte or more each
+        n = max(_least_bytes(e[1], rules, memo, active, depth + 1), e[2])
+    memo[key] = n
+    return n
 
 
 def _region_need(nfa, nodes, end):

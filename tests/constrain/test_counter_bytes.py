@@ -86,3 +86,63 @@ def test_far_counts_share_one_mask():
     assert len(far) > len([k for k in range(1, 61) if 60 - (k + 1) > short])  # a one-byte body's bound
     assert len({a.canonical_short(s) for s in far}) == 1
     assert len({a.canonical_short(s) for s in near}) == len(set(near))
+
+
+ITEMS = ['{"a":', '1},{"a":', '},{"a":', '0}]', '1}]',
+         '1},{"a":2},{"a":3},{"a":',  # three item ends in one token
+         '1},{"a":2},{"a":3},{"a":4},{"a":5},{"a":6},{"a":7},{"a":8},{"a":9},{"a":']  # nine
+
+
+def test_item_bodies_count_the_bytes_of_their_calls():
+    """An array's counter over items that are calls (nfa.item_counters) took one byte a
+    body; nfa._least_bytes looks into the called rules (an object, a string's length
+    region), so `,{"a":0}` counts 8 bytes and the counts share masks 8 times nearer the
+    bound. The masks equal brute force at every count up to maxItems, with tokens that
+    end three and nine items."""
+    from .conftest import byte_info
+
+    info = byte_info(ITEMS)
+    c = GrammarCompiler(info)
+    obj = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+           "additionalProperties": False}
+    g = c.compile_json_schema({"type": "array", "items": obj, "minItems": 2, "maxItems": 30})
+    nfa = g.automaton.nfa
+    assert [nfa.counter_bytes[e] for e in nfa.item_counters] == [8]
+    a = g.automaton
+    states = []
+    m = g.matcher()
+    assert m.accept_string('[{"a":')
+    step = 258 + ITEMS.index('1},{"a":')
+    for _ in range(40):
+        check_mask(m, info)
+        states.append(m._t[0])
+        if not m.fork().accept_token(step):
+            break
+        assert m.accept_token(step)
+    assert len(states) == 30  # every count up to the bound
+    # the second item's count on: those more than ceil(longest token / 8) counts from the
+    # bound share one mask (at one byte a body none did: the longest token is 75 bytes)
+    far = {a.canonical(s) for s in states[1:12]}
+    assert len(far) == 1 and info.max_token_len < 8 * (29 - 12)
+    for seed in range(3):
+        walk_checking_masks(g.matcher(), info, random.Random(seed), 45)
+    strings = {"type": "array", "items": {"type": "string", "maxLength": 20, "pattern": "^[a-z ]+$"}, "maxItems": 30}
+    nfa = c.compile_json_schema(strings).automaton.nfa
+    assert [nfa.counter_bytes[e] for e in nfa.item_counters] == [4]  # `,"a"`: the region's one character
+
+
+def test_least_bytes_bounds():
+    """nfa._least_bytes: calls looked into, a rule inside its own bound 0, a length region
+    its fewest characters, a key trie 0."""
+    from furca.constrain.nfa import _least_bytes
+
+    b = ("byte", [(97, 97)])
+    rules = {"r": ("alt", [("seq", [b, ("ref", "r", 0)]), ("seq", [b, b])]), "s": ("seq", [b, ("ref", "r", 0)])}
+    assert _least_bytes(("ref", "s", 0), rules, {}, set(), 0) == 2  # 1 + r's (its recursive branch counts 1 + 0)
+    assert _least_bytes(("len", ("rep", ("seq", [("tick",), b]), 0, None), 3, 9), rules, {}, set(), 0) == 3
+    assert _least_bytes(("rep", ("ref", "s", 0), 2, 5), rules, {}, set(), 0) == 4
+    assert _least_bytes(("keys", (), None, None, False), rules, {}, set(), 0) == 0
+    deep = b
+    for _ in range(300):
+        deep = ("seq", [deep])
+    assert _least_bytes(deep, rules, {}, set(), 0) == 0  # past the depth bound: 0, no RecursionError
