@@ -160,7 +160,17 @@ class ValueSites:
         or between items) is a used item: a depth-first search through the automaton's
         rows for an unused completed item (or the array's `]`), closing bytes first, so
         that a free value completes in a few bytes. Respellings of a used value (1.0 for
-        1, another member order) count as used. Past SEARCH_BUDGET rows: alive."""
+        1, another member order) count as used. Past SEARCH_BUDGET rows: alive.
+
+        A search that finds an unused item (or the array's end) keeps it (`_alive`, by
+        state and reading) and the text its path spelled (`_texts`, by reading). On its
+        path nothing completes before that item (a repeat ends a branch, an unused item
+        ends the search), so from the same state it is alive again for any used set
+        without the item. A kept text serves another state with the same reading where
+        the grammar allows it there and it completes an unused item. In both cases the
+        search, run, would find that path, or something alive before it, or run past its
+        budget: alive. A search between items after `"},` wrote a whole new item, 12-29
+        states and 166-515 µs the first time (bashly's arrays of objects)."""
         used = w[0]
         memo = self._memo.get(used)
         if memo is None:
