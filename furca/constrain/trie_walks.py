@@ -149,7 +149,7 @@ def walk_numpy(a, s, trie, words):
             exp = a.expanded
             if not exp[pst].all():
                 for u in distinct(pst[~exp[pst]], fresh=True).tolist():
-                    a.expand(int(u))
+                    a.expand(u)
             st = a.trans.reshape(-1)[pst.astype(np.int64) * 256 + byte[cur]]
             node_state[cur] = st
             keep = st != 0

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from furca.constrain import GrammarCompiler, TokenizerInfo
-from furca.constrain.nfa import _fewest
+from furca.constrain.ir_bounds import _fewest
 
 from .conftest import BYTE_EOS, check_mask, walk_checking_masks
 
@@ -95,7 +95,7 @@ ITEMS = ['{"a":', '1},{"a":', '},{"a":', '0}]', '1}]',
 
 def test_item_bodies_count_the_bytes_of_their_calls():
     """An array's counter over items that are calls (nfa.item_counters) took one byte a
-    body; nfa._least_bytes looks into the called rules (an object, a string's length
+    body; ir_bounds._least_bytes looks into the called rules (an object, a string's length
     region), so `,{"a":0}` counts 8 bytes and the counts share masks 8 times nearer the
     bound. The masks equal brute force at every count up to maxItems, with tokens that
     end three and nine items."""
@@ -132,9 +132,9 @@ def test_item_bodies_count_the_bytes_of_their_calls():
 
 
 def test_least_bytes_bounds():
-    """nfa._least_bytes: calls looked into, a rule inside its own bound 0, a length region
+    """ir_bounds._least_bytes: calls looked into, a rule inside its own bound 0, a length region
     its fewest characters, a key trie 0."""
-    from furca.constrain.nfa import _least_bytes
+    from furca.constrain.ir_bounds import _least_bytes
 
     b = ("byte", [(97, 97)])
     rules = {"r": ("alt", [("seq", [b, ("ref", "r", 0)]), ("seq", [b, b])]), "s": ("seq", [b, ("ref", "r", 0)])}
